@@ -1,0 +1,1 @@
+//! The one integration-test binary: each area of bork-ci has a module here.

@@ -1,0 +1,192 @@
+//! The `none` backend: each job is a local child process, for a CI job that is already isolated.
+//!
+//! It inherits the runner's environment minus the secret names the job lists, kills the whole
+//! process group at the timeout, and keeps a bounded amount of output. It does not confine
+//! anything: that is what the `docker` backend is for.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Instant;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+
+use super::{Job, JobOutput, Outcome, SandboxError};
+
+/// Runs jobs as local processes.
+#[derive(Debug, Default)]
+pub struct Local;
+
+impl Local {
+    /// Runs `job` in `repo` and waits for it, up to its timeout.
+    pub async fn run(&self, repo: &Path, job: &Job) -> Result<JobOutput, SandboxError> {
+        let program = job.argv.first().cloned().unwrap_or_default();
+        let mut command = Command::new(&program);
+        command
+            .args(job.argv.iter().skip(1))
+            .current_dir(repo)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        for name in &job.secret_env {
+            command.env_remove(name);
+        }
+        command.envs(job.env.iter().map(|(k, v)| (k, v)));
+        let started = Instant::now();
+        let mut child = command.spawn().map_err(|source| SandboxError::Spawn {
+            program: program.clone(),
+            repo: repo.to_owned(),
+            source,
+        })?;
+        let pid = child.id();
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let cap = job.output_cap;
+        let out_task = tokio::spawn(read_capped(stdout, cap));
+        let err_task = tokio::spawn(read_capped(stderr, cap));
+
+        let outcome = match tokio::time::timeout(job.timeout, child.wait()).await {
+            Ok(status) => {
+                let status = status.map_err(|source| SandboxError::Io {
+                    program: program.clone(),
+                    source,
+                })?;
+                match (status.code(), status.signal()) {
+                    (Some(code), _) => Outcome::Exited(code),
+                    (None, Some(signal)) => Outcome::Signaled(signal),
+                    (None, None) => Outcome::Signaled(0),
+                }
+            }
+            Err(_) => {
+                kill_group(pid);
+                let _ = child.wait().await;
+                Outcome::TimedOut
+            }
+        };
+        // Children that outlive the checker would keep the pipes open forever.
+        kill_group(pid);
+        let io_error = |source| SandboxError::Io {
+            program: program.clone(),
+            source,
+        };
+        let (stdout, stdout_truncated) = join_output(out_task).await.map_err(io_error)?;
+        let (stderr, stderr_truncated) = join_output(err_task).await.map_err(io_error)?;
+        Ok(JobOutput {
+            outcome,
+            stdout,
+            stderr,
+            stdout_truncated,
+            stderr_truncated,
+            duration: started.elapsed(),
+        })
+    }
+}
+
+fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok()) {
+        if let Some(group) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+async fn join_output(
+    task: tokio::task::JoinHandle<std::io::Result<(Vec<u8>, bool)>>,
+) -> std::io::Result<(Vec<u8>, bool)> {
+    // Descendants may hold the pipe open after the group kill (a new session); bound the wait.
+    match tokio::time::timeout(std::time::Duration::from_secs(5), task).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(join)) => Err(std::io::Error::other(join)),
+        Err(_) => Ok((Vec::new(), true)),
+    }
+}
+
+async fn read_capped<R: AsyncRead + Unpin>(
+    reader: Option<R>,
+    cap: usize,
+) -> std::io::Result<(Vec<u8>, bool)> {
+    let Some(mut reader) = reader else {
+        return Ok((Vec::new(), false));
+    };
+    let mut kept = Vec::new();
+    let mut truncated = false;
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read = reader.read(&mut buffer).await?;
+        if read == 0 {
+            break;
+        }
+        let room = cap.saturating_sub(kept.len());
+        if read > room {
+            truncated = true;
+        }
+        kept.extend_from_slice(&buffer[..read.min(room)]);
+    }
+    Ok((kept, truncated))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::JobKind;
+    use std::time::Duration;
+
+    fn job(script: &str, timeout: Duration) -> Job {
+        Job {
+            kind: JobKind::Checker,
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            env: vec![],
+            secret_env: vec!["BORK_TEST_SECRET".into()],
+            timeout,
+            output_cap: 16,
+        }
+    }
+
+    #[tokio::test]
+    async fn exit_code_output_and_cap() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = Local
+            .run(
+                dir.path(),
+                &job(
+                    "printf '0123456789abcdefXYZ'; echo err >&2; exit 3",
+                    Duration::from_secs(10),
+                ),
+            )
+            .await
+            .expect("runs");
+        assert_eq!(out.outcome, Outcome::Exited(3));
+        assert_eq!(out.stdout, b"0123456789abcdef");
+        assert!(out.stdout_truncated);
+        assert_eq!(out.stderr, b"err\n");
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_group() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let started = Instant::now();
+        let out = Local
+            .run(
+                dir.path(),
+                &job("sleep 30 & sleep 30", Duration::from_millis(300)),
+            )
+            .await
+            .expect("runs");
+        assert_eq!(out.outcome, Outcome::TimedOut);
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn secret_names_are_removed() {
+        // SAFETY: the variable is only read by the child this test starts.
+        unsafe { std::env::set_var("BORK_TEST_SECRET", "canary-123") };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut job = job("env", Duration::from_secs(10));
+        job.output_cap = 1 << 20;
+        let out = Local.run(dir.path(), &job).await.expect("runs");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("canary-123"));
+    }
+}

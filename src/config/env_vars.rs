@@ -1,0 +1,102 @@
+//! Every `BORK_*` environment variable bork-ci reads as configuration, and the rule behind them.
+//!
+//! The rule: `BORK_` followed by the key's path, sections and key joined by `_`, dashes as `_`,
+//! upper case. `llm.base-url` is `BORK_LLM_BASE_URL`; `max-iterations` is `BORK_MAX_ITERATIONS`.
+//! Lists are comma-separated. The table below is the whole set: a `BORK_*` name that is not in it
+//! is not configuration (the GitHub variables are read by `github`).
+
+/// How the text of a variable becomes a configuration value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueKind {
+    Text,
+    Integer,
+    Decimal,
+    Boolean,
+    List,
+}
+
+/// One variable: its name, the key it sets, and how its value is read.
+#[derive(Debug, Clone, Copy)]
+pub struct EnvVar {
+    pub name: &'static str,
+    pub key: &'static str,
+    pub kind: ValueKind,
+}
+
+macro_rules! vars {
+    ($($name:literal => $key:literal : $kind:ident),* $(,)?) => {
+        /// Every configuration variable, in documentation order.
+        pub const ALL: &[EnvVar] = &[$(EnvVar { name: $name, key: $key, kind: ValueKind::$kind }),*];
+    };
+}
+
+vars! {
+    "BORK_CORRECTNESS_CHECKER" => "correctness-checker": Text,
+    "BORK_EDITS_REQUIRE_APPROVAL" => "edits-require-approval": List,
+    "BORK_MAX_ITERATIONS" => "max-iterations": Integer,
+    "BORK_CHECKER_TIMEOUT_SECS" => "checker-timeout-secs": Integer,
+    "BORK_CONTEXT_BUDGET_TOKENS" => "context-budget-tokens": Integer,
+    "BORK_RUN_TIMEOUT_SECS" => "run-timeout-secs": Integer,
+    "BORK_BASE" => "base": Text,
+    "BORK_MAX_FILE_BYTES" => "max-file-bytes": Integer,
+    "BORK_LLM_PROVIDER" => "llm.provider": Text,
+    "BORK_LLM_MODEL" => "llm.model": Text,
+    "BORK_LLM_BASE_URL" => "llm.base-url": Text,
+    "BORK_LLM_API_KEY_ENV" => "llm.api-key-env": Text,
+    "BORK_LLM_MAX_OUTPUT_TOKENS" => "llm.max-output-tokens": Integer,
+    "BORK_LLM_TIMEOUT_SECS" => "llm.timeout-secs": Integer,
+    "BORK_LLM_MAX_RETRIES" => "llm.max-retries": Integer,
+    "BORK_LLM_MAX_TOTAL_TOKENS" => "llm.max-total-tokens": Integer,
+    "BORK_LLM_SCRIPT" => "llm.script": Text,
+    "BORK_LLM_PRICES_INPUT_PER_MTOK" => "llm.prices.input-per-mtok": Decimal,
+    "BORK_LLM_PRICES_OUTPUT_PER_MTOK" => "llm.prices.output-per-mtok": Decimal,
+    "BORK_LLM_PRICES_CACHED_INPUT_PER_MTOK" => "llm.prices.cached-input-per-mtok": Decimal,
+    "BORK_SANDBOX_KIND" => "sandbox.kind": Text,
+    "BORK_SANDBOX_IMAGE" => "sandbox.image": Text,
+    "BORK_SANDBOX_RUNNER_IMAGE" => "sandbox.runner-image": Text,
+    "BORK_SANDBOX_PULL" => "sandbox.pull": Text,
+    "BORK_SANDBOX_NETWORK" => "sandbox.network": Text,
+    "BORK_SANDBOX_MEMORY" => "sandbox.memory": Text,
+    "BORK_SANDBOX_CPUS" => "sandbox.cpus": Decimal,
+    "BORK_SANDBOX_PIDS_LIMIT" => "sandbox.pids-limit": Integer,
+    "BORK_SANDBOX_USER" => "sandbox.user": Text,
+    "BORK_SANDBOX_ARTIFACT_DIR" => "sandbox.artifact-dir": Text,
+    "BORK_VERIFICATION_TIMEOUT_SECS" => "verification.timeout-secs": Integer,
+    "BORK_REVIEW_ENABLED" => "review.enabled": Boolean,
+    "BORK_REVIEW_MIN_SEVERITY" => "review.min-severity": Text,
+    "BORK_REVIEW_ALLOW_PROMPT_PATCH_DRIFT" => "review.allow-prompt-patch-drift": Boolean,
+    "BORK_GITHUB_LABEL" => "github.label": Text,
+    "BORK_GITHUB_AUTHOR_NAME" => "github.author-name": Text,
+    "BORK_GITHUB_AUTHOR_EMAIL" => "github.author-email": Text,
+    "BORK_GITHUB_BRANCH_PREFIX" => "github.branch-prefix": Text,
+}
+
+/// The variable name the rule gives a key path.
+pub fn name_for(key: &str) -> String {
+    format!("BORK_{}", key.replace(['.', '-'], "_").to_uppercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_follows_the_rule() {
+        for var in ALL {
+            assert_eq!(var.name, name_for(var.key), "{}", var.key);
+        }
+    }
+
+    #[test]
+    fn the_names_the_issue_fixes_exist() {
+        for name in [
+            "BORK_LLM_PROVIDER",
+            "BORK_LLM_MODEL",
+            "BORK_LLM_BASE_URL",
+            "BORK_MAX_ITERATIONS",
+            "BORK_CORRECTNESS_CHECKER",
+        ] {
+            assert!(ALL.iter().any(|var| var.name == name), "{name}");
+        }
+    }
+}

@@ -1,0 +1,896 @@
+//! Configuration: `.config/bork.json` layered with figment, from lowest to highest precedence:
+//! defaults, the file, `BORK_*` environment variables, command-line flags. One typed [`Config`]
+//! comes out, validated before anything else runs; [`Resolved::explain`] says where each value came
+//! from. This is the only module that reads the environment for configuration; it never prints a
+//! secret (the LLM key is held as a `SecretString` and only its presence is shown).
+//!
+//! The keys are documented in `specs/core/config-file.md`; keep the two in step.
+
+pub mod env_vars;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use figment::value::{Dict, Map};
+use figment::{Figment, Metadata, Profile, Provider};
+use secrecy::SecretString;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::sandbox::SandboxKind;
+
+/// Where the configuration file lives, relative to the repository root.
+pub const CONFIG_PATH: &str = ".config/bork.json";
+
+/// The resolved configuration of one run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct Config {
+    /// Path of the correctness-checker executable, relative to the repository root. Absent: no checker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correctness_checker: Option<String>,
+    /// Gitignore-style globs whose edits need human approval, in addition to `specs/**` and the defaults.
+    pub edits_require_approval: Vec<String>,
+    /// Iterations before the run stops and asks for a human.
+    pub max_iterations: u32,
+    /// Wall-clock limit of one checker run, in seconds.
+    pub checker_timeout_secs: u64,
+    /// Upper bound on the estimated tokens of the packed prompt.
+    pub context_budget_tokens: u64,
+    /// Wall-clock budget of the whole run, in seconds; past it the run ends `needs-human`.
+    pub run_timeout_secs: u64,
+    /// The branch the spec diff is taken against.
+    pub base: String,
+    /// Files larger than this are named in the prompt but not inlined.
+    pub max_file_bytes: u64,
+    pub llm: LlmConfig,
+    pub sandbox: SandboxConfig,
+    pub verification: VerificationConfig,
+    pub review: ReviewConfig,
+    pub github: GithubConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            correctness_checker: None,
+            edits_require_approval: Vec::new(),
+            max_iterations: 5,
+            checker_timeout_secs: 600,
+            context_budget_tokens: 200_000,
+            run_timeout_secs: 3600,
+            base: "main".into(),
+            max_file_bytes: 256 * 1024,
+            llm: LlmConfig::default(),
+            sandbox: SandboxConfig::default(),
+            verification: VerificationConfig::default(),
+            review: ReviewConfig::default(),
+            github: GithubConfig::default(),
+        }
+    }
+}
+
+/// Which API the model is reached through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderName {
+    /// Any OpenAI-compatible Chat Completions endpoint.
+    Openai,
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// A scripted model reading canned answers from `llm.script`: for demos and tests.
+    Scripted,
+}
+
+impl ProviderName {
+    /// The variable that holds the key when `api-key-env` is not set.
+    pub fn default_key_env(self) -> &'static str {
+        match self {
+            ProviderName::Anthropic => "ANTHROPIC_API_KEY",
+            ProviderName::Openai | ProviderName::Scripted => "OPENAI_API_KEY",
+        }
+    }
+}
+
+/// The model and how to reach it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct LlmConfig {
+    pub provider: ProviderName,
+    pub model: String,
+    /// Endpoint root; absent: the provider's public API.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// Name of the variable holding the key; absent: `OPENAI_API_KEY` or `ANTHROPIC_API_KEY`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    pub max_output_tokens: u32,
+    /// Deadline of one request, in seconds.
+    pub timeout_secs: u64,
+    pub max_retries: u32,
+    /// Token budget of the whole run (input + output); past it the run ends `needs-human`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_total_tokens: Option<u64>,
+    /// Prices per million tokens, for the cost figure in the report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prices: Option<Prices>,
+    /// The scripted model's file of canned answers, relative to the working directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        LlmConfig {
+            provider: ProviderName::Openai,
+            model: "gpt-4.1".into(),
+            base_url: None,
+            api_key_env: None,
+            max_output_tokens: 32_000,
+            timeout_secs: 600,
+            max_retries: 4,
+            max_total_tokens: None,
+            prices: None,
+            script: None,
+        }
+    }
+}
+
+impl LlmConfig {
+    /// The variable the key is read from.
+    pub fn key_env(&self) -> String {
+        self.api_key_env
+            .clone()
+            .unwrap_or_else(|| self.provider.default_key_env().to_owned())
+    }
+}
+
+/// Prices in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct Prices {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+    pub cached_input_per_mtok: f64,
+}
+
+/// Where the steps run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    pub kind: SandboxKind,
+    /// The team's toolchain image the checker and verifier run in.
+    pub image: String,
+    /// The image of bork-ci itself, for the edit step.
+    pub runner_image: String,
+    /// `missing`, `always` or `never`.
+    pub pull: String,
+    /// `none` (default) or `bridge`.
+    pub network: String,
+    /// Memory limit, e.g. `2g`.
+    pub memory: String,
+    pub cpus: f64,
+    pub pids_limit: i64,
+    /// `uid:gid` the checker runs as.
+    pub user: String,
+    /// Artifact directory outside the repository; absent: `AGENT_ARTIFACT_DIR` or `~/.agent-artifacts`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact_dir: Option<String>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            kind: SandboxKind::Docker,
+            image: "debian:bookworm-slim".into(),
+            runner_image: "bork-ci:dev".into(),
+            pull: "missing".into(),
+            network: "none".into(),
+            memory: "2g".into(),
+            cpus: 2.0,
+            pids_limit: 512,
+            user: "65534:65534".into(),
+            artifact_dir: None,
+        }
+    }
+}
+
+/// One verifier step.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StepConfig {
+    pub name: String,
+    pub command: String,
+}
+
+/// The Verifier pipeline.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct VerificationConfig {
+    pub steps: Vec<StepConfig>,
+    pub timeout_secs: u64,
+}
+
+impl Default for VerificationConfig {
+    fn default() -> Self {
+        VerificationConfig {
+            steps: Vec::new(),
+            timeout_secs: 1800,
+        }
+    }
+}
+
+/// The built-in LLM reviewer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct ReviewConfig {
+    pub enabled: bool,
+    /// `critical`, `high`, `medium`, `low` or `info`.
+    pub min_severity: String,
+    pub allow_prompt_patch_drift: bool,
+    /// Overrides of `llm` for the reviewer; unset keys inherit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llm: Option<Value>,
+}
+
+impl Default for ReviewConfig {
+    fn default() -> Self {
+        ReviewConfig {
+            enabled: false,
+            min_severity: "medium".into(),
+            allow_prompt_patch_drift: false,
+            llm: None,
+        }
+    }
+}
+
+/// How bork-ci appears on GitHub.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct GithubConfig {
+    pub label: String,
+    pub author_name: String,
+    pub author_email: String,
+    pub branch_prefix: String,
+}
+
+impl Default for GithubConfig {
+    fn default() -> Self {
+        GithubConfig {
+            label: "bork:needs-human".into(),
+            author_name: "bork-ci".into(),
+            author_email: "bork-ci@users.noreply.github.com".into(),
+            branch_prefix: "bork/".into(),
+        }
+    }
+}
+
+/// A configuration problem: always names the key and where it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: {message}")]
+    Invalid { file: String, message: String },
+    #[error("configuration key `{key}` (from {source_name}): {message}")]
+    BadValue {
+        key: String,
+        source_name: String,
+        message: String,
+    },
+    #[error("environment variable {name} (for `{key}`): {message}")]
+    BadEnv {
+        name: String,
+        key: String,
+        message: String,
+    },
+    #[error("reading {file}: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+}
+
+/// Values given on the command line: each (key path, value, flag as typed).
+pub type FlagValues = Vec<(&'static str, Value, &'static str)>;
+
+/// The configuration of one run and the figment it was extracted from.
+pub struct Resolved {
+    pub config: Config,
+    /// The file that was read, if any.
+    pub file: Option<PathBuf>,
+    /// The LLM key, read from the variable `llm.api-key-env` names.
+    pub api_key: Option<SecretString>,
+    figment: Figment,
+}
+
+impl std::fmt::Debug for Resolved {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Resolved")
+            .field("config", &self.config)
+            .field("file", &self.file)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .finish()
+    }
+}
+
+/// One named layer of values (defaults, an env var, a flag), so provenance can name it.
+struct Layer {
+    name: String,
+    data: Value,
+}
+
+impl Provider for Layer {
+    fn metadata(&self) -> Metadata {
+        Metadata::named(self.name.clone())
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        figment::providers::Serialized::defaults(&self.data).data()
+    }
+}
+
+/// Sets `path` (dotted) in a JSON object tree.
+fn nest(path: &str, value: Value) -> Value {
+    path.rsplit('.').fold(value, |inner, part| {
+        let mut object = serde_json::Map::new();
+        object.insert(part.to_owned(), inner);
+        Value::Object(object)
+    })
+}
+
+fn parse_env(var: &env_vars::EnvVar, text: &str) -> Result<Value, ConfigError> {
+    let bad = |message: String| ConfigError::BadEnv {
+        name: var.name.to_owned(),
+        key: var.key.to_owned(),
+        message,
+    };
+    Ok(match var.kind {
+        env_vars::ValueKind::Text => Value::String(text.to_owned()),
+        env_vars::ValueKind::Integer => Value::from(
+            text.trim()
+                .parse::<u64>()
+                .map_err(|_| bad(format!("expected a whole number, got {text:?}")))?,
+        ),
+        env_vars::ValueKind::Decimal => Value::from(
+            text.trim()
+                .parse::<f64>()
+                .map_err(|_| bad(format!("expected a number, got {text:?}")))?,
+        ),
+        env_vars::ValueKind::Boolean => match text.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => Value::Bool(true),
+            "false" | "0" | "no" | "" => Value::Bool(false),
+            _ => return Err(bad(format!("expected true or false, got {text:?}"))),
+        },
+        env_vars::ValueKind::List => Value::Array(
+            text.split(',')
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(|item| Value::String(item.to_owned()))
+                .collect(),
+        ),
+    })
+}
+
+/// Reads the configuration of the repository at `repo_root`.
+///
+/// `config_path` overrides where the file is (relative to the repository root or absolute);
+/// `env` is the process environment (passed in so tests control it); `flags` are command-line values.
+pub fn load(
+    repo_root: &Path,
+    config_path: Option<&Path>,
+    env: &BTreeMap<String, String>,
+    flags: &FlagValues,
+) -> Result<Resolved, ConfigError> {
+    let file = match config_path {
+        Some(path) if path.is_absolute() => path.to_owned(),
+        Some(path) => repo_root.join(path),
+        None => repo_root.join(CONFIG_PATH),
+    };
+    let shown = config_path
+        .map(|path| path.display().to_string())
+        .unwrap_or_else(|| CONFIG_PATH.to_owned());
+    let mut figment = Figment::new().merge(Layer {
+        name: "default".into(),
+        data: serde_json::to_value(Config::default()).map_err(|error| ConfigError::Invalid {
+            file: shown.clone(),
+            message: error.to_string(),
+        })?,
+    });
+    // Read the file ourselves (without following a symlink out of the repository) so that a
+    // malformed file gets one clear message with its name.
+    let file_used = match std::fs::symlink_metadata(&file) {
+        Ok(meta) if meta.file_type().is_symlink() && config_path.is_none() => {
+            return Err(ConfigError::Invalid {
+                file: shown,
+                message:
+                    "is a symbolic link; bork-ci reads its configuration only from a regular file"
+                        .into(),
+            });
+        }
+        Ok(_) => {
+            let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Read {
+                file: shown.clone(),
+                source,
+            })?;
+            let data: Value =
+                serde_json::from_str(&text).map_err(|error| ConfigError::Invalid {
+                    file: shown.clone(),
+                    message: format!("not valid JSON: {error}"),
+                })?;
+            if !data.is_object() {
+                return Err(ConfigError::Invalid {
+                    file: shown.clone(),
+                    message: "the top level must be a JSON object".into(),
+                });
+            }
+            figment = figment.merge(Layer {
+                name: shown.clone(),
+                data,
+            });
+            Some(file.clone())
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound && config_path.is_none() => None,
+        Err(source) => {
+            return Err(ConfigError::Read {
+                file: shown,
+                source,
+            });
+        }
+    };
+    for var in env_vars::ALL {
+        if let Some(text) = env.get(var.name) {
+            figment = figment.merge(Layer {
+                name: format!("environment {}", var.name),
+                data: nest(var.key, parse_env(var, text)?),
+            });
+        }
+    }
+    for (key, value, flag) in flags {
+        figment = figment.merge(Layer {
+            name: format!("flag {flag}"),
+            data: nest(key, value.clone()),
+        });
+    }
+    let config: Config = figment
+        .extract()
+        .map_err(|error| describe(&error, &figment))?;
+    let resolved = Resolved {
+        api_key: env
+            .get(&config.llm.key_env())
+            .filter(|key| !key.is_empty())
+            .map(|key| SecretString::from(key.clone())),
+        config,
+        file: file_used,
+        figment,
+    };
+    resolved.validate()?;
+    Ok(resolved)
+}
+
+fn describe(error: &figment::Error, figment: &Figment) -> ConfigError {
+    let error = error
+        .clone()
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| error.clone());
+    let key = error
+        .path
+        .iter()
+        .filter(|part| part.as_str() != "default")
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(".");
+    let source_name = error
+        .metadata
+        .as_ref()
+        .map(|meta| meta.name.to_string())
+        .or_else(|| {
+            figment
+                .find_metadata(&key)
+                .map(|meta| meta.name.to_string())
+        })
+        .unwrap_or_else(|| "configuration".into());
+    let message = match &error.kind {
+        figment::error::Kind::UnknownField(field, expected) => {
+            format!(
+                "unknown key `{field}`; known keys here: {}",
+                expected.join(", ")
+            )
+        }
+        other => other.to_string(),
+    };
+    let key = match &error.kind {
+        figment::error::Kind::UnknownField(field, _) if key.is_empty() => field.clone(),
+        figment::error::Kind::UnknownField(field, _) => format!("{key}.{field}"),
+        _ => key,
+    };
+    ConfigError::BadValue {
+        key,
+        source_name,
+        message,
+    }
+}
+
+impl Resolved {
+    fn source_of(&self, key: &str) -> String {
+        self.figment
+            .find_metadata(key)
+            .map(|meta| meta.name.to_string())
+            .unwrap_or_else(|| "default".into())
+    }
+
+    fn bad(&self, key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::BadValue {
+            key: key.to_owned(),
+            source_name: self.source_of(key),
+            message: message.into(),
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let config = &self.config;
+        if let Some(checker) = &config.correctness_checker {
+            if let Some(problem) = repo_relative_problem(checker) {
+                return Err(self.bad("correctness-checker", problem));
+            }
+        }
+        if config.max_iterations == 0 || config.max_iterations > 100 {
+            return Err(self.bad("max-iterations", "must be between 1 and 100"));
+        }
+        for (key, value) in [
+            ("checker-timeout-secs", config.checker_timeout_secs),
+            ("run-timeout-secs", config.run_timeout_secs),
+            ("llm.timeout-secs", config.llm.timeout_secs),
+            ("context-budget-tokens", config.context_budget_tokens),
+            ("max-file-bytes", config.max_file_bytes),
+            (
+                "verification.timeout-secs",
+                config.verification.timeout_secs,
+            ),
+        ] {
+            if value == 0 {
+                return Err(self.bad(key, "must be greater than 0"));
+            }
+        }
+        if config.llm.max_output_tokens == 0 {
+            return Err(self.bad("llm.max-output-tokens", "must be greater than 0"));
+        }
+        for glob in &config.edits_require_approval {
+            if let Err(error) = globset::Glob::new(glob.trim_end_matches('/')) {
+                return Err(self.bad(
+                    "edits-require-approval",
+                    format!("bad glob {glob:?}: {error}"),
+                ));
+            }
+        }
+        if let Some(url) = &config.llm.base_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(self.bad("llm.base-url", "must start with http:// or https://"));
+            }
+        }
+        match config.llm.provider {
+            ProviderName::Scripted if config.llm.script.is_none() => {
+                return Err(self.bad(
+                    "llm.script",
+                    "the scripted provider needs `llm.script`, the file of canned answers",
+                ));
+            }
+            ProviderName::Openai | ProviderName::Anthropic
+                if config.llm.model.trim().is_empty() =>
+            {
+                return Err(self.bad("llm.model", "must not be empty"));
+            }
+            _ => {}
+        }
+        if !["critical", "high", "medium", "low", "info"]
+            .contains(&config.review.min_severity.as_str())
+        {
+            return Err(self.bad(
+                "review.min-severity",
+                "must be one of critical, high, medium, low, info",
+            ));
+        }
+        if !["missing", "always", "never"].contains(&config.sandbox.pull.as_str()) {
+            return Err(self.bad("sandbox.pull", "must be one of missing, always, never"));
+        }
+        if !["none", "bridge", "host"].contains(&config.sandbox.network.as_str()) {
+            return Err(self.bad("sandbox.network", "must be one of none, bridge, host"));
+        }
+        for (index, step) in config.verification.steps.iter().enumerate() {
+            if step.name.trim().is_empty() || step.command.trim().is_empty() {
+                return Err(self.bad(
+                    "verification.steps",
+                    format!("step {} needs a non-empty name and command", index + 1),
+                ));
+            }
+        }
+        if let Some(review_llm) = &config.review.llm {
+            let merged = merge_json(
+                serde_json::to_value(&config.llm).unwrap_or_default(),
+                review_llm,
+            );
+            if let Err(error) = serde_json::from_value::<LlmConfig>(merged) {
+                return Err(self.bad("review.llm", error.to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The reviewer's LLM settings: `llm` with `review.llm` laid over it.
+    pub fn review_llm(&self) -> LlmConfig {
+        match &self.config.review.llm {
+            None => self.config.llm.clone(),
+            Some(overrides) => {
+                let merged = merge_json(
+                    serde_json::to_value(&self.config.llm).unwrap_or_default(),
+                    overrides,
+                );
+                serde_json::from_value(merged).unwrap_or_else(|_| self.config.llm.clone())
+            }
+        }
+    }
+
+    /// Every resolved value with where it came from, one `key = value  # source` line each.
+    /// No secret is ever part of it: the key's variable name is, and whether it is set.
+    pub fn explain(&self) -> String {
+        let mut lines = Vec::new();
+        let value = serde_json::to_value(&self.config).unwrap_or_default();
+        let mut leaves = Vec::new();
+        flatten("", &value, &mut leaves);
+        let width = leaves.iter().map(|(key, _)| key.len()).max().unwrap_or(0);
+        for (key, value) in leaves {
+            let source = self.source_of(&key);
+            lines.push(format!("{key:<width$} = {value}  # {source}"));
+        }
+        let key_env = self.config.llm.key_env();
+        let key_state = if self.api_key.is_some() {
+            "set"
+        } else {
+            "not set"
+        };
+        lines.push(format!(
+            "{:<width$} = {key_state}  # read from ${key_env}, never printed",
+            "llm.api-key"
+        ));
+        let file = match &self.file {
+            Some(file) => format!("# configuration file: {}", file.display()),
+            None => format!("# configuration file: none ({CONFIG_PATH} not found)"),
+        };
+        format!("{file}\n{}\n", lines.join("\n"))
+    }
+
+    /// Names of variables that hold secrets and must never reach a checker or verifier.
+    pub fn secret_env_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = [
+            "GITHUB_TOKEN",
+            "BORK_GITHUB_TOKEN",
+            "GH_TOKEN",
+            "OPENAI_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "ACTIONS_RUNTIME_TOKEN",
+            "ACTIONS_RUNTIME_URL",
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+            "ACTIONS_ID_TOKEN_REQUEST_URL",
+            "ACTIONS_CACHE_URL",
+            "ACTIONS_RESULTS_URL",
+        ]
+        .iter()
+        .map(|name| (*name).to_owned())
+        .collect();
+        names.push(self.config.llm.key_env());
+        names.push(self.review_llm().key_env());
+        names.sort();
+        names.dedup();
+        names
+    }
+}
+
+fn flatten(prefix: &str, value: &Value, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (key, inner) in map {
+                let path = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
+                flatten(&path, inner, out);
+            }
+        }
+        other => out.push((prefix.to_owned(), other.to_string())),
+    }
+}
+
+fn merge_json(mut base: Value, overlay: &Value) -> Value {
+    if let (Value::Object(base_map), Value::Object(overlay_map)) = (&mut base, overlay) {
+        for (key, value) in overlay_map {
+            let merged = match base_map.remove(key) {
+                Some(existing) => merge_json(existing, value),
+                None => value.clone(),
+            };
+            base_map.insert(key.clone(), merged);
+        }
+        base
+    } else {
+        overlay.clone()
+    }
+}
+
+/// Why `path` is not a plain path inside the repository, if it is not.
+pub fn repo_relative_problem(path: &str) -> Option<String> {
+    if path.is_empty() {
+        return Some("must not be empty".into());
+    }
+    if path.starts_with('/') || path.contains('\\') || path.contains(':') {
+        return Some(format!(
+            "{path:?} leaves the repository: give a path relative to the repository root"
+        ));
+    }
+    if path
+        .split('/')
+        .any(|part| part == ".." || part.is_empty() || part.chars().any(char::is_control))
+    {
+        return Some(format!(
+            "{path:?} leaves the repository or is not a plain relative path"
+        ));
+    }
+    if path
+        .split('/')
+        .any(|part| part.eq_ignore_ascii_case(".git"))
+    {
+        return Some(format!("{path:?} points into .git"));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo_with(config: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join(".config")).expect("mkdir");
+        std::fs::write(dir.path().join(CONFIG_PATH), config).expect("write");
+        dir
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_without_a_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let resolved = load(dir.path(), None, &env(&[]), &vec![]).expect("loads");
+        assert_eq!(resolved.config, Config::default());
+        assert!(resolved.file.is_none());
+    }
+
+    #[test]
+    fn precedence_default_file_env_flag() {
+        let dir =
+            repo_with(r#"{"max-iterations": 3, "llm": {"model": "file-model", "max-retries": 1}}"#);
+        let resolved = load(
+            dir.path(),
+            None,
+            &env(&[
+                ("BORK_MAX_ITERATIONS", "4"),
+                ("BORK_LLM_MODEL", "env-model"),
+            ]),
+            &vec![("max-iterations", Value::from(2), "--max-iterations")],
+        )
+        .expect("loads");
+        assert_eq!(resolved.config.max_iterations, 2);
+        assert_eq!(resolved.config.llm.model, "env-model");
+        assert_eq!(resolved.config.llm.max_retries, 1);
+        assert_eq!(resolved.config.checker_timeout_secs, 600);
+        let explained = resolved.explain();
+        assert!(explained.contains("max-iterations"));
+        assert!(explained.contains("# flag --max-iterations"), "{explained}");
+        assert!(
+            explained.contains("# environment BORK_LLM_MODEL"),
+            "{explained}"
+        );
+        assert!(explained.contains("# .config/bork.json"), "{explained}");
+        assert!(explained.contains("# default"), "{explained}");
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_file() {
+        let dir = repo_with(r#"{"llm": {"modle": "x"}}"#);
+        let error = load(dir.path(), None, &env(&[]), &vec![]).expect_err("rejects");
+        let text = error.to_string();
+        assert!(text.contains("llm.modle"), "{text}");
+        assert!(text.contains(".config/bork.json"), "{text}");
+    }
+
+    #[test]
+    fn wrong_type_names_key_and_file() {
+        let dir = repo_with(r#"{"max-iterations": "five"}"#);
+        let text = load(dir.path(), None, &env(&[]), &vec![])
+            .expect_err("rejects")
+            .to_string();
+        assert!(text.contains("max-iterations"), "{text}");
+        assert!(text.contains(".config/bork.json"), "{text}");
+    }
+
+    #[test]
+    fn checker_outside_the_repo_is_refused() {
+        for checker in ["/bin/true", "../x", "a/../../x", "a\\b", ".git/hooks/x"] {
+            let dir = repo_with(&format!(
+                r#"{{"correctness-checker": {}}}"#,
+                Value::from(checker)
+            ));
+            let text = load(dir.path(), None, &env(&[]), &vec![])
+                .expect_err(checker)
+                .to_string();
+            assert!(text.contains("correctness-checker"), "{text}");
+        }
+    }
+
+    #[test]
+    fn malformed_json_names_the_file() {
+        let dir = repo_with("{not json");
+        let text = load(dir.path(), None, &env(&[]), &vec![])
+            .expect_err("rejects")
+            .to_string();
+        assert!(
+            text.contains(".config/bork.json") && text.contains("JSON"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn bad_env_value_names_the_variable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = load(
+            dir.path(),
+            None,
+            &env(&[("BORK_MAX_ITERATIONS", "lots")]),
+            &vec![],
+        )
+        .expect_err("rejects")
+        .to_string();
+        assert!(text.contains("BORK_MAX_ITERATIONS"), "{text}");
+    }
+
+    #[test]
+    fn the_key_is_never_explained() {
+        let dir = repo_with(r#"{"llm": {"api-key-env": "MY_KEY"}}"#);
+        let resolved = load(
+            dir.path(),
+            None,
+            &env(&[("MY_KEY", "sk-canary-42")]),
+            &vec![],
+        )
+        .expect("loads");
+        assert!(resolved.api_key.is_some());
+        let shown = format!("{}{:?}", resolved.explain(), resolved);
+        assert!(!shown.contains("sk-canary-42"));
+        assert!(shown.contains("MY_KEY"));
+        assert!(resolved.secret_env_names().contains(&"MY_KEY".to_owned()));
+    }
+
+    #[test]
+    fn env_lists_and_booleans() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let resolved = load(
+            dir.path(),
+            None,
+            &env(&[
+                ("BORK_EDITS_REQUIRE_APPROVAL", "Cargo.toml, ci/*.sh"),
+                ("BORK_REVIEW_ENABLED", "true"),
+            ]),
+            &vec![],
+        )
+        .expect("loads");
+        assert_eq!(
+            resolved.config.edits_require_approval,
+            vec!["Cargo.toml", "ci/*.sh"]
+        );
+        assert!(resolved.config.review.enabled);
+    }
+}

@@ -7,3 +7,5 @@
 pub mod config;
 pub mod findings;
 pub mod sandbox;
+pub mod exit;
+pub mod checker;

@@ -1,0 +1,205 @@
+//! The correctness checker: runs the team's executable (no arguments, working directory the
+//! repository root) through the sandbox and judges what it returned, failing closed.
+//!
+//! [`judge`] is pure: clean only when the exit code is 0 and the documented JSON holds no
+//! findings; exit 0 with findings counts as findings; exit 1 with none, exit 2, any other code, a
+//! signal, a timeout, an OOM kill, truncated or undocumented stdout all count as failed to run.
+//! This module does not decide what happens next; `reconcile` does.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::findings::Findings;
+use crate::sandbox::{Job, JobKind, JobOutput, Outcome, Sandbox, SandboxError};
+
+/// At most this much of the checker's stdout is read; more is a failure to run.
+pub const OUTPUT_CAP: usize = 4 * 1024 * 1024;
+/// How much of stderr is kept for the report and the next prompt.
+pub const STDERR_TAIL: usize = 4 * 1024;
+
+/// What one checker run says about the working tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "status")]
+pub enum Verdict {
+    /// Exit 0 and no findings.
+    Clean,
+    /// The checker found problems.
+    Findings { findings: Findings },
+    /// The checker could not give an answer that can be trusted.
+    FailedToRun { reason: String, stderr_tail: String },
+}
+
+impl Verdict {
+    /// True only for [`Verdict::Clean`].
+    pub fn is_clean(&self) -> bool {
+        matches!(self, Verdict::Clean)
+    }
+}
+
+/// Judges one checker run. Pure.
+pub fn judge(output: &JobOutput, timeout: Duration) -> Verdict {
+    let stderr_tail = tail(&output.stderr, STDERR_TAIL);
+    let failed = |reason: String| Verdict::FailedToRun {
+        reason,
+        stderr_tail: stderr_tail.clone(),
+    };
+    let code = match output.outcome {
+        Outcome::Exited(code) => code,
+        Outcome::Signaled(signal) => return failed(format!("killed by signal {signal}")),
+        Outcome::TimedOut => return failed(format!("timed out after {}s", timeout.as_secs())),
+        Outcome::OomKilled => return failed("killed for running out of memory".into()),
+    };
+    match code {
+        0 | 1 => {}
+        2 => return failed("exited with 2: the checker reports it failed to run".into()),
+        other => return failed(format!("exited with {other}, which the checker contract does not define")),
+    }
+    if output.stdout_truncated {
+        return failed(format!("wrote more than {OUTPUT_CAP} bytes to stdout"));
+    }
+    let Ok(text) = std::str::from_utf8(&output.stdout) else {
+        return failed("stdout is not UTF-8".into());
+    };
+    let findings: Findings = match serde_json::from_str(text) {
+        Ok(findings) => findings,
+        Err(error) => {
+            return failed(format!(
+                "exited with {code} but stdout is not the documented findings JSON ({error})"
+            ));
+        }
+    };
+    match (code, findings.is_empty()) {
+        (0, true) => Verdict::Clean,
+        (_, false) => Verdict::Findings { findings },
+        (_, true) => failed("exited with 1 (findings) but reported none".into()),
+    }
+}
+
+/// Runs the checker at `checker` (relative to `repo`) and judges it.
+pub async fn run(
+    sandbox: &Sandbox,
+    repo: &Path,
+    checker: &str,
+    timeout: Duration,
+    secret_env: &[String],
+) -> Result<Verdict, SandboxError> {
+    let job = Job {
+        kind: JobKind::Checker,
+        argv: vec![format!("./{checker}")],
+        env: Vec::new(),
+        secret_env: secret_env.to_vec(),
+        timeout,
+        output_cap: OUTPUT_CAP,
+    };
+    let output = sandbox.run(repo, &job).await?;
+    Ok(judge(&output, timeout))
+}
+
+/// The last `limit` bytes of `bytes` as text, cut at a character boundary.
+pub fn tail(bytes: &[u8], limit: usize) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    if text.len() <= limit {
+        return text.into_owned();
+    }
+    let mut start = text.len() - limit;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("[... {start} bytes cut ...]{}", &text[start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output(outcome: Outcome, stdout: &str) -> JobOutput {
+        JobOutput {
+            outcome,
+            stdout: stdout.as_bytes().to_vec(),
+            stderr: b"some stderr".to_vec(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            duration: Duration::from_millis(5),
+        }
+    }
+
+    const NONE: &str = r#"{"per_file_findings":[],"overall_findings":[]}"#;
+    const ONE: &str = r#"{"per_file_findings":[{"provenance":"code-review","file":"a.rs","finding":"bad"}],"overall_findings":[]}"#;
+
+    fn check(outcome: Outcome, stdout: &str) -> &'static str {
+        match judge(&output(outcome, stdout), Duration::from_secs(7)) {
+            Verdict::Clean => "clean",
+            Verdict::Findings { .. } => "findings",
+            Verdict::FailedToRun { .. } => "failed",
+        }
+    }
+
+    #[test]
+    fn fail_closed_table() {
+        let cases = [
+            (Outcome::Exited(0), NONE, "clean"),
+            (Outcome::Exited(0), "  \n{}\n", "clean"),
+            (Outcome::Exited(0), ONE, "findings"),
+            (Outcome::Exited(1), ONE, "findings"),
+            (Outcome::Exited(1), NONE, "failed"),
+            (Outcome::Exited(2), NONE, "failed"),
+            (Outcome::Exited(2), ONE, "failed"),
+            (Outcome::Exited(3), NONE, "failed"),
+            (Outcome::Exited(127), NONE, "failed"),
+            (Outcome::Exited(0), "", "failed"),
+            (Outcome::Exited(0), "ok", "failed"),
+            (Outcome::Exited(0), r#"{"findings":[]}"#, "failed"),
+            (Outcome::Exited(0), "{} {}", "failed"),
+            (Outcome::Signaled(9), NONE, "failed"),
+            (Outcome::TimedOut, NONE, "failed"),
+            (Outcome::OomKilled, NONE, "failed"),
+        ];
+        for (outcome, stdout, expected) in cases {
+            assert_eq!(check(outcome, stdout), expected, "{outcome:?} {stdout:?}");
+        }
+    }
+
+    #[test]
+    fn truncated_or_non_utf8_stdout_fails() {
+        let mut out = output(Outcome::Exited(0), NONE);
+        out.stdout_truncated = true;
+        assert!(matches!(judge(&out, Duration::from_secs(1)), Verdict::FailedToRun { .. }));
+        let mut out = output(Outcome::Exited(0), "");
+        out.stdout = vec![0xff, 0xfe];
+        assert!(matches!(judge(&out, Duration::from_secs(1)), Verdict::FailedToRun { .. }));
+    }
+
+    #[test]
+    fn timeout_reason_and_stderr_tail_kept() {
+        let verdict = judge(&output(Outcome::TimedOut, ""), Duration::from_secs(7));
+        assert_eq!(
+            verdict,
+            Verdict::FailedToRun {
+                reason: "timed out after 7s".into(),
+                stderr_tail: "some stderr".into()
+            }
+        );
+    }
+
+    #[test]
+    fn tail_cuts_at_a_boundary() {
+        let text = "ééééé".as_bytes();
+        let cut = tail(text, 3);
+        assert!(cut.ends_with('é'));
+        assert!(cut.starts_with("[..."));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn clean_only_when_exit_zero_and_no_findings(code in -1i32..300, stdout in ".{0,64}") {
+            let verdict = judge(&output(Outcome::Exited(code), &stdout), Duration::from_secs(1));
+            if verdict.is_clean() {
+                proptest::prop_assert_eq!(code, 0);
+                let parsed: Findings = serde_json::from_str(&stdout).expect("clean implies parsed");
+                proptest::prop_assert!(parsed.is_empty());
+            }
+        }
+    }
+}

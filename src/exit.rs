@@ -1,0 +1,27 @@
+//! Exit codes: the one place that maps how a run ended to the number the shell sees.
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | converged: the checker is clean (or there is none) and nothing awaits approval |
+//! | 1 | needs-human: iterations, tokens or time ran out with findings left |
+//! | 2 | error: bad configuration or input, a checker that failed to run, an unreachable model |
+//! | 3 | awaiting approval: protected edits are pending a human's decision |
+
+/// How the process ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitCode {
+    Converged = 0,
+    NeedsHuman = 1,
+    Error = 2,
+    AwaitingApproval = 3,
+}
+
+impl ExitCode {
+    /// The numeric code.
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+}
+
+/// The exit-code table for `--help`.
+pub const HELP: &str = "Exit codes:\n  0  converged (checker clean, nothing pending)\n  1  needs-human (out of iterations, tokens or time with findings left)\n  2  error (configuration, input, checker failed to run, model unreachable)\n  3  awaiting approval (protected edits pending)";

@@ -54,7 +54,11 @@ pub fn judge(output: &JobOutput, timeout: Duration) -> Verdict {
     match code {
         0 | 1 => {}
         2 => return failed("exited with 2: the checker reports it failed to run".into()),
-        other => return failed(format!("exited with {other}, which the checker contract does not define")),
+        other => {
+            return failed(format!(
+                "exited with {other}, which the checker contract does not define"
+            ));
+        }
     }
     if output.stdout_truncated {
         return failed(format!("wrote more than {OUTPUT_CAP} bytes to stdout"));
@@ -165,10 +169,16 @@ mod tests {
     fn truncated_or_non_utf8_stdout_fails() {
         let mut out = output(Outcome::Exited(0), NONE);
         out.stdout_truncated = true;
-        assert!(matches!(judge(&out, Duration::from_secs(1)), Verdict::FailedToRun { .. }));
+        assert!(matches!(
+            judge(&out, Duration::from_secs(1)),
+            Verdict::FailedToRun { .. }
+        ));
         let mut out = output(Outcome::Exited(0), "");
         out.stdout = vec![0xff, 0xfe];
-        assert!(matches!(judge(&out, Duration::from_secs(1)), Verdict::FailedToRun { .. }));
+        assert!(matches!(
+            judge(&out, Duration::from_secs(1)),
+            Verdict::FailedToRun { .. }
+        ));
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! its specs into one prompt, asks an LLM for file edits, applies them safely, runs the team's
 //! correctness checker, and loops until the checker is clean or the iteration cap is reached.
 //! See `ARCHITECTURE.md` for the code map and the invariants.
-pub mod config;
-pub mod findings;
-pub mod sandbox;
-pub mod exit;
 pub mod checker;
+pub mod config;
+pub mod exit;
+pub mod findings;
+pub mod prompt;
+pub mod sandbox;

@@ -10,3 +10,7 @@ pub mod exit;
 pub mod findings;
 pub mod prompt;
 pub mod sandbox;
+pub mod cli;
+pub mod commands;
+pub mod reconcile;
+pub mod report;

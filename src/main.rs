@@ -1,1 +1,19 @@
-fn main() {}
+//! The `bork-ci` binary: parse the command line, set up logging, run the command, exit with its code.
+
+use std::process::ExitCode as ProcessExit;
+
+use clap::Parser;
+
+fn main() -> ProcessExit {
+    let cli = bork_ci::cli::Cli::parse();
+    bork_ci::commands::init_logging(cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!("starting the async runtime: {error}");
+            return ProcessExit::from(2);
+        }
+    };
+    let code = runtime.block_on(bork_ci::commands::dispatch(cli));
+    ProcessExit::from(u8::try_from(code.code()).unwrap_or(2))
+}

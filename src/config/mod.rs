@@ -371,6 +371,13 @@ fn parse_env(var: &env_vars::EnvVar, text: &str) -> Result<Value, ConfigError> {
     })
 }
 
+/// The process environment, read once (non-UTF-8 variables are skipped).
+pub fn process_env() -> BTreeMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .collect()
+}
+
 /// Reads the configuration of the repository at `repo_root`.
 ///
 /// `config_path` overrides where the file is (relative to the repository root or absolute);

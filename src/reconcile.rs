@@ -1,0 +1,531 @@
+//! The reconciliation loop (`loop` is a keyword): iterations, budgets, stop conditions.
+//!
+//! This is the only module that orders the stages: pack once, then per iteration ask the model
+//! (with one corrected retry for an unusable answer), apply the edits, run the judges (checker,
+//! verifier, reviewer), and feed what happened back. It owns the run's budgets (iterations,
+//! tokens, wall clock) and decides the final status. It does not render or print reports beyond
+//! progress lines, and it never touches the repository except through `edit::apply`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use secrecy::ExposeSecret;
+
+use crate::checker::{self, Verdict};
+use crate::config::{ProviderName, Resolved};
+use crate::edit::apply::{self, ApplyOptions, Changeset, EditAction};
+use crate::edit::parse::{self, EditPlan, ParseLimits};
+use crate::edit::policy::Protection;
+use crate::findings::Findings;
+use crate::llm::{
+    self, Completion, Conversation, FinishReason, LlmSettings, Provider, ProviderKind, ResponseFormat, Role,
+    Turn, Usage,
+};
+use crate::pack::{self, PackOptions};
+use crate::prompt::{self, Feedback};
+use crate::report::{Durations, IterationReport, JudgeStatus, RunReport, RunStatus};
+use crate::sandbox::Sandbox;
+
+/// Everything a run needs besides the configuration.
+pub struct RunOptions {
+    pub repo: PathBuf,
+    pub run_id: String,
+    /// Print held and refused contents between stop-commands markers with this token.
+    pub stop_token: Option<String>,
+}
+
+/// A typed error that ends the run before the loop could start, with its own exit code (2).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(
+        "the packed prompt is about {estimate} tokens, over the context budget of {budget} (`context-budget-tokens`); run `bork-ci pack` to see it, and add what the model need not see to .gitignore"
+    )]
+    ContextBudget { estimate: u64, budget: u64 },
+    #[error("the packed prompt contains the value of {name}; refusing to send a secret to the model")]
+    SecretInPrompt { name: String },
+}
+
+/// The LLM settings of `llm` config plus the key.
+pub fn llm_settings(config: &crate::config::LlmConfig, api_key: Option<secrecy::SecretString>) -> LlmSettings {
+    LlmSettings {
+        provider: match config.provider {
+            ProviderName::Openai => ProviderKind::Openai,
+            ProviderName::Anthropic => ProviderKind::Anthropic,
+            ProviderName::Scripted => ProviderKind::Scripted,
+        },
+        model: config.model.clone(),
+        base_url: config.base_url.clone(),
+        api_key,
+        api_key_env: config.key_env(),
+        max_output_tokens: config.max_output_tokens,
+        timeout: Duration::from_secs(config.timeout_secs),
+        max_retries: config.max_retries,
+        script: config.script.as_ref().map(PathBuf::from),
+    }
+}
+
+/// Packs the repository and renders the constant part of the conversation.
+pub fn initial_prompt(repo: &Path, resolved: &Resolved) -> Result<(Conversation, pack::RepoSnapshot)> {
+    let snapshot = pack::snapshot(
+        repo,
+        &PackOptions {
+            base: resolved.config.base.clone(),
+            max_file_bytes: resolved.config.max_file_bytes,
+        },
+    )
+    .with_context(|| format!("packing the repository at {}", repo.display()))?;
+    let conversation = Conversation {
+        system: prompt::system(),
+        prefix: prompt::prefix(&snapshot.render_files(), &snapshot.render_spec_diff()),
+        turns: Vec::new(),
+    };
+    Ok((conversation, snapshot))
+}
+
+/// Token estimate of the constant part of the conversation.
+pub fn estimate(conversation: &Conversation) -> u64 {
+    pack::estimate_tokens(&conversation.system) + pack::estimate_tokens(&conversation.prefix)
+}
+
+/// What one edit step produced.
+struct StepResult {
+    changeset: Changeset,
+    answer_error: Option<String>,
+    parse_retries: u32,
+    usage: Usage,
+}
+
+/// Checks a completion and parses it into an edit plan.
+fn read_answer(completion: &Completion, limits: &ParseLimits) -> std::result::Result<EditPlan, String> {
+    match &completion.finish {
+        FinishReason::Length => {
+            return Err("the answer was cut off at the output token limit (finish reason: length); answer with fewer or smaller files".into());
+        }
+        FinishReason::Refusal => return Err("the model refused to answer".into()),
+        FinishReason::Stop | FinishReason::Other(_) => {}
+    }
+    parse::parse(&completion.text, limits).map_err(|error| error.to_string())
+}
+
+/// The edit step: ask, parse (one corrected retry), apply. Appends the model's turns to the
+/// conversation.
+async fn edit_step(
+    provider: &Provider,
+    conversation: &mut Conversation,
+    repo: &Path,
+    options: &ApplyOptions,
+    deadline: Instant,
+) -> Result<StepResult> {
+    let limits = ParseLimits::default();
+    let format = ResponseFormat {
+        name: "bork_edits".into(),
+        schema: prompt::answer_schema(),
+    };
+    let mut usage = Usage::default();
+    let mut parse_retries = 0;
+    let mut last_error = None;
+    for attempt in 0..2 {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            bail!(BudgetExhausted::Time);
+        }
+        let completion = tokio::time::timeout(remaining, provider.complete(conversation, Some(&format)))
+            .await
+            .map_err(|_| anyhow::Error::new(BudgetExhausted::Time))?
+            .with_context(|| format!("asking {}", provider.describe()))?;
+        usage += completion.usage.clone();
+        conversation.turns.push(Turn {
+            role: Role::Assistant,
+            text: completion.text.clone(),
+        });
+        match read_answer(&completion, &limits) {
+            Ok(plan) => {
+                let changeset = apply::apply(repo, &plan, options).context("applying the model's edits")?;
+                return Ok(StepResult {
+                    changeset,
+                    answer_error: None,
+                    parse_retries,
+                    usage,
+                });
+            }
+            Err(error) => {
+                tracing::warn!("the model's answer could not be used: {error}");
+                if attempt == 0 {
+                    parse_retries += 1;
+                    conversation.turns.push(Turn {
+                        role: Role::User,
+                        text: prompt::parse_retry(&error),
+                    });
+                }
+                last_error = Some(error);
+            }
+        }
+    }
+    Ok(StepResult {
+        changeset: Changeset::default(),
+        answer_error: last_error,
+        parse_retries,
+        usage,
+    })
+}
+
+/// A budget of the run ran out.
+#[derive(Debug, thiserror::Error)]
+pub enum BudgetExhausted {
+    #[error("the run's wall-clock budget (`run-timeout-secs`) ran out")]
+    Time,
+}
+
+/// What the judges said about the tree after an iteration.
+struct Judgement {
+    checker: JudgeStatus,
+    findings: Findings,
+    failures: Vec<(String, String, String)>,
+    check_ms: u64,
+}
+
+async fn judge(
+    sandbox: &Sandbox,
+    repo: &Path,
+    resolved: &Resolved,
+    deadline: Instant,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Judgement>> {
+    let config = &resolved.config;
+    let Some(checker_path) = &config.correctness_checker else {
+        return Ok(None);
+    };
+    let started = Instant::now();
+    let exists = std::fs::symlink_metadata(repo.join(checker_path)).is_ok();
+    if !exists {
+        let warning = format!(
+            "the configured correctness checker `{checker_path}` does not exist; running without a checker"
+        );
+        tracing::warn!("{warning}");
+        if !warnings.contains(&warning) {
+            warnings.push(warning);
+        }
+        return Ok(None);
+    }
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if remaining.is_zero() {
+        bail!(BudgetExhausted::Time);
+    }
+    let timeout = Duration::from_secs(config.checker_timeout_secs).min(remaining);
+    let verdict = checker::run(sandbox, repo, checker_path, timeout, &resolved.secret_env_names())
+        .await
+        .context("running the correctness checker")?;
+    let mut judgement = Judgement {
+        checker: JudgeStatus::from(&verdict),
+        findings: Findings::default(),
+        failures: Vec::new(),
+        check_ms: started.elapsed().as_millis() as u64,
+    };
+    match verdict {
+        Verdict::Clean => {}
+        Verdict::Findings { findings } => judgement.findings.extend(findings),
+        Verdict::FailedToRun {
+            reason,
+            stderr_tail,
+        } => judgement
+            .failures
+            .push(("correctness checker".into(), reason, stderr_tail)),
+    }
+    Ok(Some(judgement))
+}
+
+/// Runs the loop to its end and returns the report; errors before the first iteration are
+/// returned as errors (exit 2), errors later end the report with status `error`.
+pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -> Result<RunReport> {
+    let config = &resolved.config;
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(config.run_timeout_secs);
+    let repo = &options.repo;
+
+    let (mut conversation, snapshot) = initial_prompt(repo, resolved)?;
+    let estimate = estimate(&conversation);
+    if estimate > config.context_budget_tokens {
+        return Err(RunError::ContextBudget {
+            estimate,
+            budget: config.context_budget_tokens,
+        }
+        .into());
+    }
+    if let Some(key) = &resolved.api_key {
+        let key = key.expose_secret();
+        if key.len() >= 8 && (conversation.prefix.contains(key) || conversation.system.contains(key)) {
+            return Err(RunError::SecretInPrompt {
+                name: config.llm.key_env(),
+            }
+            .into());
+        }
+    }
+    let provider = Provider::new(llm_settings(&config.llm, resolved.api_key.clone()))
+        .context("setting up the model provider")?;
+    let protection = Protection::new(config.correctness_checker.as_deref(), &config.edits_require_approval)
+        .context("building the approval rules")?;
+    let apply_options = ApplyOptions {
+        protection,
+        not_shown: snapshot.not_shown(),
+    };
+
+    let mut report = RunReport::new(
+        options.run_id.clone(),
+        provider.describe(),
+        config.llm.model.clone(),
+        format!("{:?}", sandbox.kind()).to_lowercase(),
+        config.max_iterations,
+    );
+    report.prompt_tokens_estimate = estimate;
+    tracing::info!(
+        "packed {} files, about {estimate} tokens; model: {}",
+        snapshot.files.len(),
+        provider.describe()
+    );
+
+    let outcome = iterate(
+        resolved,
+        sandbox,
+        options,
+        &provider,
+        &apply_options,
+        &mut conversation,
+        &mut report,
+        deadline,
+    )
+    .await;
+    if let Err(error) = outcome {
+        match error.downcast_ref::<BudgetExhausted>() {
+            Some(budget) => report.finish(RunStatus::NeedsHuman, budget.to_string()),
+            None => {
+                report.error = Some(format!("{error:#}"));
+                report.finish(RunStatus::Error, "error");
+            }
+        }
+    }
+    report.cost_usd = config.llm.prices.map(|prices| {
+        llm::cost(
+            &report.usage,
+            &llm::Prices {
+                input_per_mtok: prices.input_per_mtok,
+                output_per_mtok: prices.output_per_mtok,
+                cached_input_per_mtok: prices.cached_input_per_mtok,
+            },
+        )
+    });
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn iterate(
+    resolved: &Resolved,
+    sandbox: &Sandbox,
+    options: &RunOptions,
+    provider: &Provider,
+    apply_options: &ApplyOptions,
+    conversation: &mut Conversation,
+    report: &mut RunReport,
+    deadline: Instant,
+) -> Result<()> {
+    let config = &resolved.config;
+    let max = config.max_iterations;
+    let repo = &options.repo;
+    for number in 1..=max {
+        let iteration_started = Instant::now();
+        if Instant::now() >= deadline {
+            report.finish(RunStatus::NeedsHuman, "the run's wall-clock budget (`run-timeout-secs`) ran out");
+            return Ok(());
+        }
+        tracing::info!(
+            "iteration {number} of {max}: asking the model ({}s elapsed)",
+            report_elapsed(report)
+        );
+        let llm_started = Instant::now();
+        let step = edit_step(provider, conversation, repo, apply_options, deadline).await?;
+        let llm_ms = llm_started.elapsed().as_millis() as u64;
+        let mut iteration = IterationReport {
+            number,
+            applied: step.changeset.applied.clone(),
+            refused: step.changeset.refused.clone(),
+            pending: step.changeset.pending.clone(),
+            unchanged: step.changeset.unchanged.clone(),
+            answer_error: step.answer_error.clone(),
+            parse_retries: step.parse_retries,
+            usage: step.usage.clone(),
+            ..IterationReport::default()
+        };
+        report.usage += step.usage.clone();
+        report.refused.extend(step.changeset.refused.iter().cloned());
+        for held in &step.changeset.pending {
+            report.pending_approvals.retain(|earlier| earlier.path != held.path);
+            report.pending_approvals.push(held.clone());
+        }
+        {
+            let stdout = std::io::stdout();
+            let mut lock = stdout.lock();
+            let _ = crate::report::print_edits(
+                &mut lock,
+                number,
+                &step.changeset.refused,
+                &step.changeset.pending,
+                options.stop_token.as_deref(),
+            );
+        }
+        tracing::info!(
+            "iteration {number} of {max}: {} applied, {} refused, {} held for approval, {} unchanged; tokens in {} out {} cached {}",
+            step.changeset.applied.len(),
+            step.changeset.refused.len(),
+            step.changeset.pending.len(),
+            step.changeset.unchanged.len(),
+            step.usage.input_tokens,
+            step.usage.output_tokens,
+            step.usage.cached_input_tokens,
+        );
+
+        let over_tokens = config
+            .llm
+            .max_total_tokens
+            .is_some_and(|budget| report.usage.input_tokens + report.usage.output_tokens > budget);
+
+        let mut feedback = Feedback {
+            iteration: number,
+            max_iterations: max,
+            applied: written(&step.changeset, EditAction::Write),
+            deleted: written(&step.changeset, EditAction::Delete),
+            unchanged: step.changeset.unchanged.clone(),
+            refused: step
+                .changeset
+                .refused
+                .iter()
+                .map(|edit| (edit.path.clone(), edit.reason.clone()))
+                .collect(),
+            pending: step
+                .changeset
+                .pending
+                .iter()
+                .map(|edit| (edit.path.clone(), edit.rule.clone()))
+                .collect(),
+            answer_error: step.answer_error.clone(),
+            ..Feedback::default()
+        };
+
+        let judged = if step.answer_error.is_some() {
+            iteration.checker = Some(JudgeStatus::Skipped);
+            None
+        } else {
+            match judge(sandbox, repo, resolved, deadline, &mut report.warnings).await {
+                Ok(judged) => judged,
+                Err(error) if error.downcast_ref::<BudgetExhausted>().is_some() => {
+                    iteration.durations = durations(llm_ms, 0, iteration_started);
+                    report.iterations.push(iteration);
+                    report.finish(RunStatus::NeedsHuman, "the run's wall-clock budget (`run-timeout-secs`) ran out");
+                    return Ok(());
+                }
+                Err(error) => return Err(error),
+            }
+        };
+        let has_judge = judged.is_some();
+        let (clean, failed) = match &judged {
+            Some(judgement) => (
+                judgement.findings.is_empty() && judgement.failures.is_empty(),
+                !judgement.failures.is_empty(),
+            ),
+            None => (step.answer_error.is_none(), false),
+        };
+        if let Some(judgement) = judged {
+            iteration.checker = Some(judgement.checker.clone());
+            iteration.findings = judgement.findings.clone();
+            feedback.findings = judgement.findings;
+            feedback.failures = judgement.failures;
+            iteration.durations = durations(llm_ms, judgement.check_ms, iteration_started);
+            tracing::info!(
+                "iteration {number} of {max}: {} finding(s){}",
+                iteration.findings.len(),
+                if failed { ", a judge failed to run" } else { "" }
+            );
+        } else {
+            iteration.checker.get_or_insert(JudgeStatus::Absent);
+            iteration.durations = durations(llm_ms, 0, iteration_started);
+        }
+        if let Some(error) = &step.answer_error {
+            report.findings_left = Findings {
+                per_file_findings: Vec::new(),
+                overall_findings: vec![crate::findings::Finding::CodeReview {
+                    file: None,
+                    finding: format!("the model's answer could not be used: {error}"),
+                }],
+            };
+        } else {
+            report.findings_left = iteration.findings.clone();
+        }
+        report.iterations.push(iteration);
+
+        if clean {
+            let status = if report.pending_approvals.is_empty() {
+                RunStatus::Converged
+            } else {
+                RunStatus::AwaitingApproval
+            };
+            let reason = if has_judge {
+                "the checks are clean"
+            } else {
+                "no correctness checker: one iteration"
+            };
+            report.finish(status, reason);
+            return Ok(());
+        }
+        if !has_judge && step.answer_error.is_some() {
+            report.finish(RunStatus::NeedsHuman, "no correctness checker, and the model's answer could not be used");
+            return Ok(());
+        }
+        if over_tokens {
+            report.finish(RunStatus::NeedsHuman, "the run's token budget (`llm.max-total-tokens`) ran out");
+            return Ok(());
+        }
+        if number == max {
+            if failed {
+                report.error = feedback
+                    .failures
+                    .first()
+                    .map(|(judge, reason, _)| format!("the {judge} failed to run: {reason}"));
+                report.finish(RunStatus::Error, "the last iteration ended on a judge that failed to run");
+            } else {
+                report.finish(
+                    RunStatus::NeedsHuman,
+                    format!("{max} iterations without converging"),
+                );
+            }
+            return Ok(());
+        }
+        conversation.turns.push(Turn {
+            role: Role::User,
+            text: prompt::feedback(&feedback),
+        });
+    }
+    Ok(())
+}
+
+fn written(changeset: &Changeset, action: EditAction) -> Vec<String> {
+    changeset
+        .applied
+        .iter()
+        .filter(|edit| std::mem::discriminant(&edit.action) == std::mem::discriminant(&action))
+        .map(|edit| edit.path.clone())
+        .collect()
+}
+
+fn durations(llm_ms: u64, check_ms: u64, started: Instant) -> Durations {
+    Durations {
+        llm_ms,
+        check_ms,
+        total_ms: started.elapsed().as_millis() as u64,
+        ..Durations::default()
+    }
+}
+
+fn report_elapsed(report: &RunReport) -> u64 {
+    let _ = report;
+    0
+}

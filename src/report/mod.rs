@@ -1,0 +1,367 @@
+//! The run report: what `--report PATH` writes, what the summary line says, and how refused and
+//! held edits are shown on stdout. Rendering is pure; [`write_json`] and [`print_edits`] are the
+//! only I/O, and take their writer or path from the caller.
+//!
+//! Model-written contents are untrusted: they are printed escaped (control characters shown as
+//! code points), bounded with a sha256 of the whole, and, under GitHub Actions, between
+//! `::stop-commands::` markers so they cannot issue workflow commands.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::checker::Verdict;
+use crate::edit::apply::{AppliedEdit, EditAction, PendingApproval, RefusedEdit};
+use crate::exit::ExitCode;
+use crate::findings::Findings;
+use crate::llm::Usage;
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStatus {
+    Converged,
+    NeedsHuman,
+    AwaitingApproval,
+    Error,
+    Skipped,
+}
+
+impl RunStatus {
+    /// The process exit code of this status.
+    pub fn exit_code(self) -> ExitCode {
+        match self {
+            RunStatus::Converged | RunStatus::Skipped => ExitCode::Converged,
+            RunStatus::NeedsHuman => ExitCode::NeedsHuman,
+            RunStatus::AwaitingApproval => ExitCode::AwaitingApproval,
+            RunStatus::Error => ExitCode::Error,
+        }
+    }
+
+    /// The status as written in reports and outputs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Converged => "converged",
+            RunStatus::NeedsHuman => "needs-human",
+            RunStatus::AwaitingApproval => "awaiting-approval",
+            RunStatus::Error => "error",
+            RunStatus::Skipped => "skipped",
+        }
+    }
+}
+
+/// What one judge said about an iteration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "status")]
+pub enum JudgeStatus {
+    /// Not configured (or the configured checker file does not exist).
+    Absent,
+    /// Not run, because the answer could not be used or a budget ran out.
+    Skipped,
+    Clean,
+    Findings { count: usize },
+    FailedToRun { reason: String, stderr_tail: String },
+}
+
+impl From<&Verdict> for JudgeStatus {
+    fn from(verdict: &Verdict) -> Self {
+        match verdict {
+            Verdict::Clean => JudgeStatus::Clean,
+            Verdict::Findings { findings } => JudgeStatus::Findings {
+                count: findings.len(),
+            },
+            Verdict::FailedToRun {
+                reason,
+                stderr_tail,
+            } => JudgeStatus::FailedToRun {
+                reason: reason.clone(),
+                stderr_tail: stderr_tail.clone(),
+            },
+        }
+    }
+}
+
+/// Wall-clock time of an iteration's stages, in milliseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Durations {
+    pub llm_ms: u64,
+    pub apply_ms: u64,
+    pub check_ms: u64,
+    pub verify_ms: u64,
+    pub review_ms: u64,
+    pub total_ms: u64,
+}
+
+/// One iteration of the loop.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct IterationReport {
+    pub number: u32,
+    pub applied: Vec<AppliedEdit>,
+    pub refused: Vec<RefusedEdit>,
+    pub pending: Vec<PendingApproval>,
+    pub unchanged: Vec<String>,
+    /// Why the model's answer could not be used (after one corrected retry), if so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer_error: Option<String>,
+    /// Answers asked for again within the iteration because they did not parse.
+    pub parse_retries: u32,
+    pub checker: Option<JudgeStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verifier: Option<JudgeStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reviewer: Option<JudgeStatus>,
+    /// All findings of the iteration's judges on the tree after it.
+    pub findings: Findings,
+    pub usage: Usage,
+    pub review_usage: Usage,
+    pub durations: Durations,
+}
+
+/// A pull request bork-ci opened or updated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PullRequestRef {
+    pub number: u64,
+    pub url: String,
+    pub purpose: String,
+}
+
+/// The whole run, as `--report PATH` writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RunReport {
+    pub status: RunStatus,
+    pub exit_code: i32,
+    /// Why the loop stopped, in words.
+    pub stop_reason: String,
+    pub prompt_version: String,
+    pub run_id: String,
+    pub provider: String,
+    pub model: String,
+    pub sandbox: String,
+    pub max_iterations: u32,
+    pub iterations: Vec<IterationReport>,
+    pub pending_approvals: Vec<PendingApproval>,
+    pub refused: Vec<RefusedEdit>,
+    /// Findings on the final tree.
+    pub findings_left: Findings,
+    pub usage: Usage,
+    pub review_usage: Usage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    pub prompt_tokens_estimate: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub warnings: Vec<String>,
+    pub pull_requests: Vec<PullRequestRef>,
+    pub started_at: String,
+    pub duration_ms: u64,
+}
+
+impl RunReport {
+    /// An empty report for a run that is starting.
+    pub fn new(run_id: String, provider: String, model: String, sandbox: String, max_iterations: u32) -> Self {
+        RunReport {
+            status: RunStatus::Error,
+            exit_code: ExitCode::Error.code(),
+            stop_reason: String::new(),
+            prompt_version: crate::prompt::PROMPT_VERSION.to_owned(),
+            run_id,
+            provider,
+            model,
+            sandbox,
+            max_iterations,
+            iterations: Vec::new(),
+            pending_approvals: Vec::new(),
+            refused: Vec::new(),
+            findings_left: Findings::default(),
+            usage: Usage::default(),
+            review_usage: Usage::default(),
+            cost_usd: None,
+            prompt_tokens_estimate: 0,
+            error: None,
+            warnings: Vec::new(),
+            pull_requests: Vec::new(),
+            started_at: now_rfc3339(),
+            duration_ms: 0,
+        }
+    }
+
+    /// Sets the final status and its exit code.
+    pub fn finish(&mut self, status: RunStatus, reason: impl Into<String>) {
+        self.status = status;
+        self.exit_code = status.exit_code().code();
+        self.stop_reason = reason.into();
+    }
+
+    /// One line for stderr at the end of a run.
+    pub fn summary_line(&self) -> String {
+        let applied: usize = self.iterations.iter().map(|it| it.applied.len()).sum();
+        let mut line = format!(
+            "bork-ci: {} after {} iteration(s) ({}): {} edit(s) applied, {} refused, {} pending approval, {} finding(s) left, tokens in {} / out {} / cached {}",
+            self.status.as_str(),
+            self.iterations.len(),
+            self.stop_reason,
+            applied,
+            self.refused.len(),
+            self.pending_approvals.len(),
+            self.findings_left.len(),
+            self.usage.input_tokens,
+            self.usage.output_tokens,
+            self.usage.cached_input_tokens,
+        );
+        if let Some(cost) = self.cost_usd {
+            line.push_str(&format!(", cost ${cost:.4}"));
+        }
+        line
+    }
+}
+
+/// The current time, RFC 3339.
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// Writes the report as pretty JSON to `path` (through a temporary file and a rename).
+pub fn write_json(report: &RunReport, path: &Path) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let mut temporary = tempfile::NamedTempFile::new_in(&directory)?;
+    temporary.write_all(text.as_bytes())?;
+    temporary.write_all(b"\n")?;
+    temporary.persist(path).map_err(|error| error.error)?;
+    Ok(())
+}
+
+/// Most bytes of model-written contents shown for one edit.
+pub const SHOWN_BYTES: usize = 64 * 1024;
+
+/// Escapes control characters (other than newline and tab) as `\u{..}` so they cannot drive a
+/// terminal or a log parser.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for character in text.chars() {
+        if (character.is_control() && character != '\n' && character != '\t')
+            || matches!(character, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+        {
+            out.push_str(&format!("\\u{{{:x}}}", character as u32));
+        } else {
+            out.push(character);
+        }
+    }
+    out
+}
+
+/// Renders one block of untrusted contents, bounded, with the sha256 of the whole.
+pub fn untrusted_block(title: &str, contents: &str, stop_token: Option<&str>) -> String {
+    let digest = hex::encode(Sha256::digest(contents.as_bytes()));
+    let mut shown = contents;
+    let mut cut = false;
+    if shown.len() > SHOWN_BYTES {
+        let mut end = SHOWN_BYTES;
+        while !shown.is_char_boundary(end) {
+            end -= 1;
+        }
+        shown = &shown[..end];
+        cut = true;
+    }
+    let mut block = format!(
+        "----- bork-ci: {} ({} bytes, sha256 {digest}) -----\n",
+        escape(title),
+        contents.len()
+    );
+    if let Some(token) = stop_token {
+        block.push_str(&format!("::stop-commands::{token}\n"));
+    }
+    block.push_str(&escape(shown));
+    if !block.ends_with('\n') {
+        block.push('\n');
+    }
+    if cut {
+        block.push_str(&format!("[... {} more bytes not shown ...]\n", contents.len() - shown.len()));
+    }
+    if let Some(token) = stop_token {
+        block.push_str(&format!("::{token}::\n"));
+    }
+    block.push_str("----- bork-ci: end -----\n");
+    block
+}
+
+/// Prints refused edits (with their attempted contents where the policy shows them) and held
+/// edits (with their proposed contents) to `out`.
+pub fn print_edits(
+    out: &mut impl Write,
+    iteration: u32,
+    refused: &[RefusedEdit],
+    pending: &[PendingApproval],
+    stop_token: Option<&str>,
+) -> std::io::Result<()> {
+    for edit in refused {
+        let action = action_word(&edit.action);
+        let title = format!(
+            "iteration {iteration}: REFUSED {action} of {:?}: {} [{}]",
+            edit.path, edit.reason, edit.code
+        );
+        match &edit.contents {
+            Some(contents) => out.write_all(untrusted_block(&title, contents, stop_token).as_bytes())?,
+            None => writeln!(out, "----- bork-ci: {} (contents not shown) -----", escape(&title))?,
+        }
+    }
+    for edit in pending {
+        let action = action_word(&edit.action);
+        let title = format!(
+            "iteration {iteration}: HELD FOR APPROVAL {action} of {:?} (matches {})",
+            edit.path, edit.rule
+        );
+        match &edit.contents {
+            Some(contents) => out.write_all(untrusted_block(&title, contents, stop_token).as_bytes())?,
+            None => writeln!(out, "----- bork-ci: {} -----", escape(&title))?,
+        }
+    }
+    out.flush()
+}
+
+fn action_word(action: &EditAction) -> &'static str {
+    match action {
+        EditAction::Write => "write",
+        EditAction::Delete => "delete",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_neutralises_terminal_and_bidi() {
+        assert_eq!(escape("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(escape("x\u{202e}y\n"), "x\\u{202e}y\n");
+    }
+
+    #[test]
+    fn block_is_bounded_and_fenced() {
+        let contents = format!("::set-env name=X::y\n{}", "z".repeat(SHOWN_BYTES));
+        let block = untrusted_block("t", &contents, Some("tok123"));
+        assert!(block.contains("::stop-commands::tok123\n::set-env"));
+        assert!(block.contains("::tok123::"));
+        assert!(block.contains("more bytes not shown"));
+        assert!(block.len() < SHOWN_BYTES + 1024);
+    }
+
+    #[test]
+    fn statuses_map_to_exit_codes() {
+        assert_eq!(RunStatus::Converged.exit_code().code(), 0);
+        assert_eq!(RunStatus::NeedsHuman.exit_code().code(), 1);
+        assert_eq!(RunStatus::Error.exit_code().code(), 2);
+        assert_eq!(RunStatus::AwaitingApproval.exit_code().code(), 3);
+    }
+}

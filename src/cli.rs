@@ -107,7 +107,11 @@ impl ConfigFlags {
             }
         };
         put("base", self.base.clone().map(Value::from), "--base");
-        put("max-iterations", self.max_iterations.map(Value::from), "--max-iterations");
+        put(
+            "max-iterations",
+            self.max_iterations.map(Value::from),
+            "--max-iterations",
+        );
         put(
             "correctness-checker",
             self.correctness_checker.clone().map(Value::from),
@@ -118,16 +122,32 @@ impl ConfigFlags {
             self.checker_timeout_secs.map(Value::from),
             "--checker-timeout-secs",
         );
-        put("run-timeout-secs", self.run_timeout_secs.map(Value::from), "--run-timeout-secs");
+        put(
+            "run-timeout-secs",
+            self.run_timeout_secs.map(Value::from),
+            "--run-timeout-secs",
+        );
         put(
             "context-budget-tokens",
             self.context_budget_tokens.map(Value::from),
             "--context-budget-tokens",
         );
-        put("llm.provider", self.provider.clone().map(Value::from), "--provider");
+        put(
+            "llm.provider",
+            self.provider.clone().map(Value::from),
+            "--provider",
+        );
         put("llm.model", self.model.clone().map(Value::from), "--model");
-        put("llm.base-url", self.base_url.clone().map(Value::from), "--base-url");
-        put("llm.api-key-env", self.api_key_env.clone().map(Value::from), "--api-key-env");
+        put(
+            "llm.base-url",
+            self.base_url.clone().map(Value::from),
+            "--base-url",
+        );
+        put(
+            "llm.api-key-env",
+            self.api_key_env.clone().map(Value::from),
+            "--api-key-env",
+        );
         put(
             "llm.max-total-tokens",
             self.max_total_tokens.map(Value::from),
@@ -136,8 +156,13 @@ impl ConfigFlags {
         put("llm.script", self.script.clone().map(Value::from), "--script");
         put(
             "sandbox.kind",
-            self.sandbox
-                .map(|kind| Value::from(if kind == SandboxKind::None { "none" } else { "docker" })),
+            self.sandbox.map(|kind| {
+                Value::from(if kind == SandboxKind::None {
+                    "none"
+                } else {
+                    "docker"
+                })
+            }),
             "--sandbox",
         );
         values

@@ -69,9 +69,14 @@ fn repo_root(args: &RepoArgs) -> Result<PathBuf> {
 }
 
 fn load_config(repo: &Path, args: &RepoArgs, flags: &crate::cli::ConfigFlags) -> Result<Resolved> {
-    config::load(repo, args.config.as_deref(), &config::process_env(), &flags.values())
-        .map_err(anyhow::Error::new)
-        .context("invalid configuration")
+    config::load(
+        repo,
+        args.config.as_deref(),
+        &config::process_env(),
+        &flags.values(),
+    )
+    .map_err(anyhow::Error::new)
+    .context("invalid configuration")
 }
 
 fn show_config(args: ConfigArgs) -> Result<ExitCode> {
@@ -128,7 +133,9 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
     let resolved = load_config(&repo, &args.repo, &args.flags)?;
     let sandbox = sandbox_for(&resolved)?;
-    let in_actions = config::process_env().get("GITHUB_ACTIONS").is_some_and(|value| value == "true");
+    let in_actions = config::process_env()
+        .get("GITHUB_ACTIONS")
+        .is_some_and(|value| value == "true");
     let options = RunOptions {
         repo,
         run_id: uuid::Uuid::new_v4().simple().to_string(),

@@ -5,12 +5,12 @@
 //! correctness checker, and loops until the checker is clean or the iteration cap is reached.
 //! See `ARCHITECTURE.md` for the code map and the invariants.
 pub mod checker;
+pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod exit;
 pub mod findings;
 pub mod prompt;
-pub mod sandbox;
-pub mod cli;
-pub mod commands;
 pub mod reconcile;
 pub mod report;
+pub mod sandbox;

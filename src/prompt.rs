@@ -101,11 +101,7 @@ pub fn feedback(report: &Feedback) -> String {
     }
     list(&mut text, "Written", &report.applied);
     list(&mut text, "Deleted", &report.deleted);
-    list(
-        &mut text,
-        "Already as requested (no change)",
-        &report.unchanged,
-    );
+    list(&mut text, "Already as requested (no change)", &report.unchanged);
     if !report.refused.is_empty() {
         text.push_str("Refused (never applied; do not retry these):\n");
         for (path, reason) in &report.refused {

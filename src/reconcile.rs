@@ -47,7 +47,10 @@ pub enum RunError {
 }
 
 /// The LLM settings of `llm` config plus the key.
-pub fn llm_settings(config: &crate::config::LlmConfig, api_key: Option<secrecy::SecretString>) -> LlmSettings {
+pub fn llm_settings(
+    config: &crate::config::LlmConfig,
+    api_key: Option<secrecy::SecretString>,
+) -> LlmSettings {
     LlmSettings {
         provider: match config.provider {
             ProviderName::Openai => ProviderKind::Openai,
@@ -225,12 +228,11 @@ async fn judge(
     match verdict {
         Verdict::Clean => {}
         Verdict::Findings { findings } => judgement.findings.extend(findings),
-        Verdict::FailedToRun {
-            reason,
-            stderr_tail,
-        } => judgement
-            .failures
-            .push(("correctness checker".into(), reason, stderr_tail)),
+        Verdict::FailedToRun { reason, stderr_tail } => {
+            judgement
+                .failures
+                .push(("correctness checker".into(), reason, stderr_tail))
+        }
     }
     Ok(Some(judgement))
 }
@@ -263,8 +265,11 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
     }
     let provider = Provider::new(llm_settings(&config.llm, resolved.api_key.clone()))
         .context("setting up the model provider")?;
-    let protection = Protection::new(config.correctness_checker.as_deref(), &config.edits_require_approval)
-        .context("building the approval rules")?;
+    let protection = Protection::new(
+        config.correctness_checker.as_deref(),
+        &config.edits_require_approval,
+    )
+    .context("building the approval rules")?;
     let apply_options = ApplyOptions {
         protection,
         not_shown: snapshot.not_shown(),
@@ -335,7 +340,10 @@ async fn iterate(
     for number in 1..=max {
         let iteration_started = Instant::now();
         if Instant::now() >= deadline {
-            report.finish(RunStatus::NeedsHuman, "the run's wall-clock budget (`run-timeout-secs`) ran out");
+            report.finish(
+                RunStatus::NeedsHuman,
+                "the run's wall-clock budget (`run-timeout-secs`) ran out",
+            );
             return Ok(());
         }
         tracing::info!(
@@ -359,7 +367,9 @@ async fn iterate(
         report.usage += step.usage.clone();
         report.refused.extend(step.changeset.refused.iter().cloned());
         for held in &step.changeset.pending {
-            report.pending_approvals.retain(|earlier| earlier.path != held.path);
+            report
+                .pending_approvals
+                .retain(|earlier| earlier.path != held.path);
             report.pending_approvals.push(held.clone());
         }
         {
@@ -420,7 +430,10 @@ async fn iterate(
                 Err(error) if error.downcast_ref::<BudgetExhausted>().is_some() => {
                     iteration.durations = durations(llm_ms, 0, iteration_started);
                     report.iterations.push(iteration);
-                    report.finish(RunStatus::NeedsHuman, "the run's wall-clock budget (`run-timeout-secs`) ran out");
+                    report.finish(
+                        RunStatus::NeedsHuman,
+                        "the run's wall-clock budget (`run-timeout-secs`) ran out",
+                    );
                     return Ok(());
                 }
                 Err(error) => return Err(error),
@@ -477,11 +490,17 @@ async fn iterate(
             return Ok(());
         }
         if !has_judge && step.answer_error.is_some() {
-            report.finish(RunStatus::NeedsHuman, "no correctness checker, and the model's answer could not be used");
+            report.finish(
+                RunStatus::NeedsHuman,
+                "no correctness checker, and the model's answer could not be used",
+            );
             return Ok(());
         }
         if over_tokens {
-            report.finish(RunStatus::NeedsHuman, "the run's token budget (`llm.max-total-tokens`) ran out");
+            report.finish(
+                RunStatus::NeedsHuman,
+                "the run's token budget (`llm.max-total-tokens`) ran out",
+            );
             return Ok(());
         }
         if number == max {
@@ -490,7 +509,10 @@ async fn iterate(
                     .failures
                     .first()
                     .map(|(judge, reason, _)| format!("the {judge} failed to run: {reason}"));
-                report.finish(RunStatus::Error, "the last iteration ended on a judge that failed to run");
+                report.finish(
+                    RunStatus::Error,
+                    "the last iteration ended on a judge that failed to run",
+                );
             } else {
                 report.finish(
                     RunStatus::NeedsHuman,

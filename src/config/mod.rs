@@ -283,10 +283,7 @@ pub enum ConfigError {
         message: String,
     },
     #[error("reading {file}: {source}")]
-    Read {
-        file: String,
-        source: std::io::Error,
-    },
+    Read { file: String, source: std::io::Error },
 }
 
 /// Values given on the command line: each (key path, value, flag as typed).
@@ -409,9 +406,8 @@ pub fn load(
         Ok(meta) if meta.file_type().is_symlink() && config_path.is_none() => {
             return Err(ConfigError::Invalid {
                 file: shown,
-                message:
-                    "is a symbolic link; bork-ci reads its configuration only from a regular file"
-                        .into(),
+                message: "is a symbolic link; bork-ci reads its configuration only from a regular file"
+                    .into(),
             });
         }
         Ok(_) => {
@@ -419,11 +415,10 @@ pub fn load(
                 file: shown.clone(),
                 source,
             })?;
-            let data: Value =
-                serde_json::from_str(&text).map_err(|error| ConfigError::Invalid {
-                    file: shown.clone(),
-                    message: format!("not valid JSON: {error}"),
-                })?;
+            let data: Value = serde_json::from_str(&text).map_err(|error| ConfigError::Invalid {
+                file: shown.clone(),
+                message: format!("not valid JSON: {error}"),
+            })?;
             if !data.is_object() {
                 return Err(ConfigError::Invalid {
                     file: shown.clone(),
@@ -438,10 +433,7 @@ pub fn load(
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound && config_path.is_none() => None,
         Err(source) => {
-            return Err(ConfigError::Read {
-                file: shown,
-                source,
-            });
+            return Err(ConfigError::Read { file: shown, source });
         }
     };
     for var in env_vars::ALL {
@@ -458,9 +450,7 @@ pub fn load(
             data: nest(key, value.clone()),
         });
     }
-    let config: Config = figment
-        .extract()
-        .map_err(|error| describe(&error, &figment))?;
+    let config: Config = figment.extract().map_err(|error| describe(&error, &figment))?;
     let resolved = Resolved {
         api_key: env
             .get(&config.llm.key_env())
@@ -475,11 +465,7 @@ pub fn load(
 }
 
 fn describe(error: &figment::Error, figment: &Figment) -> ConfigError {
-    let error = error
-        .clone()
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| error.clone());
+    let error = error.clone().into_iter().next().unwrap_or_else(|| error.clone());
     let key = error
         .path
         .iter()
@@ -491,18 +477,11 @@ fn describe(error: &figment::Error, figment: &Figment) -> ConfigError {
         .metadata
         .as_ref()
         .map(|meta| meta.name.to_string())
-        .or_else(|| {
-            figment
-                .find_metadata(&key)
-                .map(|meta| meta.name.to_string())
-        })
+        .or_else(|| figment.find_metadata(&key).map(|meta| meta.name.to_string()))
         .unwrap_or_else(|| "configuration".into());
     let message = match &error.kind {
         figment::error::Kind::UnknownField(field, expected) => {
-            format!(
-                "unknown key `{field}`; known keys here: {}",
-                expected.join(", ")
-            )
+            format!("unknown key `{field}`; known keys here: {}", expected.join(", "))
         }
         other => other.to_string(),
     };
@@ -550,10 +529,7 @@ impl Resolved {
             ("llm.timeout-secs", config.llm.timeout_secs),
             ("context-budget-tokens", config.context_budget_tokens),
             ("max-file-bytes", config.max_file_bytes),
-            (
-                "verification.timeout-secs",
-                config.verification.timeout_secs,
-            ),
+            ("verification.timeout-secs", config.verification.timeout_secs),
         ] {
             if value == 0 {
                 return Err(self.bad(key, "must be greater than 0"));
@@ -564,10 +540,7 @@ impl Resolved {
         }
         for glob in &config.edits_require_approval {
             if let Err(error) = globset::Glob::new(glob.trim_end_matches('/')) {
-                return Err(self.bad(
-                    "edits-require-approval",
-                    format!("bad glob {glob:?}: {error}"),
-                ));
+                return Err(self.bad("edits-require-approval", format!("bad glob {glob:?}: {error}")));
             }
         }
         if let Some(url) = &config.llm.base_url {
@@ -582,16 +555,12 @@ impl Resolved {
                     "the scripted provider needs `llm.script`, the file of canned answers",
                 ));
             }
-            ProviderName::Openai | ProviderName::Anthropic
-                if config.llm.model.trim().is_empty() =>
-            {
+            ProviderName::Openai | ProviderName::Anthropic if config.llm.model.trim().is_empty() => {
                 return Err(self.bad("llm.model", "must not be empty"));
             }
             _ => {}
         }
-        if !["critical", "high", "medium", "low", "info"]
-            .contains(&config.review.min_severity.as_str())
-        {
+        if !["critical", "high", "medium", "low", "info"].contains(&config.review.min_severity.as_str()) {
             return Err(self.bad(
                 "review.min-severity",
                 "must be one of critical, high, medium, low, info",
@@ -612,10 +581,7 @@ impl Resolved {
             }
         }
         if let Some(review_llm) = &config.review.llm {
-            let merged = merge_json(
-                serde_json::to_value(&config.llm).unwrap_or_default(),
-                review_llm,
-            );
+            let merged = merge_json(serde_json::to_value(&config.llm).unwrap_or_default(), review_llm);
             if let Err(error) = serde_json::from_value::<LlmConfig>(merged) {
                 return Err(self.bad("review.llm", error.to_string()));
             }
@@ -650,11 +616,7 @@ impl Resolved {
             lines.push(format!("{key:<width$} = {value}  # {source}"));
         }
         let key_env = self.config.llm.key_env();
-        let key_state = if self.api_key.is_some() {
-            "set"
-        } else {
-            "not set"
-        };
+        let key_state = if self.api_key.is_some() { "set" } else { "not set" };
         lines.push(format!(
             "{:<width$} = {key_state}  # read from ${key_env}, never printed",
             "llm.api-key"
@@ -741,10 +703,7 @@ pub fn repo_relative_problem(path: &str) -> Option<String> {
             "{path:?} leaves the repository or is not a plain relative path"
         ));
     }
-    if path
-        .split('/')
-        .any(|part| part.eq_ignore_ascii_case(".git"))
-    {
+    if path.split('/').any(|part| part.eq_ignore_ascii_case(".git")) {
         return Some(format!("{path:?} points into .git"));
     }
     None
@@ -762,10 +721,7 @@ mod tests {
     }
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).into(), (*v).into()))
-            .collect()
+        pairs.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()
     }
 
     #[test]
@@ -778,15 +734,11 @@ mod tests {
 
     #[test]
     fn precedence_default_file_env_flag() {
-        let dir =
-            repo_with(r#"{"max-iterations": 3, "llm": {"model": "file-model", "max-retries": 1}}"#);
+        let dir = repo_with(r#"{"max-iterations": 3, "llm": {"model": "file-model", "max-retries": 1}}"#);
         let resolved = load(
             dir.path(),
             None,
-            &env(&[
-                ("BORK_MAX_ITERATIONS", "4"),
-                ("BORK_LLM_MODEL", "env-model"),
-            ]),
+            &env(&[("BORK_MAX_ITERATIONS", "4"), ("BORK_LLM_MODEL", "env-model")]),
             &vec![("max-iterations", Value::from(2), "--max-iterations")],
         )
         .expect("loads");
@@ -797,10 +749,7 @@ mod tests {
         let explained = resolved.explain();
         assert!(explained.contains("max-iterations"));
         assert!(explained.contains("# flag --max-iterations"), "{explained}");
-        assert!(
-            explained.contains("# environment BORK_LLM_MODEL"),
-            "{explained}"
-        );
+        assert!(explained.contains("# environment BORK_LLM_MODEL"), "{explained}");
         assert!(explained.contains("# .config/bork.json"), "{explained}");
         assert!(explained.contains("# default"), "{explained}");
     }
@@ -827,10 +776,7 @@ mod tests {
     #[test]
     fn checker_outside_the_repo_is_refused() {
         for checker in ["/bin/true", "../x", "a/../../x", "a\\b", ".git/hooks/x"] {
-            let dir = repo_with(&format!(
-                r#"{{"correctness-checker": {}}}"#,
-                Value::from(checker)
-            ));
+            let dir = repo_with(&format!(r#"{{"correctness-checker": {}}}"#, Value::from(checker)));
             let text = load(dir.path(), None, &env(&[]), &vec![])
                 .expect_err(checker)
                 .to_string();
@@ -867,13 +813,7 @@ mod tests {
     #[test]
     fn the_key_is_never_explained() {
         let dir = repo_with(r#"{"llm": {"api-key-env": "MY_KEY"}}"#);
-        let resolved = load(
-            dir.path(),
-            None,
-            &env(&[("MY_KEY", "sk-canary-42")]),
-            &vec![],
-        )
-        .expect("loads");
+        let resolved = load(dir.path(), None, &env(&[("MY_KEY", "sk-canary-42")]), &vec![]).expect("loads");
         assert!(resolved.api_key.is_some());
         let shown = format!("{}{:?}", resolved.explain(), resolved);
         assert!(!shown.contains("sk-canary-42"));

@@ -61,8 +61,13 @@ pub enum JudgeStatus {
     /// Not run, because the answer could not be used or a budget ran out.
     Skipped,
     Clean,
-    Findings { count: usize },
-    FailedToRun { reason: String, stderr_tail: String },
+    Findings {
+        count: usize,
+    },
+    FailedToRun {
+        reason: String,
+        stderr_tail: String,
+    },
 }
 
 impl From<&Verdict> for JudgeStatus {
@@ -72,10 +77,7 @@ impl From<&Verdict> for JudgeStatus {
             Verdict::Findings { findings } => JudgeStatus::Findings {
                 count: findings.len(),
             },
-            Verdict::FailedToRun {
-                reason,
-                stderr_tail,
-            } => JudgeStatus::FailedToRun {
+            Verdict::FailedToRun { reason, stderr_tail } => JudgeStatus::FailedToRun {
                 reason: reason.clone(),
                 stderr_tail: stderr_tail.clone(),
             },
@@ -164,7 +166,13 @@ pub struct RunReport {
 
 impl RunReport {
     /// An empty report for a run that is starting.
-    pub fn new(run_id: String, provider: String, model: String, sandbox: String, max_iterations: u32) -> Self {
+    pub fn new(
+        run_id: String,
+        provider: String,
+        model: String,
+        sandbox: String,
+        max_iterations: u32,
+    ) -> Self {
         RunReport {
             status: RunStatus::Error,
             exit_code: ExitCode::Error.code(),
@@ -287,7 +295,10 @@ pub fn untrusted_block(title: &str, contents: &str, stop_token: Option<&str>) ->
         block.push('\n');
     }
     if cut {
-        block.push_str(&format!("[... {} more bytes not shown ...]\n", contents.len() - shown.len()));
+        block.push_str(&format!(
+            "[... {} more bytes not shown ...]\n",
+            contents.len() - shown.len()
+        ));
     }
     if let Some(token) = stop_token {
         block.push_str(&format!("::{token}::\n"));
@@ -313,7 +324,11 @@ pub fn print_edits(
         );
         match &edit.contents {
             Some(contents) => out.write_all(untrusted_block(&title, contents, stop_token).as_bytes())?,
-            None => writeln!(out, "----- bork-ci: {} (contents not shown) -----", escape(&title))?,
+            None => writeln!(
+                out,
+                "----- bork-ci: {} (contents not shown) -----",
+                escape(&title)
+            )?,
         }
     }
     for edit in pending {

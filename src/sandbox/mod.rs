@@ -81,10 +81,7 @@ pub enum SandboxError {
         source: std::io::Error,
     },
     #[error("reading the output of `{program}`: {source}")]
-    Io {
-        program: String,
-        source: std::io::Error,
-    },
+    Io { program: String, source: std::io::Error },
     #[error("{0}")]
     Backend(String),
 }

@@ -1,1 +1,4 @@
 //! The one integration-test binary: each area of bork-ci has a module here.
+
+mod run;
+mod support;

@@ -510,3 +510,103 @@ mod confinement {
         }
     }
 }
+
+mod races {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Swaps two directory entries atomically, in a loop, until told to stop.
+    fn racer(
+        dir: PathBuf,
+        a: &'static str,
+        b: &'static str,
+        stop: Arc<AtomicBool>,
+    ) -> std::thread::JoinHandle<u64> {
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let result = rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    dir.join(a),
+                    rustix::fs::CWD,
+                    dir.join(b),
+                    rustix::fs::RenameFlags::EXCHANGE,
+                );
+                if result.is_ok() {
+                    swaps += 1;
+                }
+            }
+            swaps
+        })
+    }
+
+    /// S11: `dir` and a symlink to `outside/` trade places while `dir/f` is written.
+    #[test]
+    fn directory_swapped_for_a_symlink_never_leaks_a_write() {
+        let fixture = Fixture::new();
+        let repo = fixture.repo();
+        std::fs::create_dir(repo.join("dir")).expect("dir");
+        symlink(fixture.outside(), repo.join("alt")).expect("alt");
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = racer(repo.clone(), "dir", "alt", Arc::clone(&stop));
+        let mut applied = 0;
+        for round in 0..500 {
+            let plan = plan(&[("dir/f", &format!("round {round}"))], &[]);
+            let changeset = apply(&repo, &plan, &options()).expect("apply");
+            applied += changeset.applied.len();
+            assert!(
+                !fixture.outside().join("f").exists(),
+                "write escaped in round {round}"
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+        let swaps = handle.join().expect("racer");
+        assert!(swaps > 0, "the racer never swapped");
+        assert!(applied > 0, "no write ever landed");
+        let outside: Vec<_> = std::fs::read_dir(fixture.outside())
+            .expect("outside")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(outside, ["canary"]);
+    }
+
+    /// S12 and D13: the final name (or the parent of a delete) trades places with a symlink to
+    /// the outside canary; the canary is never modified or removed.
+    #[test]
+    fn final_component_swapped_for_a_symlink_never_reaches_the_canary() {
+        let fixture = Fixture::new();
+        let repo = fixture.repo();
+        std::fs::write(repo.join("f"), "start").expect("f");
+        symlink(fixture.outside().join("canary"), repo.join("alt")).expect("alt");
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = racer(repo.clone(), "f", "alt", Arc::clone(&stop));
+        for round in 0..500 {
+            let plan = plan(&[("f", &format!("round {round}"))], &[]);
+            apply(&repo, &plan, &options()).expect("apply");
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(handle.join().expect("racer") > 0, "the racer never swapped");
+        assert_eq!(
+            std::fs::read_to_string(fixture.outside().join("canary")).expect("canary"),
+            "outside canary"
+        );
+    }
+
+    #[test]
+    fn parent_swapped_during_delete_never_removes_outside_files() {
+        let fixture = Fixture::new();
+        let repo = fixture.repo();
+        std::fs::create_dir(repo.join("dir")).expect("dir");
+        symlink(fixture.outside(), repo.join("alt")).expect("alt");
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = racer(repo.clone(), "dir", "alt", Arc::clone(&stop));
+        for _ in 0..500 {
+            let plan = plan(&[], &["dir/canary"]);
+            apply(&repo, &plan, &options()).expect("apply");
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(handle.join().expect("racer") > 0, "the racer never swapped");
+        assert!(fixture.outside().join("canary").exists());
+    }
+}

@@ -329,6 +329,92 @@ pub fn apply_approved(
     }
 }
 
+/// Most bytes of untrusted contents shown by [`render_block`]; the rest is summarised.
+pub const SHOWN_CONTENT_BYTES: usize = 64 * 1024;
+
+/// A fresh random token for a `::stop-commands::` block, one per run.
+pub fn stop_commands_token() -> String {
+    format!("bork-{:032x}", rand::random::<u128>())
+}
+
+/// Renders untrusted text (attempted contents) as a delimited block that is safe to print to a
+/// terminal or a CI log: control, bidi and invisible characters other than newline and tab are
+/// shown as `\u{…}`, the text is cut at [`SHOWN_CONTENT_BYTES`] with its full sha256, and the
+/// body sits inside `::stop-commands::<token>` … `::<token>::` so no line in it can act as a
+/// GitHub Actions workflow command. `token` must be unpredictable ([`stop_commands_token`]).
+pub fn render_block(heading: &str, contents: &str, token: &str) -> String {
+    let mut shown = contents;
+    if shown.len() > SHOWN_CONTENT_BYTES {
+        let mut end = SHOWN_CONTENT_BYTES;
+        while !shown.is_char_boundary(end) {
+            end -= 1;
+        }
+        shown = &shown[..end];
+    }
+    let mut out = format!("----- {} -----\n", escape_untrusted(heading, false));
+    out.push_str(&format!("::stop-commands::{token}\n"));
+    out.push_str(&escape_untrusted(shown, true));
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&format!("::{token}::\n"));
+    let omitted = contents.len() - shown.len();
+    if omitted > 0 {
+        out.push_str(&format!("({omitted} more bytes not shown)\n"));
+    }
+    out.push_str(&format!(
+        "----- end ({} bytes, sha256 {}) -----\n",
+        contents.len(),
+        sha256_hex(contents.as_bytes())
+    ));
+    out
+}
+
+fn escape_untrusted(text: &str, keep_newlines: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let allowed = (keep_newlines && (c == '\n' || c == '\t'))
+            || !(path::is_control(c) || path::is_invisible(c));
+        if allowed {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\u{{{:04X}}}", u32::from(c)));
+        }
+    }
+    out
+}
+
+impl RefusedEdit {
+    /// The block to print for this refusal (see [`render_block`]); `None` when its contents
+    /// may not be printed (`.git`) or it is a delete.
+    pub fn render(&self, token: &str) -> Option<String> {
+        let contents = self.contents.as_deref()?;
+        let heading = format!(
+            "refused write of {:?} ({}): {}",
+            self.path, self.code, self.reason
+        );
+        Some(render_block(&heading, contents, token))
+    }
+}
+
+impl PendingApproval {
+    /// The block to print for this pending approval (see [`render_block`]).
+    pub fn render(&self, token: &str) -> String {
+        match &self.contents {
+            Some(contents) => render_block(
+                &format!("pending approval ({}): write {:?}", self.rule, self.path),
+                contents,
+                token,
+            ),
+            None => format!(
+                "----- pending approval ({}): delete {} -----\n",
+                escape_untrusted(&self.rule, false),
+                escape_untrusted(&format!("{:?}", self.path), false)
+            ),
+        }
+    }
+}
+
 fn open_root(repo_root: &Path) -> Result<Dir, ApplyError> {
     Dir::open_ambient_dir(repo_root, cap_std::ambient_authority()).map_err(|source| {
         ApplyError::OpenRoot {
@@ -757,6 +843,59 @@ mod tests {
             apply_approved(root.path(), &pending),
             Err(ApplyError::Refused { .. })
         ));
+    }
+
+    #[test]
+    fn rendered_blocks_neutralise_workflow_commands_and_escapes() {
+        let contents = "::set-env name=LD_PRELOAD::/tmp/x.so\n::error file=a::pwn\n\
+                        ::add-mask::x\n::stop-commands::abc\n\u{1b}]8;;http://evil\u{7}\u{1b}[2J\u{202e}";
+        let refused = RefusedEdit {
+            path: ".config/bork.json".to_owned(),
+            action: EditAction::Write,
+            code: "config-file".to_owned(),
+            reason: "never edited".to_owned(),
+            contents: Some(contents.to_owned()),
+        };
+        let token = stop_commands_token();
+        let block = refused.render(&token).expect("printable");
+        let lines: Vec<&str> = block.lines().collect();
+        let open = lines
+            .iter()
+            .position(|l| *l == format!("::stop-commands::{token}"))
+            .expect("opening line");
+        let close = lines
+            .iter()
+            .position(|l| *l == format!("::{token}::"))
+            .expect("closing line");
+        for (index, line) in lines.iter().enumerate() {
+            if line.starts_with("::") {
+                assert!(index >= open && index <= close, "{line} outside the block");
+            }
+        }
+        assert!(
+            !block
+                .chars()
+                .any(|c| c != '\n' && (c.is_control() || c == '\u{202e}'))
+        );
+        assert!(block.contains("\\u{001B}]8;;http://evil\\u{0007}"));
+        assert!(block.contains(&sha256_hex(contents.as_bytes())));
+        let silent = RefusedEdit {
+            contents: None,
+            ..refused
+        };
+        assert_eq!(silent.render(&token), None);
+    }
+
+    #[test]
+    fn rendered_blocks_are_truncated_with_a_hash() {
+        let contents = "é".repeat(SHOWN_CONTENT_BYTES);
+        let block = render_block("big", &contents, "t");
+        assert!(block.len() < SHOWN_CONTENT_BYTES + 512);
+        assert!(block.contains(&format!(
+            "({} more bytes not shown)",
+            contents.len() - SHOWN_CONTENT_BYTES
+        )));
+        assert!(block.contains(&sha256_hex(contents.as_bytes())));
     }
 
     #[test]

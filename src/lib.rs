@@ -8,6 +8,7 @@ pub mod checker;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod edit;
 pub mod exit;
 pub mod findings;
 pub mod prompt;

@@ -1,4 +1,5 @@
 //! The one integration-test binary: each area of bork-ci has a module here.
 
+mod apply;
 mod run;
 mod support;

@@ -269,11 +269,17 @@ fn fifo_is_skipped_without_blocking() {
     let repo = temp.path().join("repo");
     init_repo(&repo);
     write(&repo, "a.txt", "a\n");
-    let status = Command::new("mkfifo")
-        .arg(repo.join("pipe"))
-        .status()
-        .expect("mkfifo");
-    assert!(status.success());
+    // Git lists no untracked FIFO, but a tracked file replaced by one is listed and opened.
+    write(&repo, "tracked-pipe", "was a file\n");
+    commit_all(&repo, "initial");
+    std::fs::remove_file(repo.join("tracked-pipe")).expect("rm");
+    for name in ["pipe", "tracked-pipe"] {
+        let status = Command::new("mkfifo")
+            .arg(repo.join(name))
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+    }
     let (sender, receiver) = mpsc::channel();
     let root = repo.clone();
     std::thread::spawn(move || {

@@ -1,5 +1,6 @@
 //! The one integration-test binary: each area of bork-ci has a module here.
 
 mod apply;
+mod pack;
 mod run;
 mod support;

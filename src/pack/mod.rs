@@ -1,0 +1,288 @@
+//! Packing: turns a repository's working tree and its spec changes into a [`RepoSnapshot`], the
+//! input of the first prompt (edit-loop seed, "Initial input format").
+//!
+//! This module owns which files are packed (exactly the set `git ls-files --cached --others
+//! --exclude-standard` selects), how each one is read (never following a symlink, never opening a
+//! FIFO, socket or device, never reading inside `.git`), the spec diff against the base branch,
+//! and the text rendering of both. It does not build the prompt around them (`prompt`), enforce a
+//! context budget (`reconcile`), or write anything.
+//!
+//! Git is asked for what a directory walk cannot know cheaply and exactly (the tracked set, every
+//! ignore rule git honours, including `core.excludesFile` from any config scope); the files are then
+//! read in parallel straight from the working tree, each opened relative to the repository root with
+//! symlink resolution refused on every path component.
+
+mod diff;
+mod git;
+mod read;
+mod render;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use render::{FILE_FORMAT, fence_for};
+
+/// The default base branch of the spec diff.
+pub const DEFAULT_BASE: &str = "main";
+/// The default size cap: files over it are named but not inlined.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 256 * 1024;
+/// Files under `specs/` may be this many times larger than the cap and still be inlined: the
+/// specs are the point of the run, so they are cut only when absurdly large.
+pub const SPEC_SIZE_FACTOR: u64 = 4;
+/// How much of a file's start is searched for a NUL byte to call it binary (git's own rule).
+pub const BINARY_SNIFF_BYTES: usize = 8 * 1024;
+
+/// What to pack and against what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PackOptions {
+    /// Base branch of the spec diff (`--base`); `origin/<base>` is used when only that exists.
+    pub base: String,
+    /// Files larger than this are named but not inlined (`specs/` files get [`SPEC_SIZE_FACTOR`]
+    /// times as much).
+    pub max_file_bytes: u64,
+}
+
+impl Default for PackOptions {
+    fn default() -> Self {
+        Self {
+            base: DEFAULT_BASE.to_owned(),
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+        }
+    }
+}
+
+/// The packed repository: every selected file, sorted by path bytes, and the spec diff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RepoSnapshot {
+    /// Sorted by path (byte order), no duplicates.
+    pub files: Vec<PackedFile>,
+    /// The specs' changes against the base branch.
+    pub spec_diff: SpecDiff,
+    /// The size cap the snapshot was taken with, for the rendering.
+    pub max_file_bytes: u64,
+}
+
+/// One selected path and what was recorded for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PackedFile {
+    /// Path relative to the repository root, `/`-separated, as git spells it (non-UTF-8 bytes
+    /// replaced by U+FFFD).
+    pub path: String,
+    pub kind: FileKind,
+}
+
+/// What was recorded for a path. Only [`FileKind::Text`] puts file contents into the prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileKind {
+    /// The contents (invalid UTF-8 sequences replaced by U+FFFD).
+    Text(String),
+    /// A NUL byte in the first [`BINARY_SNIFF_BYTES`] bytes: named, not inlined.
+    Binary { size: u64 },
+    /// Over the size cap: named, not inlined.
+    TooLarge { size: u64 },
+    /// A symbolic link: never followed; its target text is recorded.
+    Symlink { target: String },
+    /// A FIFO, socket, device, directory (a submodule or nested repository) or a path that lies
+    /// beyond a symlinked directory: never opened for reading.
+    NotRegular,
+    /// A name that usually holds credentials (`.env`, `*.pem`, `id_rsa`, `gha-creds-*.json`, ...):
+    /// named, never read. See [`is_credential_name`].
+    Credential { size: u64 },
+    /// The file could not be opened or read (permissions, a race with a writer).
+    Unreadable { error: String },
+}
+
+/// The specs' changes against the base branch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SpecDiff {
+    /// The ref the diff is against, e.g. `main` or `origin/main`; `None` when no base was found.
+    pub base_ref: Option<String>,
+    /// Unified diff of `specs/` from the merge base (or the base itself) to the working tree:
+    /// committed, staged and unstaged changes together.
+    pub diff: String,
+    /// Untracked new files under `specs/`: listed by path only, their contents are in the files.
+    pub newly_added: Vec<String>,
+    /// The base that was asked for (`PackOptions::base`), for the rendering of a missing base.
+    pub requested_base: String,
+}
+
+/// Why packing failed. A missing base branch is not an error (see [`SpecDiff::base_ref`]).
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    /// The directory is not inside a git work tree.
+    #[error("`{}` is not a git repository", path.display())]
+    NotAGitRepo { path: PathBuf },
+    /// A git command failed.
+    #[error("git {command} failed in `{}`: {stderr}", path.display())]
+    Git {
+        command: String,
+        path: PathBuf,
+        stderr: String,
+    },
+    /// Git could not be started, or the repository root could not be opened.
+    #[error("{action} `{}`", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl RepoSnapshot {
+    /// Paths whose contents were not inlined: binary, too large, symlinks, not regular files,
+    /// credential-like names and unreadable files.
+    pub fn not_shown(&self) -> BTreeSet<String> {
+        self.files
+            .iter()
+            .filter(|file| !matches!(file.kind, FileKind::Text(_)))
+            .map(|file| file.path.clone())
+            .collect()
+    }
+
+    /// The concatenation of every file, each delimited by its path (see [`FILE_FORMAT`]).
+    pub fn render_files(&self) -> String {
+        render::files(self)
+    }
+
+    /// The spec-diff section: the diff, then the "newly added" paths (listed, not repeated).
+    pub fn render_spec_diff(&self) -> String {
+        render::spec_diff(&self.spec_diff)
+    }
+
+    /// [`Self::render_files`] followed by [`Self::render_spec_diff`]: what `bork-ci pack` prints
+    /// inside the prompt.
+    pub fn render(&self) -> String {
+        let files = self.render_files();
+        let spec_diff = self.render_spec_diff();
+        let mut out = String::with_capacity(files.len() + spec_diff.len() + 1);
+        out.push_str(&files);
+        out.push('\n');
+        out.push_str(&spec_diff);
+        out
+    }
+
+    /// Total bytes of inlined contents.
+    pub fn text_bytes(&self) -> u64 {
+        self.files
+            .iter()
+            .map(|file| match &file.kind {
+                FileKind::Text(text) => text.len() as u64,
+                _ => 0,
+            })
+            .sum()
+    }
+}
+
+/// Packs the repository at `repo_root` (the top of a git work tree).
+///
+/// The file list and the spec diff are computed concurrently; files are read in parallel.
+pub fn snapshot(repo_root: &Path, options: &PackOptions) -> Result<RepoSnapshot, PackError> {
+    let (files, spec_diff) = std::thread::scope(|scope| {
+        let diff_job = scope.spawn(|| diff::spec_diff(repo_root, &options.base));
+        let files = git::list_files(repo_root)
+            .and_then(|listed| read::read_all(repo_root, listed, options.max_file_bytes));
+        let spec_diff = match diff_job.join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        (files, spec_diff)
+    });
+    let (files, untracked_specs) = files?;
+    let mut spec_diff = spec_diff?;
+    if spec_diff.base_ref.is_some() {
+        spec_diff.newly_added = untracked_specs;
+    } else {
+        // Without a base there is nothing to be "new" against; the files are in the pack anyway.
+        spec_diff.newly_added = Vec::new();
+    }
+    Ok(RepoSnapshot {
+        files,
+        spec_diff,
+        max_file_bytes: options.max_file_bytes,
+    })
+}
+
+/// Token estimate of a text: UTF-8 bytes divided by 4, rounded up. Tokenizers of current models
+/// average 3.5 to 4.5 bytes per token on code and English prose; this errs on the side of more.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4)
+}
+
+/// True for file names that usually hold credentials and are never read into a prompt, even
+/// when git selects them (threat model X03): `.env` and `.env.*` (except `.example`, `.sample`,
+/// `.template`, `.dist`), `*.pem`, `*.key`, `*.p12`, `*.pfx`, `*.jks`, `*.keystore`, `*.kdbx`,
+/// private SSH keys (`id_rsa`, `id_dsa`, `id_ecdsa`, `id_ed25519`), `gha-creds-*.json`,
+/// `.netrc`, `_netrc`, `.pypirc`, `.npmrc` and `.git-credentials`.
+pub fn is_credential_name(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase();
+    if name == ".env" {
+        return true;
+    }
+    if let Some(rest) = name.strip_prefix(".env.") {
+        return !matches!(rest, "example" | "sample" | "template" | "dist");
+    }
+    const EXACT: [&str; 9] = [
+        "id_rsa",
+        "id_dsa",
+        "id_ecdsa",
+        "id_ed25519",
+        ".netrc",
+        "_netrc",
+        ".pypirc",
+        ".npmrc",
+        ".git-credentials",
+    ];
+    const SUFFIXES: [&str; 7] = [".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx"];
+    EXACT.contains(&name.as_str())
+        || SUFFIXES.iter().any(|suffix| name.ends_with(suffix))
+        || (name.starts_with("gha-creds-") && name.ends_with(".json"))
+}
+
+/// True when `path` lies under `specs/`.
+pub fn is_spec_path(path: &str) -> bool {
+    path.starts_with("specs/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_up() {
+        assert_eq!(estimate_tokens(""), 0);
+        assert_eq!(estimate_tokens("a"), 1);
+        assert_eq!(estimate_tokens("abcd"), 1);
+        assert_eq!(estimate_tokens("abcde"), 2);
+    }
+
+    #[test]
+    fn credential_names() {
+        for name in [
+            ".env",
+            "app/.env.production",
+            "deploy.pem",
+            "gha-creds-1234.json",
+            "home/.ssh/id_rsa",
+            "x/.git-credentials",
+        ] {
+            assert!(is_credential_name(name), "{name}");
+        }
+        for name in [
+            ".env.example",
+            "id_rsa.pub",
+            "src/keys.rs",
+            "gha-creds.md",
+            "README.md",
+        ] {
+            assert!(!is_credential_name(name), "{name}");
+        }
+    }
+}

@@ -11,6 +11,7 @@ pub mod config;
 pub mod edit;
 pub mod exit;
 pub mod findings;
+pub mod llm;
 pub mod pack;
 pub mod prompt;
 pub mod reconcile;

@@ -1,6 +1,8 @@
 //! The one integration-test binary: each area of bork-ci has a module here.
 
 mod apply;
+mod fake_llm;
+mod llm;
 mod pack;
 mod run;
 mod support;

@@ -1,0 +1,280 @@
+//! Anthropic Messages: the request body and reading the answer.
+//!
+//! `POST {base_url}/v1/messages` (default base `https://api.anthropic.com`), headers `x-api-key`
+//! and `anthropic-version: 2023-06-01` (set in `wire`). The system prompt is a text block list and
+//! the prefix the first user content block, both marked `cache_control: ephemeral`, so every
+//! iteration reads them from the prompt cache; the last block of the conversation is marked too, so
+//! the next iteration also reuses what this one appended. Turns of the same role in a row are
+//! merged into one message (the API wants roles to alternate).
+//!
+//! Structured output: when a [`ResponseFormat`] with an object schema is given, it becomes the one
+//! tool, forced through `tool_choice`, and the answer text is that tool's `input` exactly as the
+//! server sent it (kept raw, so duplicate keys stay visible to the parser). A response without the
+//! tool call falls back to its text blocks, so a plain JSON answer works too.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
+use super::{Role, Usage};
+
+pub(super) const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+pub(super) const PATH: &str = "/v1/messages";
+pub(super) const VERSION: &str = "2023-06-01";
+
+const PROVIDER: ProviderKind = ProviderKind::Anthropic;
+
+fn cached_text(text: &str) -> Value {
+    json!({"type": "text", "text": non_empty(text), "cache_control": {"type": "ephemeral"}})
+}
+
+/// The API refuses empty text blocks.
+fn non_empty(text: &str) -> &str {
+    if text.is_empty() { "(empty)" } else { text }
+}
+
+pub(super) fn request_body(
+    model: &str,
+    max_output_tokens: u32,
+    conversation: &Conversation,
+    format: Option<&ResponseFormat>,
+) -> Value {
+    // (role, blocks) with same-role neighbours merged.
+    let mut messages: Vec<(&str, Vec<Value>)> =
+        vec![("user", vec![cached_text(&conversation.prefix)])];
+    for turn in &conversation.turns {
+        let role = match turn.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        let block = json!({"type": "text", "text": non_empty(&turn.text)});
+        match messages.last_mut() {
+            Some((last_role, blocks)) if *last_role == role => blocks.push(block),
+            _ => messages.push((role, vec![block])),
+        }
+    }
+    if !conversation.turns.is_empty()
+        && let Some(last) = messages
+            .last_mut()
+            .and_then(|(_, blocks)| blocks.last_mut())
+    {
+        last["cache_control"] = json!({"type": "ephemeral"});
+    }
+    let messages: Vec<Value> = messages
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect();
+    let mut body = json!({
+        "model": model,
+        "max_tokens": max_output_tokens,
+        "messages": messages,
+    });
+    if !conversation.system.is_empty() {
+        body["system"] = json!([cached_text(&conversation.system)]);
+    }
+    if let Some(format) =
+        format.filter(|format| format.schema.get("type") == Some(&json!("object")))
+    {
+        body["tools"] = json!([{
+            "name": format.name,
+            "description": "Give your whole answer as this tool's input.",
+            "input_schema": format.schema,
+        }]);
+        body["tool_choice"] = json!({"type": "tool", "name": format.name});
+    }
+    body
+}
+
+#[derive(Deserialize)]
+struct MessageResponse {
+    #[serde(default)]
+    content: Vec<Block>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+/// A content block; a plain struct rather than a tagged enum so `input` can stay raw.
+#[derive(Deserialize)]
+struct Block {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    input: Option<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+pub(super) fn read_completion(
+    model: &str,
+    bytes: &[u8],
+    format: Option<&ResponseFormat>,
+) -> Result<Completion, LlmError> {
+    let invalid = |message: String| LlmError::InvalidResponse {
+        provider: PROVIDER,
+        model: model.to_owned(),
+        message,
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(invalid("the body is empty".to_owned()));
+    }
+    let response: MessageResponse = serde_json::from_slice(bytes)
+        .map_err(|error| invalid(format!("not a message: {error}")))?;
+    let usage = response
+        .usage
+        .map(|usage| {
+            let read = usage.cache_read_input_tokens.unwrap_or(0);
+            Usage {
+                input_tokens: usage
+                    .input_tokens
+                    .unwrap_or(0)
+                    .saturating_add(usage.cache_creation_input_tokens.unwrap_or(0))
+                    .saturating_add(read),
+                output_tokens: usage.output_tokens.unwrap_or(0),
+                cached_input_tokens: read,
+            }
+        })
+        .unwrap_or_default();
+    let text_blocks: String = response
+        .content
+        .iter()
+        .filter(|block| block.kind == "text")
+        .filter_map(|block| block.text.as_deref())
+        .collect();
+    let finish = match response.stop_reason.as_deref() {
+        None | Some("end_turn" | "stop_sequence" | "tool_use") => FinishReason::Stop,
+        Some("max_tokens" | "model_context_window_exceeded") => FinishReason::Length,
+        Some("refusal") => {
+            let said = text_blocks.split_whitespace().collect::<Vec<_>>().join(" ");
+            return Err(LlmError::Refused {
+                provider: PROVIDER,
+                model: model.to_owned(),
+                message: if said.is_empty() {
+                    "stop_reason refusal".to_owned()
+                } else {
+                    format!("stop_reason refusal: {}", super::wire::cut(&said, 500))
+                },
+            });
+        }
+        Some(other) => FinishReason::Other(other.to_owned()),
+    };
+    let tool_input = format.and_then(|format| {
+        response
+            .content
+            .iter()
+            .find(|block| block.kind == "tool_use" && block.name.as_deref() == Some(&format.name))
+            .and_then(|block| block.input.as_ref())
+    });
+    let text = match tool_input {
+        Some(input) => input.get().to_owned(),
+        None => text_blocks,
+    };
+    if text.trim().is_empty() {
+        let reason = match finish {
+            FinishReason::Length => {
+                "the output token limit was reached before any answer (stop_reason max_tokens)"
+                    .to_owned()
+            }
+            _ => {
+                let kinds: Vec<&str> = response
+                    .content
+                    .iter()
+                    .map(|block| block.kind.as_str())
+                    .collect();
+                format!(
+                    "no text or answer tool call in the content (blocks: [{}])",
+                    kinds.join(", ")
+                )
+            }
+        };
+        return Err(LlmError::EmptyAnswer {
+            provider: PROVIDER,
+            model: model.to_owned(),
+            reason,
+        });
+    }
+    Ok(Completion {
+        text,
+        usage,
+        finish,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::Turn;
+
+    #[test]
+    fn same_role_turns_merge_and_the_last_block_is_cached() {
+        let conversation = Conversation {
+            system: "sys".into(),
+            prefix: "repo".into(),
+            turns: vec![
+                Turn::user("more"),
+                Turn::assistant("{}"),
+                Turn::user("findings"),
+            ],
+        };
+        let body = request_body("claude", 100, &conversation, None);
+        let messages = body["messages"].as_array().expect("messages");
+        assert_eq!(messages.len(), 3);
+        assert_eq!(messages[0]["content"].as_array().map(Vec::len), Some(2));
+        assert_eq!(
+            messages[0]["content"][0]["cache_control"]["type"],
+            "ephemeral"
+        );
+        assert!(messages[0]["content"][1].get("cache_control").is_none());
+        assert_eq!(
+            messages[2]["content"][0]["cache_control"]["type"],
+            "ephemeral"
+        );
+        assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
+        assert!(body.get("tools").is_none());
+    }
+
+    #[test]
+    fn tool_input_is_kept_raw() {
+        let format = ResponseFormat {
+            name: "edits".into(),
+            schema: json!({"type": "object"}),
+        };
+        let body = br#"{"id":"msg_1","type":"message","role":"assistant","model":"m",
+            "content":[{"type":"tool_use","id":"toolu_1","name":"edits","input":{"a" : 1, "a": 2}}],
+            "stop_reason":"tool_use","stop_sequence":null,
+            "usage":{"input_tokens":10,"cache_creation_input_tokens":null,"cache_read_input_tokens":90,"output_tokens":5}}"#;
+        let completion = read_completion("m", body, Some(&format)).expect("reads");
+        assert_eq!(completion.text, r#"{"a" : 1, "a": 2}"#);
+        assert_eq!(
+            completion.usage,
+            Usage {
+                input_tokens: 100,
+                output_tokens: 5,
+                cached_input_tokens: 90
+            }
+        );
+    }
+
+    #[test]
+    fn only_other_blocks_is_an_empty_answer() {
+        let body = br#"{"content":[{"type":"thinking","thinking":"hm","signature":"s"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}"#;
+        let error = read_completion("m", body, None).expect_err("empty");
+        assert!(error.to_string().contains("thinking"), "{error}");
+    }
+}

@@ -1,0 +1,506 @@
+//! The LLM providers: one [`Provider`] per vendor behind one call, [`Provider::complete`].
+//!
+//! This module owns the conversation layout sent to a model ([`Conversation`]: a fixed system
+//! prompt and first user message, so provider prompt caching serves them on every iteration,
+//! followed by the turns each iteration appends), the HTTP exchange with OpenAI-compatible Chat
+//! Completions ([`openai`]) and Anthropic Messages ([`anthropic`]), retries with backoff
+//! ([`retry`]), token usage and its cost, and a scripted model that needs no network
+//! ([`scripted`]). Vendor JSON shapes stay private to the vendor modules.
+//!
+//! It deliberately does not build the prompt (`prompt`), parse the model's answer (`edit::parse`:
+//! a fenced or malformed answer is passed through untouched), enforce a run's token or time budget
+//! (`reconcile`), or read configuration or the environment (`config` hands over [`LlmSettings`]
+//! with the key already read).
+//!
+//! Secrets: the key lives in a [`SecretString`], is sent in a header marked sensitive, never in a
+//! URL, and is scrubbed from every error message (a server may echo it back). Redirects are not
+//! followed, so a key header never reaches a second host.
+
+mod anthropic;
+mod openai;
+pub mod retry;
+mod scripted;
+mod wire;
+
+use std::fmt;
+use std::ops::{Add, AddAssign};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use secrecy::SecretString;
+use serde::{Deserialize, Serialize};
+
+pub use retry::RetryPolicy;
+
+/// Who speaks a turn of the conversation after the first user message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One message appended to the conversation by an iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Turn {
+    pub role: Role,
+    pub text: String,
+}
+
+impl Turn {
+    /// A user turn (what was applied or refused, the findings).
+    pub fn user(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            text: text.into(),
+        }
+    }
+
+    /// An assistant turn (the model's earlier answer, sent back verbatim).
+    pub fn assistant(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::Assistant,
+            text: text.into(),
+        }
+    }
+}
+
+/// What is sent to the model.
+///
+/// `system` and `prefix` never change between iterations, so provider prompt caching serves them
+/// (Anthropic: `cache_control` on both); each iteration only appends `turns`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Conversation {
+    /// The system prompt (instructions).
+    pub system: String,
+    /// The first user message: packed repository and spec diff.
+    pub prefix: String,
+    /// Later turns, oldest first; the first one normally is the model's first answer.
+    pub turns: Vec<Turn>,
+}
+
+impl Conversation {
+    /// How many assistant turns the conversation holds (the scripted model's answer index).
+    pub fn assistant_turns(&self) -> usize {
+        self.turns
+            .iter()
+            .filter(|turn| turn.role == Role::Assistant)
+            .count()
+    }
+}
+
+/// Token usage of one or more requests.
+///
+/// `input_tokens` counts every input token, cached or not (for Anthropic: `input_tokens` +
+/// `cache_creation_input_tokens` + `cache_read_input_tokens`); `cached_input_tokens` is the part
+/// of it served from the provider's prompt cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_input_tokens: u64,
+}
+
+impl Usage {
+    /// Input plus output tokens: what a per-run token budget counts.
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+impl Add for Usage {
+    type Output = Usage;
+
+    fn add(self, other: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+            cached_input_tokens: self
+                .cached_input_tokens
+                .saturating_add(other.cached_input_tokens),
+        }
+    }
+}
+
+impl AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        *self = *self + other;
+    }
+}
+
+/// Why the model stopped writing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FinishReason {
+    /// A natural end (`stop`, `end_turn`, `tool_use`, `stop_sequence`).
+    Stop,
+    /// The output token limit was hit: the answer is probably cut off and must be rejected even
+    /// when it parses.
+    Length,
+    /// The model refused. [`Provider::complete`] reports a refusal as [`LlmError::Refused`]; this
+    /// variant exists so a report can name it.
+    Refusal,
+    /// Anything else the provider said, verbatim.
+    Other(String),
+}
+
+/// The model's answer: the raw text (never parsed here) and what it cost.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Completion {
+    pub text: String,
+    pub usage: Usage,
+    pub finish: FinishReason,
+}
+
+/// Which API a provider speaks (`llm.provider`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderKind {
+    /// Any OpenAI-compatible Chat Completions endpoint.
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Canned answers from a file, no network: for the quick start and tests.
+    Scripted,
+}
+
+impl ProviderKind {
+    /// The name used in config, errors and [`Provider::describe`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Scripted => "scripted",
+        }
+    }
+
+    /// The variable the key is read from when `llm.api-key-env` is not set.
+    pub fn default_api_key_env(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "OPENAI_API_KEY",
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+            ProviderKind::Scripted => "",
+        }
+    }
+
+    /// The base URL used when `llm.base-url` is not set.
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => openai::DEFAULT_BASE_URL,
+            ProviderKind::Anthropic => anthropic::DEFAULT_BASE_URL,
+            ProviderKind::Scripted => "",
+        }
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Everything a provider needs, resolved by `config`.
+///
+/// `Debug` never shows the key: [`SecretString`] prints as redacted.
+#[derive(Debug, Clone)]
+pub struct LlmSettings {
+    pub provider: ProviderKind,
+    pub model: String,
+    /// `None`: the vendor's public endpoint ([`ProviderKind::default_base_url`]).
+    pub base_url: Option<String>,
+    /// The key, read by `config` from the variable named in `api_key_env`.
+    pub api_key: Option<SecretString>,
+    /// Name of the variable holding the key; used in messages only.
+    pub api_key_env: String,
+    pub max_output_tokens: u32,
+    /// Deadline of one whole request (connect, send, wait, read the body), per attempt.
+    pub timeout: Duration,
+    /// Retries after the first attempt on 429, 5xx, 529, timeouts and connection errors.
+    pub max_retries: u32,
+    /// Scripted provider only: the file of canned answers.
+    pub script: Option<PathBuf>,
+}
+
+impl LlmSettings {
+    /// Settings with the documented defaults for `provider` and `model`.
+    pub fn new(provider: ProviderKind, model: impl Into<String>) -> Self {
+        Self {
+            provider,
+            model: model.into(),
+            base_url: None,
+            api_key: None,
+            api_key_env: provider.default_api_key_env().to_owned(),
+            max_output_tokens: 16_384,
+            timeout: Duration::from_secs(600),
+            max_retries: 4,
+            script: None,
+        }
+    }
+}
+
+/// A JSON schema the answer must follow.
+///
+/// OpenAI: sent as `response_format` `json_schema`, with `strict: true` when the schema fits the
+/// strict subset (every object closed with `additionalProperties: false` and listing all its
+/// properties as required), else `strict: false` (a map of paths to contents cannot be strict).
+/// Anthropic: a tool with this schema as `input_schema`, forced through `tool_choice`; the
+/// answer is the tool input exactly as the server sent it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponseFormat {
+    /// `a-z`, `A-Z`, `0-9`, `_` and `-`, at most 64 characters.
+    pub name: String,
+    pub schema: serde_json::Value,
+}
+
+/// Why a completion failed. Every message names provider and model where it has them, and none
+/// holds the key (messages from servers are cut short and scrubbed of it).
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// 429 on the last attempt, or a `retry-after` longer than the policy waits.
+    #[error(
+        "{provider} model `{model}` is rate limited (HTTP {status}) after {attempts} attempt(s){}: {message}",
+        retry_after.map(|delay| format!(", retry after {}s", delay.as_secs())).unwrap_or_default()
+    )]
+    RateLimited {
+        provider: ProviderKind,
+        model: String,
+        status: u16,
+        attempts: u32,
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    /// Any other non-success status (after retries, for retryable ones).
+    #[error(
+        "{provider} model `{model}` answered HTTP {status} after {attempts} attempt(s): {message}"
+    )]
+    Status {
+        provider: ProviderKind,
+        model: String,
+        status: u16,
+        attempts: u32,
+        message: String,
+    },
+    /// A 3xx: redirects are never followed, so the key header cannot reach another host.
+    #[error(
+        "{provider} model `{model}` answered HTTP {status} redirecting to `{location}`; redirects are not followed: set llm.base-url to the final endpoint"
+    )]
+    Redirect {
+        provider: ProviderKind,
+        model: String,
+        status: u16,
+        location: String,
+    },
+    /// The whole-request deadline passed on the last attempt.
+    #[error(
+        "{provider} model `{model}` did not answer within {}s after {attempts} attempt(s)",
+        timeout.as_secs_f64()
+    )]
+    Timeout {
+        provider: ProviderKind,
+        model: String,
+        timeout: Duration,
+        attempts: u32,
+    },
+    /// Connection refused, DNS, TLS and similar, on the last attempt.
+    #[error("{provider} model `{model}`: request failed after {attempts} attempt(s): {message}")]
+    Transport {
+        provider: ProviderKind,
+        model: String,
+        attempts: u32,
+        message: String,
+    },
+    /// The model refused or a content filter stopped it.
+    #[error("{provider} model `{model}` refused to answer: {message}")]
+    Refused {
+        provider: ProviderKind,
+        model: String,
+        message: String,
+    },
+    /// A 200 without any answer text.
+    #[error("{provider} model `{model}` returned no answer: {reason}")]
+    EmptyAnswer {
+        provider: ProviderKind,
+        model: String,
+        reason: String,
+    },
+    /// A 200 whose body is not the documented JSON (empty, invalid UTF-8, wrong shape).
+    #[error("{provider} model `{model}` sent a response that could not be read: {message}")]
+    InvalidResponse {
+        provider: ProviderKind,
+        model: String,
+        message: String,
+    },
+    /// No key for a provider that needs one.
+    #[error("no API key for {provider}: set the environment variable {env}")]
+    MissingApiKey { provider: ProviderKind, env: String },
+    /// The scripted model's file is missing, malformed, or has run out of answers.
+    #[error("scripted model ({path}): {message}")]
+    Script { path: String, message: String },
+    /// Settings that cannot work (bad base URL, zero timeout, a key that is not a header value).
+    #[error("{provider} settings: {message}")]
+    Settings {
+        provider: ProviderKind,
+        message: String,
+    },
+}
+
+impl LlmError {
+    /// Whether the failure is the server's or the network's (worth trying again later) rather
+    /// than the settings' or the model's.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            LlmError::RateLimited { .. }
+            | LlmError::Timeout { .. }
+            | LlmError::Transport { .. } => true,
+            LlmError::Status { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+}
+
+/// A configured model. Cheap to share by reference; one HTTP client per provider.
+#[derive(Debug)]
+pub struct Provider {
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    Http(wire::HttpProvider),
+    Scripted(scripted::ScriptedProvider),
+}
+
+impl Provider {
+    /// Checks the settings and builds the HTTP client; makes no request.
+    pub fn new(settings: LlmSettings) -> Result<Self, LlmError> {
+        let inner = match settings.provider {
+            ProviderKind::Openai | ProviderKind::Anthropic => {
+                Inner::Http(wire::HttpProvider::new(settings)?)
+            }
+            ProviderKind::Scripted => Inner::Scripted(scripted::ScriptedProvider::new(&settings)?),
+        };
+        Ok(Self { inner })
+    }
+
+    /// Replaces the retry timing (tests use a millisecond base so they run fast).
+    pub fn with_retry_policy(mut self, policy: RetryPolicy) -> Self {
+        if let Inner::Http(http) = &mut self.inner {
+            http.retry = policy;
+        }
+        self
+    }
+
+    /// Sends the conversation and returns the model's raw answer text, retrying transient
+    /// failures per the settings. `format` asks for structured JSON output.
+    pub async fn complete(
+        &self,
+        conversation: &Conversation,
+        format: Option<&ResponseFormat>,
+    ) -> Result<Completion, LlmError> {
+        match &self.inner {
+            Inner::Http(http) => http.complete(conversation, format).await,
+            Inner::Scripted(script) => script.complete(conversation),
+        }
+    }
+
+    /// For logs and reports, e.g. `openai gpt-4o at https://api.openai.com/v1`; never the key.
+    pub fn describe(&self) -> String {
+        match &self.inner {
+            Inner::Http(http) => http.describe(),
+            Inner::Scripted(script) => script.describe(),
+        }
+    }
+
+    /// Which API this provider speaks.
+    pub fn kind(&self) -> ProviderKind {
+        match &self.inner {
+            Inner::Http(http) => http.kind(),
+            Inner::Scripted(_) => ProviderKind::Scripted,
+        }
+    }
+}
+
+/// Prices in a currency unit per million tokens (`llm.prices`).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Prices {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+    /// Price of input served from the prompt cache.
+    pub cached_input_per_mtok: f64,
+}
+
+/// What `usage` cost: uncached input, cached input and output, each at its price. Anthropic's
+/// cache writes are priced as ordinary input.
+pub fn cost(usage: &Usage, prices: &Prices) -> f64 {
+    let cached = usage.cached_input_tokens.min(usage.input_tokens);
+    let uncached = usage.input_tokens - cached;
+    let per_token = |tokens: u64, per_mtok: f64| tokens as f64 * per_mtok / 1_000_000.0;
+    per_token(uncached, prices.input_per_mtok)
+        + per_token(cached, prices.cached_input_per_mtok)
+        + per_token(usage.output_tokens, prices.output_per_mtok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_adds_field_by_field() {
+        let mut total = Usage {
+            input_tokens: 10,
+            output_tokens: 2,
+            cached_input_tokens: 4,
+        };
+        total += Usage {
+            input_tokens: 5,
+            output_tokens: 1,
+            cached_input_tokens: 5,
+        };
+        assert_eq!(
+            total,
+            Usage {
+                input_tokens: 15,
+                output_tokens: 3,
+                cached_input_tokens: 9
+            }
+        );
+        assert_eq!(total.total_tokens(), 18);
+    }
+
+    #[test]
+    fn cost_prices_cached_input_separately() {
+        let usage = Usage {
+            input_tokens: 2_000_000,
+            output_tokens: 1_000_000,
+            cached_input_tokens: 1_000_000,
+        };
+        let prices = Prices {
+            input_per_mtok: 3.0,
+            output_per_mtok: 15.0,
+            cached_input_per_mtok: 0.3,
+        };
+        assert!((cost(&usage, &prices) - 18.3).abs() < 1e-9);
+        assert_eq!(cost(&Usage::default(), &prices), 0.0);
+    }
+
+    #[test]
+    fn provider_kind_speaks_config_names() {
+        let kind: ProviderKind = serde_json::from_str("\"anthropic\"").expect("parses");
+        assert_eq!(kind, ProviderKind::Anthropic);
+        assert_eq!(
+            serde_json::to_string(&ProviderKind::Scripted).expect("serializes"),
+            "\"scripted\""
+        );
+        assert!(serde_json::from_str::<ProviderKind>("\"OpenAI\"").is_err());
+    }
+
+    #[test]
+    fn settings_debug_hides_the_key() {
+        let mut settings = LlmSettings::new(ProviderKind::Openai, "gpt-4o");
+        settings.api_key = Some(SecretString::from("sk-canary-123"));
+        let shown = format!("{settings:?}");
+        assert!(!shown.contains("sk-canary-123"), "{shown}");
+    }
+}

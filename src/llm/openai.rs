@@ -1,0 +1,273 @@
+//! OpenAI-compatible Chat Completions: the request body and reading the answer.
+//!
+//! `POST {base_url}/chat/completions` (default base `https://api.openai.com/v1`). Messages are the
+//! system prompt, the prefix as the first user message, then the turns, so the unchanged start of
+//! every request is served by the provider's automatic prompt caching. The output limit is sent as
+//! `max_completion_tokens` (the current field; `max_tokens` is deprecated upstream). The answer is
+//! `choices[0].message.content`, passed on untouched. Transport and retries live in `wire`.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
+use super::{Role, Usage};
+
+pub(super) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub(super) const PATH: &str = "/chat/completions";
+
+pub(super) fn request_body(
+    model: &str,
+    max_output_tokens: u32,
+    conversation: &Conversation,
+    format: Option<&ResponseFormat>,
+) -> Value {
+    let mut messages = Vec::with_capacity(conversation.turns.len() + 2);
+    if !conversation.system.is_empty() {
+        messages.push(json!({"role": "system", "content": conversation.system}));
+    }
+    messages.push(json!({"role": "user", "content": conversation.prefix}));
+    for turn in &conversation.turns {
+        let role = match turn.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        messages.push(json!({"role": role, "content": turn.text}));
+    }
+    let mut body = json!({
+        "model": model,
+        "messages": messages,
+        "max_completion_tokens": max_output_tokens,
+    });
+    if let Some(format) = format {
+        body["response_format"] = json!({
+            "type": "json_schema",
+            "json_schema": {
+                "name": format.name,
+                "schema": format.schema,
+                "strict": is_strict_compatible(&format.schema),
+            }
+        });
+    }
+    body
+}
+
+/// Whether OpenAI's strict structured outputs accept `schema`: every object schema closed with
+/// `additionalProperties: false` and requiring all of its properties. A map with free keys (the
+/// edit format's `create-or-update`) is not, and is then sent with `strict: false`.
+fn is_strict_compatible(schema: &Value) -> bool {
+    match schema {
+        Value::Object(map) => {
+            let is_object_schema = map.get("type").is_some_and(|kind| {
+                kind == "object"
+                    || kind
+                        .as_array()
+                        .is_some_and(|kinds| kinds.iter().any(|kind| kind == "object"))
+            }) || map.contains_key("properties");
+            if is_object_schema {
+                if map.get("additionalProperties") != Some(&Value::Bool(false)) {
+                    return false;
+                }
+                let required: Vec<&str> = map
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|names| names.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let all_required =
+                    map.get("properties")
+                        .and_then(Value::as_object)
+                        .is_none_or(|properties| {
+                            properties
+                                .keys()
+                                .all(|name| required.contains(&name.as_str()))
+                        });
+                if !all_required {
+                    return false;
+                }
+            }
+            map.iter()
+                .filter(|(key, _)| !matches!(key.as_str(), "required" | "enum" | "const"))
+                .all(|(_, value)| is_strict_compatible(value))
+        }
+        Value::Array(items) => items.iter().all(is_strict_compatible),
+        _ => true,
+    }
+}
+
+#[derive(Deserialize)]
+struct ChatResponse {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    message: Option<Message>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+pub(super) fn read_completion(
+    provider: ProviderKind,
+    model: &str,
+    bytes: &[u8],
+) -> Result<Completion, LlmError> {
+    let invalid = |message: String| LlmError::InvalidResponse {
+        provider,
+        model: model.to_owned(),
+        message,
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(invalid("the body is empty".to_owned()));
+    }
+    let response: ChatResponse = serde_json::from_slice(bytes)
+        .map_err(|error| invalid(format!("not a chat completion: {error}")))?;
+    let usage = response
+        .usage
+        .map(|usage| Usage {
+            input_tokens: usage.prompt_tokens.unwrap_or(0),
+            output_tokens: usage.completion_tokens.unwrap_or(0),
+            cached_input_tokens: usage
+                .prompt_tokens_details
+                .and_then(|details| details.cached_tokens)
+                .unwrap_or(0),
+        })
+        .unwrap_or_default();
+    let empty = |reason: String| LlmError::EmptyAnswer {
+        provider,
+        model: model.to_owned(),
+        reason,
+    };
+    let Some(choice) = response.choices.into_iter().next() else {
+        return Err(empty("the response has no choices".to_owned()));
+    };
+    let message = choice.message.unwrap_or(Message {
+        content: None,
+        refusal: None,
+    });
+    if let Some(refusal) = message.refusal.filter(|text| !text.trim().is_empty()) {
+        return Err(LlmError::Refused {
+            provider,
+            model: model.to_owned(),
+            message: super::wire::cut(&refusal, 500),
+        });
+    }
+    let finish = match choice.finish_reason.as_deref() {
+        None | Some("stop") => FinishReason::Stop,
+        Some("length") => FinishReason::Length,
+        Some("content_filter") => {
+            return Err(LlmError::Refused {
+                provider,
+                model: model.to_owned(),
+                message: "a content filter stopped the answer (finish_reason content_filter)"
+                    .to_owned(),
+            });
+        }
+        Some(other) => FinishReason::Other(other.to_owned()),
+    };
+    let text = message.content.unwrap_or_default();
+    if text.trim().is_empty() {
+        let reason = match finish {
+            FinishReason::Length => {
+                "the output token limit was reached before any answer (finish_reason length)"
+                    .to_owned()
+            }
+            FinishReason::Other(other) => {
+                format!("the message has no content (finish_reason {other})")
+            }
+            _ => "the message has no content".to_owned(),
+        };
+        return Err(empty(reason));
+    }
+    Ok(Completion {
+        text,
+        usage,
+        finish,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strictness_follows_the_schema() {
+        let closed = json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["delete"],
+            "properties": {"delete": {"type": "array", "items": {"type": "string"}}}
+        });
+        assert!(is_strict_compatible(&closed));
+        let map = json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["create-or-update"],
+            "properties": {"create-or-update": {"type": "object", "additionalProperties": {"type": "string"}}}
+        });
+        assert!(!is_strict_compatible(&map));
+        let optional = json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": [],
+            "properties": {"delete": {"type": "array"}}
+        });
+        assert!(!is_strict_compatible(&optional));
+    }
+
+    #[test]
+    fn reads_usage_with_cached_tokens() {
+        let body = br#"{"id":"x","object":"chat.completion","created":1,"model":"m",
+            "choices":[{"index":0,"message":{"role":"assistant","content":"{}","refusal":null},"logprobs":null,"finish_reason":"stop"}],
+            "usage":{"prompt_tokens":100,"completion_tokens":7,"total_tokens":107,"prompt_tokens_details":{"cached_tokens":64}}}"#;
+        let completion = read_completion(ProviderKind::Openai, "m", body).expect("reads");
+        assert_eq!(completion.text, "{}");
+        assert_eq!(completion.finish, FinishReason::Stop);
+        assert_eq!(
+            completion.usage,
+            Usage {
+                input_tokens: 100,
+                output_tokens: 7,
+                cached_input_tokens: 64
+            }
+        );
+    }
+
+    #[test]
+    fn content_filter_is_a_refusal_and_null_content_is_empty() {
+        let filtered = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":null},"finish_reason":"content_filter"}]}"#;
+        assert!(matches!(
+            read_completion(ProviderKind::Openai, "m", filtered),
+            Err(LlmError::Refused { .. })
+        ));
+        let empty = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":null},"finish_reason":"length"}]}"#;
+        let error = read_completion(ProviderKind::Openai, "m", empty).expect_err("empty");
+        assert!(error.to_string().contains("output token limit"), "{error}");
+    }
+}

@@ -1,0 +1,499 @@
+//! The HTTP exchange shared by the vendors: client, headers, attempts and retries, error bodies.
+//!
+//! Owns the reqwest client (redirects off, a whole-request deadline), the key header (marked
+//! sensitive, never in a URL), the attempt loop with [`RetryPolicy`], and turning a failed
+//! response into an [`LlmError`] whose text is short and holds no key and no URL query. It does not
+//! know any vendor's JSON: `openai` and `anthropic` build the bodies and read the answers.
+
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Client, Url};
+use secrecy::{ExposeSecret, SecretString};
+
+use super::retry::{self, RetryPolicy};
+use super::{Completion, Conversation, LlmError, LlmSettings, ProviderKind, ResponseFormat};
+use super::{anthropic, openai};
+
+/// A response body larger than this is refused rather than buffered.
+const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+/// How much of an error body an error message quotes.
+const EXCERPT_CHARS: usize = 300;
+
+/// A provider that speaks HTTP: OpenAI-compatible or Anthropic.
+#[derive(Debug)]
+pub(super) struct HttpProvider {
+    kind: ProviderKind,
+    model: String,
+    endpoint: Url,
+    /// The base URL as shown to people: no user info, no query.
+    shown_base: String,
+    /// Kept only to scrub it out of error bodies that echo it.
+    key: SecretString,
+    headers: HeaderMap,
+    client: Client,
+    max_output_tokens: u32,
+    timeout: Duration,
+    max_retries: u32,
+    pub(super) retry: RetryPolicy,
+}
+
+/// What one attempt produced.
+enum Attempt {
+    Answer(Vec<u8>),
+    Failed(Failure),
+}
+
+/// A failed attempt, before deciding whether to try again.
+enum Failure {
+    Status {
+        status: u16,
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    Redirect {
+        status: u16,
+        location: String,
+    },
+    Timeout,
+    Transport {
+        message: String,
+        retryable: bool,
+    },
+    TooLarge,
+}
+
+impl HttpProvider {
+    pub(super) fn new(settings: LlmSettings) -> Result<Self, LlmError> {
+        let kind = settings.provider;
+        let settings_error = |message: String| LlmError::Settings {
+            provider: kind,
+            message,
+        };
+        let key = match settings.api_key {
+            Some(key) if !key.expose_secret().trim().is_empty() => key,
+            _ => {
+                let env = if settings.api_key_env.is_empty() {
+                    kind.default_api_key_env().to_owned()
+                } else {
+                    settings.api_key_env.clone()
+                };
+                return Err(LlmError::MissingApiKey {
+                    provider: kind,
+                    env,
+                });
+            }
+        };
+        if settings.model.trim().is_empty() {
+            return Err(settings_error("no model is set (llm.model)".to_owned()));
+        }
+        if settings.timeout.is_zero() {
+            return Err(settings_error(
+                "the request timeout must be more than zero (llm.timeout-secs)".to_owned(),
+            ));
+        }
+        let base = settings
+            .base_url
+            .clone()
+            .unwrap_or_else(|| kind.default_base_url().to_owned());
+        let base_url = Url::parse(base.trim()).map_err(|error| {
+            settings_error(format!(
+                "llm.base-url `{}` is not a URL: {error}",
+                shown_url_text(&base)
+            ))
+        })?;
+        if !matches!(base_url.scheme(), "http" | "https") || base_url.host_str().is_none() {
+            return Err(settings_error(format!(
+                "llm.base-url `{}` must be an http or https URL with a host",
+                shown_url(&base_url)
+            )));
+        }
+        let suffix = match kind {
+            ProviderKind::Anthropic => anthropic::PATH,
+            _ => openai::PATH,
+        };
+        let mut endpoint = base_url.clone();
+        let path = format!("{}{suffix}", base_url.path().trim_end_matches('/'));
+        endpoint.set_path(&path);
+
+        let mut headers = HeaderMap::new();
+        let not_a_header = || {
+            settings_error(format!(
+                "the API key in {} contains characters that cannot be sent in an HTTP header",
+                settings.api_key_env
+            ))
+        };
+        match kind {
+            ProviderKind::Anthropic => {
+                let mut value = HeaderValue::from_str(key.expose_secret().trim())
+                    .map_err(|_| not_a_header())?;
+                value.set_sensitive(true);
+                headers.insert(HeaderName::from_static("x-api-key"), value);
+                headers.insert(
+                    HeaderName::from_static("anthropic-version"),
+                    HeaderValue::from_static(anthropic::VERSION),
+                );
+            }
+            _ => {
+                let mut value =
+                    HeaderValue::from_str(&format!("Bearer {}", key.expose_secret().trim()))
+                        .map_err(|_| not_a_header())?;
+                value.set_sensitive(true);
+                headers.insert(reqwest::header::AUTHORIZATION, value);
+            }
+        }
+
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(settings.timeout)
+            .connect_timeout(settings.timeout.min(Duration::from_secs(30)))
+            .user_agent(concat!("bork-ci/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|error| settings_error(format!("cannot build the HTTP client: {error}")))?;
+
+        Ok(Self {
+            kind,
+            model: settings.model,
+            shown_base: shown_url(&base_url),
+            endpoint,
+            key,
+            headers,
+            client,
+            max_output_tokens: settings.max_output_tokens,
+            timeout: settings.timeout,
+            max_retries: settings.max_retries,
+            retry: RetryPolicy::default(),
+        })
+    }
+
+    pub(super) fn kind(&self) -> ProviderKind {
+        self.kind
+    }
+
+    pub(super) fn describe(&self) -> String {
+        format!("{} {} at {}", self.kind, self.model, self.shown_base)
+    }
+
+    pub(super) async fn complete(
+        &self,
+        conversation: &Conversation,
+        format: Option<&ResponseFormat>,
+    ) -> Result<Completion, LlmError> {
+        let body = match self.kind {
+            ProviderKind::Anthropic => {
+                anthropic::request_body(&self.model, self.max_output_tokens, conversation, format)
+            }
+            _ => openai::request_body(&self.model, self.max_output_tokens, conversation, format),
+        };
+        let body = serde_json::to_vec(&body).map_err(|error| LlmError::Settings {
+            provider: self.kind,
+            message: format!("cannot encode the request: {error}"),
+        })?;
+
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            let failure = match self.attempt(&body).await {
+                Attempt::Answer(bytes) => {
+                    return match self.kind {
+                        ProviderKind::Anthropic => {
+                            anthropic::read_completion(&self.model, &bytes, format)
+                        }
+                        _ => openai::read_completion(self.kind, &self.model, &bytes),
+                    }
+                    .map_err(|error| self.scrub_error(error));
+                }
+                Attempt::Failed(failure) => failure,
+            };
+            let retryable = match &failure {
+                Failure::Status { status, .. } => retry::is_retryable_status(*status),
+                Failure::Timeout => true,
+                Failure::Transport { retryable, .. } => *retryable,
+                Failure::Redirect { .. } | Failure::TooLarge => false,
+            };
+            let asked = match &failure {
+                Failure::Status { retry_after, .. } => *retry_after,
+                _ => None,
+            };
+            let too_long = asked.is_some_and(|delay| delay > self.retry.max_retry_after);
+            if !retryable || attempts > self.max_retries || too_long {
+                return Err(self.final_error(failure, attempts));
+            }
+            let delay = asked.unwrap_or_else(|| self.retry.backoff(attempts));
+            tracing::warn!(
+                provider = %self.kind,
+                model = %self.model,
+                attempt = attempts,
+                max_retries = self.max_retries,
+                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                "{}; trying again",
+                self.failure_summary(&failure)
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// One request under the whole-request deadline (reqwest's timeout covers the same span; this
+    /// one also bounds a body that trickles in byte by byte).
+    async fn attempt(&self, body: &[u8]) -> Attempt {
+        match tokio::time::timeout(self.timeout, self.send(body)).await {
+            Ok(attempt) => attempt,
+            Err(_) => Attempt::Failed(Failure::Timeout),
+        }
+    }
+
+    async fn send(&self, body: &[u8]) -> Attempt {
+        let request = self
+            .client
+            .post(self.endpoint.clone())
+            .headers(self.headers.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_vec());
+        let mut response = match request.send().await {
+            Ok(response) => response,
+            Err(error) => return Attempt::Failed(transport_failure(error)),
+        };
+        let status = response.status();
+        let headers = response.headers().clone();
+        let mut bytes = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                        return Attempt::Failed(Failure::TooLarge);
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(error) => return Attempt::Failed(transport_failure(error)),
+            }
+        }
+        if status.is_success() {
+            return Attempt::Answer(bytes);
+        }
+        if status.is_redirection() {
+            let location = headers
+                .get(reqwest::header::LOCATION)
+                .and_then(|value| value.to_str().ok())
+                .map(|text| match self.endpoint.join(text) {
+                    Ok(url) => shown_url(&url),
+                    Err(_) => "an unreadable location".to_owned(),
+                })
+                .unwrap_or_else(|| "nowhere".to_owned());
+            return Attempt::Failed(Failure::Redirect {
+                status: status.as_u16(),
+                location,
+            });
+        }
+        Attempt::Failed(Failure::Status {
+            status: status.as_u16(),
+            retry_after: retry::retry_after(&headers, SystemTime::now()),
+            message: error_excerpt(&bytes),
+        })
+    }
+
+    fn failure_summary(&self, failure: &Failure) -> String {
+        match failure {
+            Failure::Status { status, .. } => format!("HTTP {status}"),
+            Failure::Timeout => format!("no answer within {}s", self.timeout.as_secs_f64()),
+            Failure::Transport { message, .. } => self.scrub(message),
+            Failure::Redirect { status, .. } => format!("HTTP {status}"),
+            Failure::TooLarge => "response too large".to_owned(),
+        }
+    }
+
+    fn final_error(&self, failure: Failure, attempts: u32) -> LlmError {
+        let provider = self.kind;
+        let model = self.model.clone();
+        match failure {
+            Failure::Status {
+                status: 429,
+                retry_after,
+                message,
+            } => LlmError::RateLimited {
+                provider,
+                model,
+                status: 429,
+                attempts,
+                retry_after,
+                message: self.scrub(&message),
+            },
+            Failure::Status {
+                status, message, ..
+            } => LlmError::Status {
+                provider,
+                model,
+                status,
+                attempts,
+                message: self.scrub(&message),
+            },
+            Failure::Redirect { status, location } => LlmError::Redirect {
+                provider,
+                model,
+                status,
+                location: self.scrub(&location),
+            },
+            Failure::Timeout => LlmError::Timeout {
+                provider,
+                model,
+                timeout: self.timeout,
+                attempts,
+            },
+            Failure::Transport { message, .. } => LlmError::Transport {
+                provider,
+                model,
+                attempts,
+                message: self.scrub(&message),
+            },
+            Failure::TooLarge => LlmError::InvalidResponse {
+                provider,
+                model,
+                message: format!("the body is larger than {MAX_RESPONSE_BYTES} bytes"),
+            },
+        }
+    }
+
+    /// Removes the key and the endpoint's query (which may hold a key) from a message.
+    fn scrub(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        let key = self.key.expose_secret().trim();
+        if key.len() >= 4 {
+            text = text.replace(key, "[redacted]");
+        }
+        if let Some(query) = self.endpoint.query().filter(|query| !query.is_empty()) {
+            text = text.replace(query, "[redacted]");
+        }
+        text
+    }
+
+    fn scrub_error(&self, error: LlmError) -> LlmError {
+        match error {
+            LlmError::InvalidResponse {
+                provider,
+                model,
+                message,
+            } => LlmError::InvalidResponse {
+                provider,
+                model,
+                message: self.scrub(&message),
+            },
+            LlmError::Refused {
+                provider,
+                model,
+                message,
+            } => LlmError::Refused {
+                provider,
+                model,
+                message: self.scrub(&message),
+            },
+            other => other,
+        }
+    }
+}
+
+/// A transport error as text without the URL (it may carry a query with a key), with its causes.
+fn transport_failure(error: reqwest::Error) -> Failure {
+    if error.is_timeout() {
+        return Failure::Timeout;
+    }
+    let retryable = error.is_connect() || error.is_request() || error.is_body();
+    let kind = if error.is_connect() {
+        "cannot connect"
+    } else if error.is_body() {
+        "the response body broke off"
+    } else {
+        "the request failed"
+    };
+    let mut message = kind.to_owned();
+    let error = error.without_url();
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    Failure::Transport { message, retryable }
+}
+
+/// The readable part of an error body: the vendor's `error.message` (both vendors nest it so),
+/// else the start of the body, cut short.
+pub(super) fn error_excerpt(bytes: &[u8]) -> String {
+    let from_json = serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()
+        .and_then(|value| {
+            let error = value.get("error")?;
+            let message = error.get("message")?.as_str()?.to_owned();
+            Some(match error.get("type").and_then(|kind| kind.as_str()) {
+                Some(kind) => format!("{kind}: {message}"),
+                None => message,
+            })
+        });
+    let text = from_json.unwrap_or_else(|| String::from_utf8_lossy(bytes).into_owned());
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.is_empty() {
+        return "(empty body)".to_owned();
+    }
+    cut(&text, EXCERPT_CHARS)
+}
+
+/// `text` cut to `limit` characters, with an ellipsis when cut.
+pub(super) fn cut(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        Some((index, _)) => format!("{}…", &text[..index]),
+        None => text.to_owned(),
+    }
+}
+
+/// A URL as shown to people: scheme, host, port and path; no user info, no query, no fragment.
+fn shown_url(url: &Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    if shown.query().is_some() {
+        shown.set_query(Some("[redacted]"));
+    }
+    shown.set_fragment(None);
+    shown.as_str().trim_end_matches('/').to_owned()
+}
+
+/// An unparsable URL as shown to people: everything before any `?` or `@`.
+fn shown_url_text(text: &str) -> String {
+    let before_query = text.split(['?', '#']).next().unwrap_or_default();
+    match before_query.rsplit_once('@') {
+        Some((_, rest)) => format!("[redacted]@{rest}"),
+        None => before_query.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_urls_hide_user_info_and_query() {
+        let url = Url::parse("https://user:pw@llm.example/v1/?key=sk-secret#x").expect("url");
+        assert_eq!(shown_url(&url), "https://llm.example/v1/?[redacted]");
+        assert_eq!(
+            shown_url_text("htp:/user:pw@x?key=sk-secret"),
+            "[redacted]@x"
+        );
+    }
+
+    #[test]
+    fn excerpts_prefer_the_vendor_message_and_stay_short() {
+        let body =
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(error_excerpt(body), "overloaded_error: Overloaded");
+        let long = "x".repeat(1000);
+        assert_eq!(
+            error_excerpt(long.as_bytes()).chars().count(),
+            EXCERPT_CHARS + 1
+        );
+        assert_eq!(error_excerpt(b""), "(empty body)");
+        assert_eq!(
+            error_excerpt(b"\xff\xfe bad\n\n gateway"),
+            "\u{fffd}\u{fffd} bad gateway"
+        );
+    }
+}

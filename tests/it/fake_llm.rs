@@ -1,0 +1,527 @@
+//! Fake LLM servers on 127.0.0.1 for integration tests: an OpenAI-compatible Chat Completions
+//! endpoint and an Anthropic Messages endpoint, answering a scripted list of [`Reply`]s.
+//!
+//! Path layout: the OpenAI fake answers `POST /v1/chat/completions`, so its base URL (what
+//! `llm.base-url` is set to) is `url + "/v1"`; the Anthropic fake answers `POST /v1/messages`, so
+//! its base URL is `url` itself. [`FakeLlm::base_url`] gives the right one. Other paths get 404.
+//!
+//! Replies are served in order, one per request; past the end the last reply repeats (an empty
+//! list answers 500). Requests without a key header (`authorization: Bearer …` / `x-api-key`, plus
+//! `anthropic-version`) get 401/400 and consume no reply. The OpenAI fake checks every request body
+//! against OpenAI's own request schema (`tests/fixtures/api/openai-chat-schemas.json`): an invalid
+//! body gets 400, consumes no reply and is listed by [`FakeLlm::schema_violations`].
+//!
+//! Response bodies follow the providers' documented shapes (ids, `object`, `created`, `usage` with
+//! cached-token counts). Token counts are deterministic estimates (request bytes / 4); every request
+//! after the first reports the previous request's prompt as cached, as a provider's prompt cache
+//! would. The Anthropic fake answers with a `tool_use` block when the request forces a tool and the
+//! answer is a JSON object (its `input` is the answer text byte for byte), else with a text block.
+//!
+//! The servers run on their own threads (wiremock), so they keep answering while a test blocks on
+//! a spawned `bork-ci` process.
+
+#![allow(
+    dead_code,
+    reason = "shared by several test modules; each uses only some helpers"
+)]
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bork_ci::llm::{LlmSettings, ProviderKind};
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// The key the fakes' [`FakeLlm::settings`] carry.
+pub const TEST_KEY: &str = "test-key-0000";
+
+/// One scripted answer of a fake server.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// 200 with this answer text (OpenAI `content`; Anthropic text block or tool input).
+    Answer(String),
+    /// Anthropic: 200 with a text block even when the request forced a tool. OpenAI: as `Answer`.
+    AnswerText(String),
+    /// 200 with this text and `finish_reason: length` / `stop_reason: max_tokens`.
+    Truncated(String),
+    /// 200 with a refusal (`message.refusal` / `stop_reason: refusal`).
+    Refusal(String),
+    /// That status with the provider's error body, and `retry-after: N` when given.
+    Status(u16, Option<u64>),
+    /// 307 with `location` set to this URL.
+    Redirect(String),
+    /// Exactly this status, content type and body (empty bodies, invalid UTF-8, odd shapes).
+    Raw {
+        status: u16,
+        content_type: String,
+        body: Vec<u8>,
+    },
+    /// The inner reply, sent after this delay.
+    Delay(Duration, Box<Reply>),
+}
+
+impl Reply {
+    /// `Answer` with a JSON value serialized compactly.
+    pub fn json(value: &Value) -> Self {
+        Reply::Answer(value.to_string())
+    }
+
+    /// `Delay` without the `Box`.
+    pub fn delayed(delay: Duration, reply: Reply) -> Self {
+        Reply::Delay(delay, Box::new(reply))
+    }
+}
+
+/// Which API a fake speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Openai,
+    Anthropic,
+}
+
+/// A request a fake received.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub path: String,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    /// The body as JSON, `Value::Null` when it is not JSON.
+    pub body: Value,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+#[derive(Default)]
+struct Log {
+    next: usize,
+    received: Vec<Received>,
+    violations: Vec<String>,
+    previous_prompt_tokens: Option<u64>,
+}
+
+struct State {
+    api: Api,
+    replies: Vec<Reply>,
+    log: Mutex<Log>,
+    validator: Option<jsonschema::Validator>,
+}
+
+impl State {
+    fn log(&self) -> MutexGuard<'_, Log> {
+        self.log
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A running fake LLM server.
+pub struct FakeLlm {
+    /// `http://127.0.0.1:PORT`, no trailing slash.
+    pub url: String,
+    pub api: Api,
+    state: Arc<State>,
+    _server: MockServer,
+}
+
+impl FakeLlm {
+    /// An OpenAI-compatible fake: `POST /v1/chat/completions`; base URL `url + "/v1"`.
+    pub async fn openai(replies: Vec<Reply>) -> Self {
+        Self::start(Api::Openai, replies).await
+    }
+
+    /// An Anthropic fake: `POST /v1/messages`; base URL `url`.
+    pub async fn anthropic(replies: Vec<Reply>) -> Self {
+        Self::start(Api::Anthropic, replies).await
+    }
+
+    async fn start(api: Api, replies: Vec<Reply>) -> Self {
+        let validator = match api {
+            Api::Openai => Some(openai_request_validator()),
+            Api::Anthropic => None,
+        };
+        let state = Arc::new(State {
+            api,
+            replies,
+            log: Mutex::new(Log::default()),
+            validator,
+        });
+        let server = MockServer::start().await;
+        let endpoint = match api {
+            Api::Openai => "/v1/chat/completions",
+            Api::Anthropic => "/v1/messages",
+        };
+        Mock::given(method("POST"))
+            .and(path(endpoint))
+            .respond_with(Responder(Arc::clone(&state)))
+            .mount(&server)
+            .await;
+        Self {
+            url: server.uri().trim_end_matches('/').to_owned(),
+            api,
+            state,
+            _server: server,
+        }
+    }
+
+    /// What `llm.base-url` must be set to.
+    pub fn base_url(&self) -> String {
+        match self.api {
+            Api::Openai => format!("{}/v1", self.url),
+            Api::Anthropic => self.url.clone(),
+        }
+    }
+
+    /// The `llm.provider` value for this fake.
+    pub fn provider(&self) -> ProviderKind {
+        match self.api {
+            Api::Openai => ProviderKind::Openai,
+            Api::Anthropic => ProviderKind::Anthropic,
+        }
+    }
+
+    /// Settings pointing at this fake, with [`TEST_KEY`], a 10 s timeout and 3 retries.
+    pub fn settings(&self, model: &str) -> LlmSettings {
+        let mut settings = LlmSettings::new(self.provider(), model);
+        settings.base_url = Some(self.base_url());
+        settings.api_key = Some(TEST_KEY.into());
+        settings.timeout = Duration::from_secs(10);
+        settings.max_retries = 3;
+        settings
+    }
+
+    /// Bodies of the requests to the endpoint, in order (rejected ones included).
+    pub fn requests(&self) -> Vec<Value> {
+        self.state
+            .log()
+            .received
+            .iter()
+            .map(|received| received.body.clone())
+            .collect()
+    }
+
+    /// The requests to the endpoint with their headers, in order.
+    pub fn received(&self) -> Vec<Received> {
+        self.state.log().received.clone()
+    }
+
+    /// OpenAI only: why request bodies failed the request schema, one line per request.
+    pub fn schema_violations(&self) -> Vec<String> {
+        self.state.log().violations.clone()
+    }
+}
+
+/// A validator for `CreateChatCompletionRequest` from the OpenAI schema fixture.
+pub fn openai_request_validator() -> jsonschema::Validator {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/api/openai-chat-schemas.json"
+    );
+    let text = std::fs::read_to_string(path).expect("read the OpenAI schema fixture");
+    let schema: Value = serde_json::from_str(&text).expect("the OpenAI schema fixture is JSON");
+    jsonschema::validator_for(&schema).expect("the OpenAI schema compiles")
+}
+
+struct Responder(Arc<State>);
+
+impl Respond for Responder {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let state = &self.0;
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let headers = request
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                (
+                    name.as_str().to_ascii_lowercase(),
+                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let received = Received {
+            path: request.url.path().to_owned(),
+            headers,
+            body: body.clone(),
+        };
+        let mut log = state.log();
+        log.received.push(received.clone());
+
+        if let Some(rejection) = reject(state, &received, &mut log) {
+            return rejection;
+        }
+        let reply = match state.replies.get(log.next).or(state.replies.last()) {
+            Some(reply) => reply.clone(),
+            None => Reply::Status(500, None),
+        };
+        log.next += 1;
+        let number = log.next;
+        let prompt_tokens = (request.body.len() as u64).div_ceil(4);
+        let cached = log
+            .previous_prompt_tokens
+            .map_or(0, |previous| previous.min(prompt_tokens));
+        log.previous_prompt_tokens = Some(prompt_tokens);
+        drop(log);
+        let context = Context {
+            number,
+            model: body["model"].as_str().unwrap_or("unknown").to_owned(),
+            forced_tool: forced_tool(&body),
+            prompt_tokens,
+            cached,
+        };
+        render(state.api, &reply, &context)
+    }
+}
+
+/// A missing key, a missing version header or (OpenAI) a body that fails the schema.
+fn reject(state: &State, received: &Received, log: &mut Log) -> Option<ResponseTemplate> {
+    match state.api {
+        Api::Openai => {
+            let authorized = received
+                .header("authorization")
+                .and_then(|value| value.strip_prefix("Bearer "))
+                .is_some_and(|key| !key.trim().is_empty());
+            if !authorized {
+                return Some(openai_error(
+                    401,
+                    "invalid_request_error",
+                    "missing API key",
+                ));
+            }
+            if let Some(validator) = &state.validator {
+                let errors: Vec<String> = validator
+                    .iter_errors(&received.body)
+                    .take(5)
+                    .map(|error| format!("{} at {}", error, error.instance_path()))
+                    .collect();
+                if !errors.is_empty() {
+                    let message = errors.join("; ");
+                    log.violations.push(message.clone());
+                    return Some(openai_error(400, "invalid_request_error", &message));
+                }
+            }
+            None
+        }
+        Api::Anthropic => {
+            if received
+                .header("x-api-key")
+                .is_none_or(|key| key.trim().is_empty())
+            {
+                return Some(anthropic_error(
+                    401,
+                    "authentication_error",
+                    "x-api-key header is required",
+                ));
+            }
+            if received.header("anthropic-version").is_none() {
+                return Some(anthropic_error(
+                    400,
+                    "invalid_request_error",
+                    "anthropic-version header is required",
+                ));
+            }
+            let body = &received.body;
+            if !body["model"].is_string()
+                || !body["max_tokens"].is_u64()
+                || !body["messages"].is_array()
+            {
+                return Some(anthropic_error(
+                    400,
+                    "invalid_request_error",
+                    "model, max_tokens and messages are required",
+                ));
+            }
+            None
+        }
+    }
+}
+
+fn forced_tool(body: &Value) -> Option<String> {
+    let choice = body.get("tool_choice")?;
+    if choice["type"] != "tool" {
+        return None;
+    }
+    choice["name"].as_str().map(str::to_owned)
+}
+
+struct Context {
+    number: usize,
+    model: String,
+    forced_tool: Option<String>,
+    prompt_tokens: u64,
+    cached: u64,
+}
+
+fn render(api: Api, reply: &Reply, context: &Context) -> ResponseTemplate {
+    match reply {
+        Reply::Delay(delay, inner) => render(api, inner, context).set_delay(*delay),
+        Reply::Status(status, retry_after) => {
+            let template = match api {
+                Api::Openai => openai_error(*status, openai_error_type(*status), "fake failure"),
+                Api::Anthropic => {
+                    anthropic_error(*status, anthropic_error_type(*status), "fake failure")
+                }
+            };
+            match retry_after {
+                Some(seconds) => {
+                    template.insert_header("retry-after", seconds.to_string().as_str())
+                }
+                None => template,
+            }
+        }
+        Reply::Redirect(location) => {
+            ResponseTemplate::new(307).insert_header("location", location.as_str())
+        }
+        Reply::Raw {
+            status,
+            content_type,
+            body,
+        } => ResponseTemplate::new(*status).set_body_raw(body.clone(), content_type),
+        Reply::Answer(text)
+        | Reply::AnswerText(text)
+        | Reply::Truncated(text)
+        | Reply::Refusal(text) => {
+            let body = match api {
+                Api::Openai => openai_answer(reply, text, context),
+                Api::Anthropic => anthropic_answer(reply, text, context),
+            };
+            ResponseTemplate::new(200)
+                .set_body_raw(body.into_bytes(), "application/json")
+                .insert_header(
+                    "x-request-id",
+                    format!("req_fake{}", context.number).as_str(),
+                )
+        }
+    }
+}
+
+fn openai_answer(reply: &Reply, text: &str, context: &Context) -> String {
+    let output_tokens = (text.len() as u64).div_ceil(4);
+    let (content, refusal, finish) = match reply {
+        Reply::Refusal(_) => (Value::Null, json!(text), "stop"),
+        Reply::Truncated(_) => (json!(text), Value::Null, "length"),
+        _ => (json!(text), Value::Null, "stop"),
+    };
+    json!({
+        "id": format!("chatcmpl-fake{:08}", context.number),
+        "object": "chat.completion",
+        "created": 1_741_569_952u64 + context.number as u64,
+        "model": context.model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content, "refusal": refusal, "annotations": []},
+            "logprobs": null,
+            "finish_reason": finish,
+        }],
+        "usage": {
+            "prompt_tokens": context.prompt_tokens,
+            "completion_tokens": output_tokens,
+            "total_tokens": context.prompt_tokens + output_tokens,
+            "prompt_tokens_details": {"cached_tokens": context.cached, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        },
+        "service_tier": "default",
+        "system_fingerprint": "fp_fake",
+    })
+    .to_string()
+}
+
+fn anthropic_answer(reply: &Reply, text: &str, context: &Context) -> String {
+    const RAW: &str = "\"__RAW_TOOL_INPUT__\"";
+    let output_tokens = (text.len() as u64).div_ceil(4);
+    let is_object = serde_json::from_str::<Value>(text).is_ok_and(|value| value.is_object());
+    let tool = match (reply, &context.forced_tool) {
+        (Reply::Answer(_), Some(name)) if is_object => Some(name.clone()),
+        _ => None,
+    };
+    let (content, stop_reason) = match (reply, &tool) {
+        (_, Some(name)) => (
+            json!([{
+                "type": "tool_use",
+                "id": format!("toolu_fake{:08}", context.number),
+                "name": name,
+                "input": "__RAW_TOOL_INPUT__",
+            }]),
+            "tool_use",
+        ),
+        (Reply::Refusal(_), None) => (json!([{"type": "text", "text": text}]), "refusal"),
+        (Reply::Truncated(_), None) => (json!([{"type": "text", "text": text}]), "max_tokens"),
+        _ => (json!([{"type": "text", "text": text}]), "end_turn"),
+    };
+    // Anthropic counts uncached input apart from cache reads and writes.
+    let (input, written, read) = if context.number == 1 {
+        let uncached = context.prompt_tokens / 10;
+        (uncached, context.prompt_tokens - uncached, 0)
+    } else {
+        (context.prompt_tokens - context.cached, 0, context.cached)
+    };
+    let body = json!({
+        "id": format!("msg_fake{:020}", context.number),
+        "type": "message",
+        "role": "assistant",
+        "model": context.model,
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": null,
+        "usage": {
+            "input_tokens": input,
+            "cache_creation_input_tokens": written,
+            "cache_read_input_tokens": read,
+            "output_tokens": output_tokens,
+            "service_tier": "standard",
+        },
+    })
+    .to_string();
+    match tool {
+        // The tool input goes in byte for byte, so duplicate keys and spacing survive.
+        Some(_) => body.replacen(RAW, text, 1),
+        None => body,
+    }
+}
+
+fn openai_error_type(status: u16) -> &'static str {
+    match status {
+        401 => "invalid_request_error",
+        429 => "rate_limit_exceeded",
+        500..=599 => "server_error",
+        _ => "invalid_request_error",
+    }
+}
+
+fn anthropic_error_type(status: u16) -> &'static str {
+    match status {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        529 => "overloaded_error",
+        500..=599 => "api_error",
+        _ => "invalid_request_error",
+    }
+}
+
+fn openai_error(status: u16, kind: &str, message: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_json(json!({
+        "error": {"message": message, "type": kind, "param": null, "code": null}
+    }))
+}
+
+fn anthropic_error(status: u16, kind: &str, message: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_json(json!({
+        "type": "error",
+        "error": {"type": kind, "message": message},
+        "request_id": "req_fake_error",
+    }))
+}

@@ -5,4 +5,5 @@
 //! correctness checker, and loops until the checker is clean or the iteration cap is reached.
 //! See `ARCHITECTURE.md` for the code map and the invariants.
 pub mod findings;
+pub mod review;
 pub mod sandbox;

@@ -918,3 +918,762 @@ impl<'de> Visitor<'de> for StrictVisitor {
         Ok(Value::Object(object))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHANGED: [&str; 3] = ["src/a.rs", "docs/b.md", "./odd/c.rs"];
+
+    fn changed() -> Vec<String> {
+        CHANGED.iter().map(|path| (*path).to_owned()).collect()
+    }
+
+    fn finding() -> Value {
+        json!({
+            "id": "F1", "severity": "high", "category": "correctness", "title": "Off by one",
+            "file": "src/a.rs", "line": 3, "message": "The loop stops one early."
+        })
+    }
+
+    fn with(key: &str, value: Value) -> Value {
+        let mut finding = finding();
+        finding[key] = value;
+        finding
+    }
+
+    fn without(key: &str) -> Value {
+        let mut finding = finding();
+        if let Some(object) = finding.as_object_mut() {
+            object.remove(key);
+        }
+        finding
+    }
+
+    fn response(findings: Vec<Value>) -> String {
+        json!({ "schema_version": "1.0", "prompt_version": "1.0.0", "findings": findings })
+            .to_string()
+    }
+
+    fn codes_of(diagnostics: &[Diagnostic]) -> Vec<&str> {
+        diagnostics.iter().map(|d| d.code.as_str()).collect()
+    }
+
+    fn strict() -> VersionPolicy {
+        VersionPolicy::default()
+    }
+
+    /// One finding per row: whether it is kept, and every diagnostic code expected, in order.
+    #[test]
+    fn coerce_and_drop_rules() {
+        let rows: Vec<(&str, Value, bool, Vec<&str>)> = vec![
+            ("valid", finding(), true, vec![]),
+            (
+                "trim id",
+                with("id", json!("  F1\t")),
+                true,
+                vec!["coerced_trim"],
+            ),
+            (
+                "trim enum",
+                with("severity", json!(" high ")),
+                true,
+                vec!["coerced_trim"],
+            ),
+            (
+                "backslashes",
+                with("file", json!("src\\a.rs")),
+                true,
+                vec!["coerced_path_separator"],
+            ),
+            (
+                "trim and backslashes",
+                with("file", json!(" src\\a.rs ")),
+                true,
+                vec!["coerced_trim", "coerced_path_separator"],
+            ),
+            (
+                "line string",
+                with("line", json!("12")),
+                true,
+                vec!["coerced_line_string"],
+            ),
+            (
+                "line padded string",
+                with("line", json!(" 12 ")),
+                true,
+                vec!["coerced_line_string"],
+            ),
+            (
+                "end_line string",
+                with("end_line", json!("4")),
+                true,
+                vec!["coerced_line_string"],
+            ),
+            (
+                "line 12.0 is an integer",
+                with("line", json!(12.0)),
+                true,
+                vec![],
+            ),
+            ("end_line equal", with("end_line", json!(3)), true, vec![]),
+            (
+                "optional fields",
+                {
+                    let mut f = finding();
+                    f["end_line"] = json!(9);
+                    f["suggestion"] = json!("Use <=.");
+                    f["confidence"] = json!("medium");
+                    f["rule_id"] = json!("R1");
+                    f
+                },
+                true,
+                vec![],
+            ),
+            (
+                "empty suggestion kept",
+                with("suggestion", json!("")),
+                true,
+                vec![],
+            ),
+            (
+                "line 12.0 string",
+                with("line", json!("12.0")),
+                false,
+                vec!["invalid_type"],
+            ),
+            (
+                "line 12.5",
+                with("line", json!(12.5)),
+                false,
+                vec!["invalid_type"],
+            ),
+            (
+                "line +12",
+                with("line", json!("+12")),
+                false,
+                vec!["invalid_type"],
+            ),
+            (
+                "line words",
+                with("line", json!("twelve")),
+                false,
+                vec!["invalid_type"],
+            ),
+            (
+                "line empty string",
+                with("line", json!("")),
+                false,
+                vec!["invalid_type"],
+            ),
+            (
+                "line null",
+                with("line", Value::Null),
+                false,
+                vec!["invalid_type"],
+            ),
+            (
+                "line bool",
+                with("line", json!(true)),
+                false,
+                vec!["invalid_type"],
+            ),
+            (
+                "line huge",
+                with("line", json!("99999999999999999999999")),
+                false,
+                vec!["coerced_line_string", "invalid_type"],
+            ),
+            (
+                "line zero",
+                with("line", json!(0)),
+                false,
+                vec!["non_positive_line"],
+            ),
+            (
+                "line negative",
+                with("line", json!(-3)),
+                false,
+                vec!["non_positive_line"],
+            ),
+            (
+                "line negative string",
+                with("line", json!("-3")),
+                false,
+                vec!["coerced_line_string", "non_positive_line"],
+            ),
+            (
+                "end_line zero",
+                with("end_line", json!(0)),
+                false,
+                vec!["non_positive_line"],
+            ),
+            (
+                "end_line before line",
+                with("end_line", json!(2)),
+                false,
+                vec!["end_line_before_line"],
+            ),
+            (
+                "end_line null",
+                with("end_line", Value::Null),
+                false,
+                vec!["invalid_type"],
+            ),
+            ("missing id", without("id"), false, vec!["missing_field"]),
+            (
+                "missing severity",
+                without("severity"),
+                false,
+                vec!["missing_field"],
+            ),
+            (
+                "missing category",
+                without("category"),
+                false,
+                vec!["missing_field"],
+            ),
+            (
+                "missing title",
+                without("title"),
+                false,
+                vec!["missing_field"],
+            ),
+            (
+                "missing file",
+                without("file"),
+                false,
+                vec!["missing_field"],
+            ),
+            (
+                "missing line",
+                without("line"),
+                false,
+                vec!["missing_field"],
+            ),
+            (
+                "missing message",
+                without("message"),
+                false,
+                vec!["missing_field"],
+            ),
+            (
+                "empty title",
+                with("title", json!("")),
+                false,
+                vec!["empty_field"],
+            ),
+            (
+                "blank message",
+                with("message", json!("   ")),
+                false,
+                vec!["coerced_trim", "empty_field"],
+            ),
+            (
+                "empty file",
+                with("file", json!("")),
+                false,
+                vec!["empty_field"],
+            ),
+            (
+                "title number",
+                with("title", json!(7)),
+                false,
+                vec!["invalid_type"],
+            ),
+            (
+                "severity unknown",
+                with("severity", json!("urgent")),
+                false,
+                vec!["invalid_enum"],
+            ),
+            (
+                "severity uppercase",
+                with("severity", json!("HIGH")),
+                false,
+                vec!["invalid_enum"],
+            ),
+            (
+                "severity number",
+                with("severity", json!(1)),
+                false,
+                vec!["invalid_type"],
+            ),
+            (
+                "category unknown",
+                with("category", json!("bug")),
+                false,
+                vec!["invalid_enum"],
+            ),
+            (
+                "confidence unknown",
+                with("confidence", json!("certain")),
+                false,
+                vec!["invalid_enum"],
+            ),
+            (
+                "confidence null",
+                with("confidence", Value::Null),
+                false,
+                vec!["invalid_type"],
+            ),
+            (
+                "suggestion number",
+                with("suggestion", json!(5)),
+                false,
+                vec!["invalid_type"],
+            ),
+            (
+                "rule_id array",
+                with("rule_id", json!(["R1"])),
+                false,
+                vec!["invalid_type"],
+            ),
+            (
+                "unknown field",
+                with("fix", json!("x")),
+                false,
+                vec!["unknown_field"],
+            ),
+            (
+                "two problems",
+                {
+                    let mut f = without("title");
+                    f["severity"] = json!("severe");
+                    f
+                },
+                false,
+                vec!["invalid_enum", "missing_field"],
+            ),
+            ("not an object", json!("F1"), false, vec!["invalid_type"]),
+            ("null finding", Value::Null, false, vec!["invalid_type"]),
+            (
+                "dot slash",
+                with("file", json!("./src/a.rs")),
+                true,
+                vec!["normalized_path_prefix"],
+            ),
+            (
+                "dot slash twice",
+                with("file", json!("././src/a.rs")),
+                true,
+                vec!["normalized_path_prefix"],
+            ),
+            (
+                "dot backslash",
+                with("file", json!(".\\src\\a.rs")),
+                true,
+                vec!["coerced_path_separator", "normalized_path_prefix"],
+            ),
+            (
+                "listed with dot slash",
+                with("file", json!("odd/c.rs")),
+                true,
+                vec!["normalized_path_prefix"],
+            ),
+            (
+                "listed with dot slash, exact",
+                with("file", json!("./odd/c.rs")),
+                true,
+                vec![],
+            ),
+            (
+                "not changed",
+                with("file", json!("src/b.rs")),
+                false,
+                vec!["file_not_in_changed_files"],
+            ),
+            (
+                "absolute",
+                with("file", json!("/src/a.rs")),
+                false,
+                vec!["file_not_in_changed_files"],
+            ),
+            (
+                "other case",
+                with("file", json!("SRC/a.rs")),
+                false,
+                vec!["file_not_in_changed_files"],
+            ),
+            (
+                "dot dot",
+                with("file", json!("docs/../src/a.rs")),
+                false,
+                vec!["file_not_in_changed_files"],
+            ),
+        ];
+        for (label, value, kept, expected) in rows {
+            let result = parse(&response(vec![value]), &changed(), &strict())
+                .unwrap_or_else(|error| panic!("{label}: rejected: {error}"));
+            let mut expected = expected;
+            if !kept {
+                expected.push("all_findings_dropped");
+            }
+            assert_eq!(codes_of(&result.diagnostics), expected, "{label}");
+            assert_eq!(result.findings.len(), usize::from(kept), "{label}");
+            assert_eq!(result.stats.received, 1, "{label}");
+            assert_eq!(result.stats.kept, usize::from(kept), "{label}");
+            assert_eq!(result.stats.dropped(), usize::from(!kept), "{label}");
+            for diagnostic in &result.diagnostics {
+                if diagnostic.code != "all_findings_dropped" {
+                    assert_eq!(diagnostic.finding_index, Some(0), "{label}");
+                }
+                let level = if diagnostic.code.starts_with("coerced_")
+                    || diagnostic.code == "normalized_path_prefix"
+                {
+                    DiagnosticLevel::Info
+                } else {
+                    DiagnosticLevel::Warning
+                };
+                assert_eq!(diagnostic.level, level, "{label}: {}", diagnostic.code);
+            }
+        }
+    }
+
+    #[test]
+    fn coerced_values() {
+        let mut f = finding();
+        f["id"] = json!(" F9 ");
+        f["file"] = json!(".\\src\\a.rs");
+        f["line"] = json!(" 12 ");
+        f["end_line"] = json!("14");
+        f["suggestion"] = json!("\n use a guard \n");
+        let result = parse(&response(vec![f]), &changed(), &strict()).expect("parses");
+        let kept = &result.findings[0];
+        assert_eq!(kept.id, "F9");
+        assert_eq!(kept.file, "src/a.rs");
+        assert_eq!((kept.line, kept.end_line), (12, Some(14)));
+        assert_eq!(kept.suggestion.as_deref(), Some("use a guard"));
+        assert_eq!(result.stats.coerced, 5);
+        assert!(
+            result
+                .diagnostics
+                .iter()
+                .all(|d| d.finding_id.as_deref() == Some("F9"))
+        );
+
+        let listed = parse(
+            &response(vec![with("file", json!("odd/c.rs"))]),
+            &changed(),
+            &strict(),
+        )
+        .expect("parses");
+        assert_eq!(listed.findings[0].file, "./odd/c.rs");
+    }
+
+    fn rejected(raw: &str, policy: &VersionPolicy) -> Vec<String> {
+        match parse(raw, &changed(), policy) {
+            Ok(result) => panic!("accepted {raw:.80}: {result:?}"),
+            Err(ReviewError::Rejected { diagnostics }) => {
+                assert!(
+                    diagnostics
+                        .iter()
+                        .all(|d| d.level == DiagnosticLevel::Error)
+                );
+                assert!(diagnostics.iter().all(|d| d.finding_index.is_none()));
+                diagnostics.into_iter().map(|d| d.code).collect()
+            }
+            Err(other) => panic!("unexpected error {other}"),
+        }
+    }
+
+    #[test]
+    fn reject_rules() {
+        let valid = response(vec![finding()]);
+        let top = |value: Value| value.to_string();
+        let rows: Vec<(&str, String, Vec<&str>)> = vec![
+            ("empty", String::new(), vec!["invalid_json"]),
+            ("prose", "Here are my findings.".to_owned(), vec!["invalid_json"]),
+            ("prose then json", format!("Sure! {valid}"), vec!["invalid_json"]),
+            ("trailing data", format!("{valid} xyz"), vec!["invalid_json"]),
+            ("two documents", format!("{valid}{valid}"), vec!["invalid_json"]),
+            ("truncated", valid[..valid.len() - 5].to_owned(), vec!["invalid_json"]),
+            ("byte-order mark", format!("\u{feff}{valid}"), vec!["invalid_json"]),
+            ("two fences", format!("```json\n{valid}\n```\n```json\n{valid}\n```"), vec!["invalid_json"]),
+            ("prose and fence", format!("Result:\n```json\n{valid}\n```"), vec!["invalid_json"]),
+            ("tilde fence", format!("~~~json\n{valid}\n~~~"), vec!["invalid_json"]),
+            ("unclosed fence", format!("```json\n{valid}\n"), vec!["invalid_json"]),
+            ("other language fence", format!("```js\n{valid}\n```"), vec!["invalid_json"]),
+            ("duplicate top-level key",
+                r#"{"schema_version":"1.0","schema_version":"1.0","prompt_version":"1.0.0","findings":[]}"#.to_owned(),
+                vec!["invalid_json"]),
+            ("duplicate finding key",
+                r#"{"schema_version":"1.0","prompt_version":"1.0.0","findings":[{"id":"a","id":"b"}]}"#.to_owned(),
+                vec!["invalid_json"]),
+            ("escaped duplicate key",
+                r#"{"schema_version":"1.0","prompt_version":"1.0.0","findings":[],"find\u0069ngs":[]}"#.to_owned(),
+                vec!["invalid_json"]),
+            ("lone surrogate",
+                r#"{"schema_version":"1.0","prompt_version":"1.0.0","summary":"\ud800","findings":[]}"#.to_owned(),
+                vec!["invalid_json"]),
+            ("raw control character",
+                "{\"schema_version\":\"1.0\",\"prompt_version\":\"1.0.0\",\"summary\":\"a\tb\",\"findings\":[]}".to_owned(),
+                vec!["invalid_json"]),
+            ("deep nesting", format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)), vec!["invalid_json"]),
+            ("array top level", "[]".to_owned(), vec!["invalid_top_level"]),
+            ("null top level", "null".to_owned(), vec!["invalid_top_level"]),
+            ("string top level", "\"findings\"".to_owned(), vec!["invalid_top_level"]),
+            ("missing schema_version", top(json!({"prompt_version":"1.0.0","findings":[]})), vec!["missing_field"]),
+            ("missing prompt_version", top(json!({"schema_version":"1.0","findings":[]})), vec!["missing_field"]),
+            ("missing findings", top(json!({"schema_version":"1.0","prompt_version":"1.0.0"})), vec!["missing_field"]),
+            ("missing everything", "{}".to_owned(), vec!["missing_field", "missing_field", "missing_field"]),
+            ("findings object", top(json!({"schema_version":"1.0","prompt_version":"1.0.0","findings":{}})), vec!["invalid_type"]),
+            ("findings null", top(json!({"schema_version":"1.0","prompt_version":"1.0.0","findings":null})), vec!["invalid_type"]),
+            ("schema_version number", top(json!({"schema_version":1.0,"prompt_version":"1.0.0","findings":[]})), vec!["invalid_type"]),
+            ("prompt_version null", top(json!({"schema_version":"1.0","prompt_version":null,"findings":[]})), vec!["invalid_type"]),
+            ("summary number", top(json!({"schema_version":"1.0","prompt_version":"1.0.0","summary":5,"findings":[]})), vec!["invalid_type"]),
+            ("meta array", top(json!({"schema_version":"1.0","prompt_version":"1.0.0","meta":[],"findings":[]})), vec!["invalid_type"]),
+            ("unknown top-level field", top(json!({"schema_version":"1.0","prompt_version":"1.0.0","findings":[],"verdict":"ok"})), vec!["unknown_field"]),
+            ("schema_version malformed", top(json!({"schema_version":"1","prompt_version":"1.0.0","findings":[]})), vec!["invalid_version"]),
+            ("schema_version with patch", top(json!({"schema_version":"1.0.0","prompt_version":"1.0.0","findings":[]})), vec!["invalid_version"]),
+            ("prompt_version malformed", top(json!({"schema_version":"1.0","prompt_version":"v1.0.0","findings":[]})), vec!["invalid_version"]),
+            ("prompt_version empty", top(json!({"schema_version":"1.0","prompt_version":"","findings":[]})), vec!["invalid_version"]),
+            ("other schema major", top(json!({"schema_version":"2.0","prompt_version":"1.0.0","findings":[]})), vec!["incompatible_version"]),
+            ("older schema major", top(json!({"schema_version":"0.9","prompt_version":"1.0.0","findings":[]})), vec!["incompatible_version"]),
+            ("prompt patch drift, strict", top(json!({"schema_version":"1.0","prompt_version":"1.0.1","findings":[]})), vec!["incompatible_version"]),
+            ("prompt minor drift", top(json!({"schema_version":"1.0","prompt_version":"1.1.0","findings":[]})), vec!["incompatible_version"]),
+            ("prompt major drift", top(json!({"schema_version":"1.0","prompt_version":"2.0.0","findings":[]})), vec!["incompatible_version"]),
+            ("both versions wrong", top(json!({"schema_version":"3.0","prompt_version":"0.1","findings":[]})), vec!["incompatible_version", "incompatible_version"]),
+            ("versions before findings",
+                top(json!({"schema_version":"2.0","prompt_version":"1.0.0","findings":[{"bogus":true}]})),
+                vec!["incompatible_version"]),
+            ("too large", " ".repeat(MAX_RESPONSE_BYTES + 1), vec!["response_too_large"]),
+        ];
+        for (label, raw, expected) in rows {
+            assert_eq!(rejected(&raw, &strict()), expected, "{label}");
+        }
+    }
+
+    #[test]
+    fn accepted_wrappers() {
+        let valid = response(vec![finding()]);
+        for raw in [
+            valid.clone(),
+            format!("\n\t  {valid}\r\n  "),
+            format!("```json\n{valid}\n```"),
+            format!("  ```json  \r\n{valid}\r\n```\n"),
+            format!(
+                "```json\n{{\"schema_version\":\"1.0\",\"prompt_version\":\"1.0.0\",\"findings\":[{}]}}\n```",
+                with("suggestion", json!("```rust\nfix()\n```"))
+            ),
+        ] {
+            let result = parse(&raw, &changed(), &strict())
+                .unwrap_or_else(|error| panic!("{raw:.60}: {error}"));
+            assert_eq!(result.findings.len(), 1, "{raw:.60}");
+        }
+    }
+
+    #[test]
+    fn version_compatibility() {
+        let drift = VersionPolicy {
+            allow_prompt_patch_drift: true,
+        };
+        let accept = |schema: &str, prompt: &str, policy: &VersionPolicy| {
+            let raw = json!({"schema_version": schema, "prompt_version": prompt, "findings": [finding()]});
+            parse(&raw.to_string(), &changed(), policy)
+        };
+        assert!(accept("1.0", "1.0.0", &strict()).is_ok());
+        assert!(accept("1.0", "1.0", &strict()).is_ok());
+        assert!(accept("1.7", "1.0.0", &strict()).is_ok());
+        assert!(accept("1.0", "1.0.3", &drift).is_ok());
+        assert!(accept("1.0", "1.0.3", &strict()).is_err());
+        assert!(accept("1.0", "1.1.0", &drift).is_err());
+        assert!(accept("2.0", "1.0.0", &drift).is_err());
+        let incompatible = accept("1.0", "1.0.3", &strict())
+            .err()
+            .map(|e| e.diagnostics().to_vec());
+        let diagnostic = incompatible.as_ref().and_then(|d| d.first());
+        assert_eq!(
+            diagnostic.map(|d| d.code.as_str()),
+            Some("incompatible_version")
+        );
+        assert_eq!(
+            diagnostic.and_then(|d| d.field.as_deref()),
+            Some("prompt_version")
+        );
+
+        // The versions are kept as declared (trimmed).
+        let result = accept(" 1.7 ", "1.0.3", &drift).expect("accepted");
+        assert_eq!(
+            (
+                result.schema_version.as_str(),
+                result.prompt_version.as_str()
+            ),
+            ("1.7", "1.0.3")
+        );
+        assert_eq!(codes_of(&result.diagnostics), vec!["coerced_trim"]);
+    }
+
+    #[test]
+    fn newer_minor_reads_unknown_fields_in_compat_mode() {
+        let raw = json!({
+            "schema_version": "1.1", "prompt_version": "1.0.0", "findings": [with("cwe", json!("CWE-79"))],
+            "model": "x"
+        });
+        let result = parse(&raw.to_string(), &changed(), &strict()).expect("accepted");
+        assert_eq!(result.findings.len(), 1);
+        assert_eq!(
+            codes_of(&result.diagnostics),
+            vec!["ignored_unknown_field", "ignored_unknown_field"]
+        );
+        assert_eq!(result.diagnostics[0].finding_index, None);
+        assert_eq!(result.diagnostics[1].finding_index, Some(0));
+    }
+
+    #[test]
+    fn partial_parse_keeps_the_valid_findings() {
+        let raw = json!({
+            "schema_version": "1.0", "prompt_version": "1.0.0", "summary": " Mostly fine. ",
+            "meta": {"model": "m", "tokens": 12},
+            "findings": [
+                finding(),
+                with("severity", json!("urgent")),
+                with("file", json!("nope.rs")),
+                with("id", json!("F4")),
+                with("line", json!(0)),
+            ]
+        });
+        let result = parse(&raw.to_string(), &changed(), &strict()).expect("accepted");
+        let ids: Vec<&str> = result.findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, vec!["F1", "F4"]);
+        assert_eq!(result.summary.as_deref(), Some("Mostly fine."));
+        assert_eq!(result.meta.as_ref().map(|m| m.len()), Some(2));
+        let indexed: Vec<(&str, Option<usize>)> = result
+            .diagnostics
+            .iter()
+            .map(|d| (d.code.as_str(), d.finding_index))
+            .collect();
+        // Finding validation runs for every finding before reconciliation.
+        assert_eq!(
+            indexed,
+            vec![
+                ("coerced_trim", None),
+                ("invalid_enum", Some(1)),
+                ("non_positive_line", Some(4)),
+                ("file_not_in_changed_files", Some(2)),
+            ]
+        );
+        let mut dropped = BTreeMap::new();
+        dropped.insert("invalid_enum".to_owned(), 1);
+        dropped.insert("non_positive_line".to_owned(), 1);
+        dropped.insert("file_not_in_changed_files".to_owned(), 1);
+        assert_eq!(
+            result.stats,
+            ReviewStats {
+                received: 5,
+                kept: 2,
+                coerced: 1,
+                dropped_by_reason: dropped
+            }
+        );
+    }
+
+    #[test]
+    fn all_dropped_is_a_warning_not_an_error() {
+        let result = parse(
+            &response(vec![with("file", json!("x.rs")), without("message")]),
+            &changed(),
+            &strict(),
+        )
+        .expect("not rejected");
+        assert!(result.findings.is_empty());
+        let last = result.diagnostics.last().expect("diagnostics");
+        assert_eq!(last.code, "all_findings_dropped");
+        assert_eq!(last.level, DiagnosticLevel::Warning);
+        assert_eq!(last.finding_index, None);
+        assert_eq!(result.stats.dropped(), 2);
+
+        let clean = parse(&response(vec![]), &changed(), &strict()).expect("clean");
+        assert!(clean.findings.is_empty() && clean.diagnostics.is_empty());
+
+        let nothing_changed = parse(&response(vec![finding()]), &[], &strict()).expect("accepted");
+        assert_eq!(
+            codes_of(&nothing_changed.diagnostics),
+            vec!["file_not_in_changed_files", "all_findings_dropped"]
+        );
+    }
+
+    #[test]
+    fn findings_past_the_cap_are_dropped() {
+        let findings: Vec<Value> = (0..MAX_FINDINGS + 3)
+            .map(|n| with("id", json!(format!("F{n}"))))
+            .collect();
+        let result = parse(&response(findings), &changed(), &strict()).expect("accepted");
+        assert_eq!(result.findings.len(), MAX_FINDINGS);
+        assert_eq!(codes_of(&result.diagnostics), vec!["too_many_findings"]);
+        assert_eq!(
+            result.stats.dropped_by_reason.get("too_many_findings"),
+            Some(&3)
+        );
+    }
+
+    #[test]
+    fn duplicate_ids_are_noted_and_kept() {
+        let result =
+            parse(&response(vec![finding(), finding()]), &changed(), &strict()).expect("accepted");
+        assert_eq!(result.findings.len(), 2);
+        assert_eq!(codes_of(&result.diagnostics), vec!["duplicate_id"]);
+    }
+
+    #[test]
+    fn diagnostics_do_not_echo_long_text() {
+        let long = "x".repeat(10_000);
+        let result = parse(
+            &response(vec![with("file", json!(long)), with(&long, json!(1))]),
+            &changed(),
+            &strict(),
+        )
+        .expect("accepted");
+        assert!(
+            result.diagnostics.iter().all(|d| d.message.len() < 300),
+            "{:?}",
+            result.diagnostics
+        );
+    }
+
+    #[test]
+    fn schema_is_the_canonical_one() {
+        let schema = response_schema();
+        assert_eq!(
+            schema["required"],
+            json!(["schema_version", "prompt_version", "findings"])
+        );
+        assert_eq!(schema["additionalProperties"], json!(false));
+        let items = &schema["properties"]["findings"]["items"];
+        assert_eq!(items["additionalProperties"], json!(false));
+        assert_eq!(
+            items["required"],
+            json!([
+                "id", "severity", "category", "title", "file", "line", "message"
+            ])
+        );
+        assert_eq!(
+            items["properties"].as_object().map(|p| p.len()),
+            Some(FINDING_FIELDS.len())
+        );
+        assert_eq!(
+            schema["properties"].as_object().map(|p| p.len()),
+            Some(TOP_LEVEL_FIELDS.len())
+        );
+    }
+
+    #[test]
+    fn result_serializes_with_diagnostics() {
+        let result = parse(
+            &response(vec![with("line", json!("3"))]),
+            &changed(),
+            &strict(),
+        )
+        .expect("accepted");
+        let value = serde_json::to_value(&result).expect("serializes");
+        assert_eq!(
+            value["diagnostics"][0]["code"],
+            json!("coerced_line_string")
+        );
+        assert_eq!(value["diagnostics"][0]["level"], json!("info"));
+        assert_eq!(value["findings"][0]["line"], json!(3));
+        assert_eq!(value["stats"]["coerced"], json!(1));
+        let back: ReviewResult = serde_json::from_value(value).expect("round trip");
+        assert_eq!(back, result);
+    }
+}

@@ -420,6 +420,73 @@ pub fn render_finding(finding: &ReviewFinding) -> String {
     text
 }
 
+/// What `bork-ci review` prints on stdout (`--format`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutputFormat {
+    /// The correctness-checker JSON: `code-review` findings (the default).
+    #[default]
+    Findings,
+    /// The validated `ReviewResult`, with its diagnostics and stats.
+    ReviewResult,
+}
+
+/// Stdout and exit code of `bork-ci review` under the correctness-checker contract.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckerOutput {
+    /// JSON text, ending in a newline; empty when a `findings` review failed to run.
+    pub stdout: String,
+    /// 0: no finding at or above the minimum severity; 1: some; 2: the review failed to run
+    /// (the model could not be asked, or its response was rejected).
+    pub exit_code: i32,
+}
+
+/// Renders the outcome of a review as `bork-ci review` prints it.
+///
+/// With [`OutputFormat::ReviewResult`], a rejected response prints
+/// `{"error": "...", "diagnostics": [...]}` so the rejection reasons can be counted too.
+pub fn checker_output(
+    outcome: &Result<ReviewResult, ReviewError>,
+    min_severity: Severity,
+    format: OutputFormat,
+) -> CheckerOutput {
+    let result = match outcome {
+        Ok(result) => result,
+        Err(error) => {
+            let stdout = match format {
+                OutputFormat::Findings => String::new(),
+                OutputFormat::ReviewResult => to_json_line(&serde_json::json!({
+                    "error": error.to_string(),
+                    "diagnostics": error.diagnostics(),
+                })),
+            };
+            return CheckerOutput {
+                stdout,
+                exit_code: 2,
+            };
+        }
+    };
+    let findings = to_findings(result, min_severity);
+    let exit_code = if findings.is_empty() { 0 } else { 1 };
+    let stdout = match format {
+        OutputFormat::Findings => to_json_line(&findings),
+        OutputFormat::ReviewResult => to_json_line(result),
+    };
+    CheckerOutput { stdout, exit_code }
+}
+
+fn to_json_line<T: Serialize + ?Sized>(value: &T) -> String {
+    match serde_json::to_string_pretty(value) {
+        Ok(mut text) => {
+            text.push('\n');
+            text
+        }
+        // Serializing these types cannot fail: they hold only strings, numbers and maps with
+        // string keys.
+        Err(_) => String::new(),
+    }
+}
+
 /// Reviews `changed` and `diff`: renders the prompt, asks the model through `ask` with the
 /// system and user texts, and parses the answer against the changed paths.
 pub async fn review<F, Fut>(
@@ -499,5 +566,75 @@ mod tests {
         };
         assert_eq!(error.to_string(), "review response rejected: invalid_json");
         assert_eq!(error.diagnostics().len(), 1);
+    }
+
+    fn sample_result(severities: &[Severity]) -> ReviewResult {
+        ReviewResult {
+            schema_version: SCHEMA_VERSION.to_owned(),
+            prompt_version: PROMPT_VERSION.to_owned(),
+            summary: None,
+            findings: severities
+                .iter()
+                .enumerate()
+                .map(|(n, severity)| ReviewFinding {
+                    id: format!("F{n}"),
+                    severity: *severity,
+                    category: Category::Style,
+                    title: "Naming".to_owned(),
+                    file: "a.rs".to_owned(),
+                    line: 1,
+                    end_line: None,
+                    message: "Rename it.".to_owned(),
+                    suggestion: None,
+                    confidence: None,
+                    rule_id: None,
+                })
+                .collect(),
+            meta: None,
+            diagnostics: Vec::new(),
+            stats: ReviewStats::default(),
+        }
+    }
+
+    #[test]
+    fn checker_output_follows_the_checker_contract() {
+        let clean = Ok(sample_result(&[Severity::Low]));
+        let output = checker_output(&clean, Severity::Medium, OutputFormat::Findings);
+        assert_eq!(output.exit_code, 0);
+        let parsed: Findings = serde_json::from_str(&output.stdout).expect("checker JSON");
+        assert!(parsed.is_empty());
+
+        let found = Ok(sample_result(&[Severity::Low, Severity::High]));
+        let output = checker_output(&found, Severity::Medium, OutputFormat::Findings);
+        assert_eq!(output.exit_code, 1);
+        let parsed: Findings = serde_json::from_str(&output.stdout).expect("checker JSON");
+        assert_eq!(parsed.len(), 1);
+
+        let output = checker_output(&found, Severity::Medium, OutputFormat::ReviewResult);
+        assert_eq!(output.exit_code, 1);
+        let parsed: ReviewResult = serde_json::from_str(&output.stdout).expect("result JSON");
+        assert_eq!(parsed.findings.len(), 2);
+
+        let rejected = Err(ReviewError::Rejected {
+            diagnostics: vec![Diagnostic {
+                level: DiagnosticLevel::Error,
+                code: codes::INCOMPATIBLE_VERSION.to_owned(),
+                finding_index: None,
+                finding_id: None,
+                field: Some("prompt_version".to_owned()),
+                message: "x".to_owned(),
+            }],
+        });
+        let output = checker_output(&rejected, Severity::Medium, OutputFormat::Findings);
+        assert_eq!((output.exit_code, output.stdout.as_str()), (2, ""));
+        let output = checker_output(&rejected, Severity::Medium, OutputFormat::ReviewResult);
+        assert_eq!(output.exit_code, 2);
+        let parsed: serde_json::Value = serde_json::from_str(&output.stdout).expect("JSON");
+        assert_eq!(parsed["diagnostics"][0]["code"], "incompatible_version");
+        let failed = Err(ReviewError::Ask(anyhow::anyhow!("down")));
+        assert_eq!(
+            checker_output(&failed, Severity::Info, OutputFormat::Findings).exit_code,
+            2
+        );
     }
 }

@@ -344,6 +344,9 @@ fn to_findings_filters_by_severity_and_renders_markdown() {
     for finding in &medium.per_file_findings {
         assert!(matches!(finding, Finding::CodeReview { file: Some(_), .. }));
     }
+    if let Some(Finding::CodeReview { finding, .. }) = medium.per_file_findings.first() {
+        insta::assert_snapshot!("review_finding_text", finding);
+    }
     insta::assert_snapshot!(
         "review_to_findings",
         serde_json::to_string_pretty(&medium).expect("serializes")

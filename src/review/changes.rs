@@ -17,6 +17,10 @@ use super::prompt::ChangedFile;
 
 /// At most this many bytes of one file are read; longer files are cut (the prompt marks cuts).
 pub const MAX_READ_BYTES: u64 = 1024 * 1024;
+/// At most this many bytes of contents are read over all files; later files get no contents.
+pub const MAX_TOTAL_READ_BYTES: usize = 64 * 1024 * 1024;
+/// At most this many bytes of one git command's output are kept (paths, diff).
+pub const MAX_GIT_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Collects the files changed in the working tree of `repo_root` since its merge base with
 /// `base` (or with `origin/<base>` when `base` does not resolve, as in a fresh clone), and the
@@ -89,6 +93,10 @@ pub fn changed_files(
         diff.push_str(&lossy(git.run(&args, &[0])?.stdout));
     }
     for path in paths.iter().filter(|path| untracked.contains(path)) {
+        if diff.len() as u64 >= MAX_GIT_OUTPUT_BYTES {
+            tracing::warn!("diff cut at {MAX_GIT_OUTPUT_BYTES} bytes: untracked files left out");
+            break;
+        }
         let output = git.run(
             &[
                 "diff",
@@ -107,10 +115,17 @@ pub fn changed_files(
 
     let root = Dir::open_ambient_dir(repo_root, cap_std::ambient_authority())
         .with_context(|| format!("opening repository root `{}`", repo_root.display()))?;
+    let mut read_budget = MAX_TOTAL_READ_BYTES;
     let files = paths
         .into_iter()
         .map(|path| {
-            let contents = read_contents(&root, &path);
+            let contents = if read_budget > 0 {
+                read_contents(&root, &path)
+            } else {
+                tracing::warn!(%path, "contents not read: the total read limit is reached");
+                None
+            };
+            read_budget = read_budget.saturating_sub(contents.as_ref().map_or(0, String::len));
             ChangedFile { path, contents }
         })
         .collect();
@@ -123,8 +138,11 @@ struct Git<'a> {
 }
 
 impl Git<'_> {
+    /// Runs `git args`; at most [`MAX_GIT_OUTPUT_BYTES`] of stdout are kept, and past that
+    /// git is stopped and the cut output returned as is.
     fn run(&self, args: &[&str], ok_codes: &[i32]) -> anyhow::Result<Output> {
-        let output = Command::new("git")
+        let name = args.first().copied().unwrap_or("");
+        let mut child = Command::new("git")
             .args(["-c", "core.fsmonitor=false", "-c", "core.quotepath=false"])
             .args(args)
             .current_dir(self.root)
@@ -135,17 +153,51 @@ impl Git<'_> {
             .env("GIT_OPTIONAL_LOCKS", "0")
             .env("GIT_LITERAL_PATHSPECS", "1")
             .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("running `git {}`", args.first().unwrap_or(&"")))?;
-        match output.status.code() {
-            Some(code) if ok_codes.contains(&code) => Ok(output),
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("running `git {name}`"))?;
+        // Stderr is drained on its own thread so a chatty git cannot block on a full pipe.
+        let stderr_reader = child.stderr.take().map(|stderr| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                let _ = stderr.take(64 * 1024).read_to_end(&mut bytes);
+                bytes
+            })
+        });
+        let mut stdout = Vec::new();
+        if let Some(pipe) = child.stdout.take() {
+            pipe.take(MAX_GIT_OUTPUT_BYTES)
+                .read_to_end(&mut stdout)
+                .with_context(|| format!("reading the output of `git {name}`"))?;
+        }
+        let cut = stdout.len() as u64 >= MAX_GIT_OUTPUT_BYTES;
+        if cut {
+            tracing::warn!(
+                command = name,
+                "git output cut at {MAX_GIT_OUTPUT_BYTES} bytes"
+            );
+            let _ = child.kill();
+        }
+        let status = child
+            .wait()
+            .with_context(|| format!("waiting for `git {name}`"))?;
+        let stderr = stderr_reader
+            .and_then(|reader| reader.join().ok())
+            .unwrap_or_default();
+        match status.code() {
+            _ if cut => {}
+            Some(code) if ok_codes.contains(&code) => {}
             _ => bail!(
-                "`git {}` failed ({}): {}",
-                args.first().unwrap_or(&""),
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
+                "`git {name}` failed ({status}): {}",
+                String::from_utf8_lossy(&stderr).trim()
             ),
         }
+        Ok(Output {
+            status,
+            stdout,
+            stderr,
+        })
     }
 
     /// Resolves `reference` to a commit id, or `None` when it names no commit.
@@ -184,7 +236,11 @@ impl Git<'_> {
             .context("the repository has no commit at HEAD")?;
         let output = self
             .run(&["merge-base", &base_commit, &head], &[0])
-            .with_context(|| format!("finding the merge base of HEAD and `{base}`"))?;
+            .with_context(|| {
+                format!(
+                    "finding the merge base of HEAD and `{base}` (a shallow clone needs more history)"
+                )
+            })?;
         Ok(lossy(output.stdout).trim().to_owned())
     }
 }

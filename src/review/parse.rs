@@ -18,7 +18,8 @@
 //! - `null` for an optional field is `invalid_type` (the schema has no nullable fields).
 //! - A response whose `schema_version` is a newer minor than ours is read in compat mode: fields
 //!   this build does not know are ignored with an `ignored_unknown_field` note instead of
-//!   rejecting the response or dropping the finding, as minor versions only add fields.
+//!   rejecting the response or dropping the finding, as minor versions only add fields. Enum
+//!   values a newer minor adds are still `invalid_enum`: this build cannot rank them.
 //! - Versions are trimmed like every other string before their pattern is checked.
 //! - An empty `findings` array is a valid, clean review: no `all_findings_dropped` warning.
 

@@ -129,6 +129,16 @@ fn fence_for(text: &str) -> String {
     "`".repeat((longest + 1).max(3))
 }
 
+/// A path as the prompt shows it: as is, or JSON-quoted when it holds control characters, so a
+/// crafted file name cannot forge lines of the prompt.
+fn shown_path(path: &str) -> String {
+    if path.chars().any(char::is_control) {
+        serde_json::to_string(path).unwrap_or_default()
+    } else {
+        path.to_owned()
+    }
+}
+
 fn user_text(changed_files: &[ChangedFile], diff: &str) -> String {
     let mut text = String::new();
     let _ = writeln!(
@@ -137,7 +147,7 @@ fn user_text(changed_files: &[ChangedFile], diff: &str) -> String {
         changed_files.len()
     );
     for file in changed_files.iter().take(MAX_LISTED_FILES) {
-        let _ = writeln!(text, "- {}", file.path);
+        let _ = writeln!(text, "- {}", shown_path(&file.path));
     }
     if changed_files.len() > MAX_LISTED_FILES {
         let _ = writeln!(
@@ -151,7 +161,7 @@ fn user_text(changed_files: &[ChangedFile], diff: &str) -> String {
     text.push_str("\nEach line is prefixed with its 1-based line number and `| `.\n");
     let mut budget = MAX_CONTENTS_BYTES;
     for file in changed_files.iter().take(MAX_LISTED_FILES) {
-        let _ = write!(text, "\n## {}\n\n", file.path);
+        let _ = write!(text, "\n## {}\n\n", shown_path(&file.path));
         let Some(contents) = &file.contents else {
             text.push_str("(contents not shown: deleted, binary or not a regular file)\n");
             continue;
@@ -278,6 +288,14 @@ mod tests {
         assert_eq!(fence_for("a ```` b"), "`````");
         let (_, user) = render_prompt(&[file("a.md", Some("````\nx\n````"))], "");
         assert!(user.contains("`````\n    1| ````\n"));
+    }
+
+    #[test]
+    fn control_characters_in_paths_are_quoted() {
+        let (_, user) = render_prompt(&[file("a\n- b.rs", Some("x"))], "");
+        assert!(user.contains("- \"a\\n- b.rs\"\n"));
+        assert!(user.contains("## \"a\\n- b.rs\"\n"));
+        assert!(!user.contains("\n- b.rs"));
     }
 
     #[test]

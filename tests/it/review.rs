@@ -471,3 +471,37 @@ proptest! {
         }
     }
 }
+
+#[tokio::test]
+async fn review_of_a_real_repository() {
+    let (repo, _outside) = sample_repo();
+    let (files, diff) = changed_files(repo.path(), "main", None).expect("collects");
+    let answer = canned(json!([
+        sample_finding("F1", "medium", "committed.txt"),
+        sample_finding("F2", "high", "untouched.txt"),
+        sample_finding("F3", "low", "new dir\\untracked.txt"),
+    ]));
+    let result = review::review(
+        &files,
+        &diff,
+        |_, user| async move {
+            assert!(user.contains("+committed v2"));
+            assert!(!user.contains("CANARY-SECRET-42"));
+            Ok(answer)
+        },
+        &VersionPolicy::default(),
+    )
+    .await
+    .expect("review succeeds");
+    let kept: Vec<(&str, &str)> = result
+        .findings
+        .iter()
+        .map(|f| (f.id.as_str(), f.file.as_str()))
+        .collect();
+    assert_eq!(
+        kept,
+        vec![("F1", "committed.txt"), ("F3", "new dir/untracked.txt")]
+    );
+    let findings = to_findings(&result, Severity::Medium);
+    assert_eq!(findings.len(), 1);
+}

@@ -12,7 +12,7 @@
 //! finding leaves a [`Diagnostic`] in the result, and [`ReviewStats`] counts them for rollout
 //! monitoring.
 
-mod changes;
+pub mod changes;
 pub mod parse;
 pub mod prompt;
 pub mod version;

@@ -16,4 +16,5 @@ pub mod pack;
 pub mod prompt;
 pub mod reconcile;
 pub mod report;
+pub mod review;
 pub mod sandbox;

@@ -4,5 +4,6 @@ mod apply;
 mod fake_llm;
 mod llm;
 mod pack;
+mod review;
 mod run;
 mod support;

@@ -4,5 +4,8 @@
 //! its specs into one prompt, asks an LLM for file edits, applies them safely, runs the team's
 //! correctness checker, and loops until the checker is clean or the iteration cap is reached.
 //! See `ARCHITECTURE.md` for the code map and the invariants.
+pub mod actions;
 pub mod findings;
+pub mod github;
 pub mod sandbox;
+pub mod sarif;

@@ -294,18 +294,21 @@ pub fn commit_iteration(
     identity: &Identity,
     summary: &IterationSummary,
 ) -> Result<Option<String>, GithubError> {
-    let paths: Vec<&str> = summary
-        .applied
-        .iter()
-        .chain(summary.deleted.iter())
-        .map(String::as_str)
-        .collect();
-    if paths.is_empty() {
+    if summary.applied.is_empty() && summary.deleted.is_empty() {
         return Ok(None);
     }
-    let mut add = base_command(repo);
-    add.args(["add", "--all", "--"]).args(&paths);
-    run(add, "add")?;
+    if !summary.applied.is_empty() {
+        let mut add = base_command(repo);
+        add.args(["add", "--all", "--"]).args(&summary.applied);
+        run(add, "add")?;
+    }
+    if !summary.deleted.is_empty() {
+        let mut remove = base_command(repo);
+        remove
+            .args(["rm", "--cached", "--quiet", "--ignore-unmatch", "-r", "--"])
+            .args(&summary.deleted);
+        run(remove, "rm")?;
+    }
     let mut staged = base_command(repo);
     staged.args(["diff", "--cached", "--quiet", "--"]);
     let unchanged = staged

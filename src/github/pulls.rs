@@ -98,7 +98,7 @@ pub fn truncate(text: &str, max: usize) -> String {
         return text.to_owned();
     }
     let note = "\n\n… (truncated: the full text is in the job log)\n";
-    let mut end = max.saturating_sub(note.len());
+    let mut end = max.saturating_sub(note.len() + 8);
     while end > 0 && !text.is_char_boundary(end) {
         end -= 1;
     }

@@ -381,7 +381,8 @@ mod tests {
         let lines = annotations(&findings);
         assert_eq!(lines.len(), MAX_ANNOTATIONS);
         assert!(
-            lines[0].starts_with("::warning file=hot%2Ca%3Ab.rs,line=60::line 60: bad%0A::error::x"),
+            lines[0]
+                .starts_with("::warning file=hot%2Ca%3Ab.rs,line=60::line 60: bad%0A::error::x"),
             "{}",
             lines[0]
         );

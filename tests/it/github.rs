@@ -524,3 +524,114 @@ fn base64_of(text: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(text)
 }
+
+fn yaml(path: &str) -> Value {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    let text = std::fs::read_to_string(&full).expect("file");
+    serde_yaml_ng::from_str(&text).expect("valid YAML")
+}
+
+/// The structure SchemaStore's github-action.json requires, checked by hand: name,
+/// description, runs; composite steps with `run` need `shell`; composite outputs need `value`.
+#[test]
+fn action_yml_has_the_documented_shape() {
+    let action = yaml("action.yml");
+    assert!(action["name"].is_string() && action["description"].is_string());
+    for input in [
+        "provider",
+        "model",
+        "api-key",
+        "config-path",
+        "sandbox",
+        "max-iterations",
+        "label",
+        "wait-for-approval",
+    ] {
+        assert!(
+            action["inputs"][input]["description"].is_string(),
+            "input {input}"
+        );
+    }
+    for output in ["status", "pr-number", "pr-url", "iterations"] {
+        let value = action["outputs"][output]["value"]
+            .as_str()
+            .expect("composite output value");
+        assert!(value.contains("steps.run.outputs."), "{output}");
+    }
+    assert_eq!(action["runs"]["using"], "composite");
+    let steps = action["runs"]["steps"].as_array().expect("steps");
+    for step in steps {
+        if step.get("run").is_some() {
+            assert!(
+                step["shell"].is_string(),
+                "a run step needs a shell: {step}"
+            );
+        }
+        // The key travels in the environment only.
+        if let Some(run) = step["run"].as_str() {
+            assert!(
+                !run.contains("inputs.api-key") && !run.contains("${{"),
+                "{run}"
+            );
+        }
+    }
+    let run = steps.last().expect("run step");
+    assert!(
+        run["run"]
+            .as_str()
+            .expect("run")
+            .starts_with("exec bork-ci run")
+    );
+    assert!(
+        run["env"]["BORK_LLM_API_KEY"]
+            .as_str()
+            .expect("env")
+            .contains("inputs.api-key")
+    );
+    let install = steps[0]["run"].as_str().expect("install");
+    assert!(
+        install.contains("sha256sum --check"),
+        "the download is verified"
+    );
+}
+
+/// The structure SchemaStore's github-workflow.json requires plus issue 4's rules: push on
+/// `specs/**`, resume on `pull_request_review`, least privilege, a concurrency group per
+/// branch, never `pull_request_target`.
+#[test]
+fn the_workflow_is_least_privilege_and_resumes_on_review() {
+    let workflow = yaml("ci/workflows/bork-ci.yml");
+    let on = &workflow["on"];
+    assert_eq!(on["push"]["paths"], json!(["specs/**"]));
+    assert!(on.get("pull_request_review").is_some());
+    assert!(on.get("pull_request_target").is_none());
+    assert_eq!(workflow["permissions"], json!({}));
+    let group = workflow["concurrency"]["group"].as_str().expect("group");
+    assert!(group.contains("ref"), "{group}");
+    let jobs = workflow["jobs"].as_object().expect("jobs");
+    for (name, job) in jobs {
+        assert!(job["runs-on"].is_string(), "{name}");
+        let permissions = job["permissions"].as_object().expect("job permissions");
+        for (scope, level) in permissions {
+            assert!(
+                ["contents", "pull-requests"].contains(&scope.as_str()) && level == "write",
+                "{scope}: {level}"
+            );
+        }
+        for step in job["steps"].as_array().expect("steps") {
+            assert!(
+                step.get("uses").is_some() || step.get("run").is_some(),
+                "{step}"
+            );
+        }
+    }
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/workflows/bork-ci.yml"),
+    )
+    .expect("read");
+    assert!(!text.contains("pull_request_target"));
+    for snippet in ["ci/gitlab-ci.yml", "ci/buildkite.yml"] {
+        let parsed = yaml(snippet);
+        assert!(parsed.to_string().contains("bork-ci run"), "{snippet}");
+    }
+}

@@ -95,7 +95,7 @@ pub fn annotations(findings: &Findings) -> Vec<String> {
     let counts: Vec<usize> = per_file.iter().map(|(file, _)| count(file)).collect();
     let mut indexed: Vec<(usize, (&str, &str))> =
         counts.into_iter().zip(per_file.drain(..)).collect();
-    indexed.sort_by(|a, b| b.0.cmp(&a.0));
+    indexed.sort_by_key(|entry| std::cmp::Reverse(entry.0));
     let total = indexed.len();
     let mut lines: Vec<String> = indexed
         .into_iter()

@@ -248,18 +248,18 @@ impl GithubContext {
         if let Some(base) = &self.base {
             return Some(base.clone());
         }
-        if let Some(event) = self.event() {
-            if let Some(pull) = event.get("pull_request") {
-                let base = pull.pointer("/base/ref").and_then(|v| v.as_str());
-                let head = pull.pointer("/head/ref").and_then(|v| v.as_str());
-                if let Some(base) = base {
-                    if let Some(stripped) = base.strip_prefix(&self.branch_prefix) {
-                        return Some(stripped.to_owned());
-                    }
-                    if head.is_some_and(|head| head.starts_with(&self.branch_prefix)) {
-                        return Some(base.to_owned());
-                    }
-                }
+        if let Some(event) = self.event()
+            && let Some(pull) = event.get("pull_request")
+            && let Some(base) = pull.pointer("/base/ref").and_then(|v| v.as_str())
+        {
+            let head = pull.pointer("/head/ref").and_then(|v| v.as_str());
+            if let Some(stripped) = base.strip_prefix(&self.branch_prefix) {
+                // An approval pull request: its base is `bork/<base>`, except when it is
+                // `bork/approve/...` which is never a base.
+                return Some(stripped.to_owned());
+            }
+            if head.is_some_and(|head| head.starts_with(&self.branch_prefix)) {
+                return Some(base.to_owned());
             }
         }
         self.git_ref
@@ -273,6 +273,29 @@ impl GithubContext {
         let path = self.event_path.as_ref()?;
         let text = std::fs::read_to_string(path).ok()?;
         serde_json::from_str(&text).ok()
+    }
+
+    /// Why this run must not use secrets or push, when it must not: a `pull_request_target`
+    /// event (threat model G16) or a pull request from a fork (G15). The caller then reports
+    /// `skipped` and exits 0 without calling the LLM.
+    pub fn untrusted_context(&self) -> Option<String> {
+        let event_name = self.event_name.as_deref()?;
+        if event_name == "pull_request_target" {
+            return Some(
+                "untrusted context: pull_request_target runs untrusted code with secrets".into(),
+            );
+        }
+        if event_name.starts_with("pull_request") {
+            let event = self.event()?;
+            let head_repo = event
+                .pointer("/pull_request/head/repo/full_name")
+                .and_then(|v| v.as_str());
+            let this = format!("{}/{}", self.owner, self.repo);
+            if head_repo.is_some_and(|head| !head.eq_ignore_ascii_case(&this)) {
+                return Some("untrusted context: pull request from a fork, no secrets".into());
+            }
+        }
+        None
     }
 
     /// True when this run was started by a review (the resume path).
@@ -557,6 +580,12 @@ pub async fn start(
     pulls::start(ctx, repo_root, base).await
 }
 
+/// Untrusted text as a fenced code block (longer fence than any backtick run inside, control
+/// characters made visible): the one way model or checker text reaches Markdown.
+pub fn fence_text(text: &str) -> String {
+    pulls::fence(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -567,7 +596,7 @@ mod tests {
         assert_eq!(sanitize_branch("bork/$(id); rm -rf\n"), "bork/id---rm--rf-");
         assert_eq!(sanitize_branch("bork/../x.lock"), "bork/x");
         assert_eq!(sanitize_branch("bork/-x/.y"), "bork/x/y");
-        assert!(sanitize_branch("bork/ü").chars().all(|c| c.is_ascii()));
+        assert!(sanitize_branch("bork/ü").is_ascii());
     }
 
     #[test]
@@ -599,10 +628,4 @@ mod tests {
             "https://github.com"
         );
     }
-}
-
-/// Untrusted text as a fenced code block (longer fence than any backtick run inside, control
-/// characters made visible): the one way model or checker text reaches Markdown.
-pub fn fence_text(text: &str) -> String {
-    pulls::fence(text)
 }

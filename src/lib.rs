@@ -4,6 +4,7 @@
 //! its specs into one prompt, asks an LLM for file edits, applies them safely, runs the team's
 //! correctness checker, and loops until the checker is clean or the iteration cap is reached.
 //! See `ARCHITECTURE.md` for the code map and the invariants.
+pub mod actions;
 pub mod checker;
 pub mod cli;
 pub mod commands;
@@ -11,6 +12,7 @@ pub mod config;
 pub mod edit;
 pub mod exit;
 pub mod findings;
+pub mod github;
 pub mod llm;
 pub mod pack;
 pub mod prompt;
@@ -18,3 +20,4 @@ pub mod reconcile;
 pub mod report;
 pub mod review;
 pub mod sandbox;
+pub mod sarif;

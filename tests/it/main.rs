@@ -2,6 +2,8 @@
 
 mod apply;
 mod fake_llm;
+mod ghsim;
+mod github;
 mod llm;
 mod pack;
 mod review;

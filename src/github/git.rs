@@ -1,0 +1,608 @@
+//! Local git: one commit per iteration under bork-ci's identity, single-change commits for
+//! approval pull requests (built with plumbing, without touching the working tree), fetch and
+//! push over HTTPS. No shell is used; paths always come after `--` with literal pathspecs.
+//!
+//! The token reaches git only through the environment (`GIT_CONFIG_COUNT` with an
+//! `http.extraheader` of `Authorization: Basic …`), never on the command line or in a URL.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use base64::Engine;
+use secrecy::{ExposeSecret, SecretString};
+use sha2::{Digest, Sha256};
+
+use super::{GithubError, IterationSummary};
+
+/// Who bork-ci's commits are by.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub name: String,
+    pub email: String,
+}
+
+fn base_command(repo: &Path) -> Command {
+    let mut command = Command::new("git");
+    command
+        .current_dir(repo)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_LITERAL_PATHSPECS", "1")
+        .env("GIT_ASKPASS", "")
+        .env("LC_ALL", "C")
+        .env_remove("GIT_CONFIG_PARAMETERS")
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .stdin(Stdio::null());
+    command
+}
+
+fn with_identity(command: &mut Command, identity: &Identity) {
+    command
+        .env("GIT_AUTHOR_NAME", &identity.name)
+        .env("GIT_AUTHOR_EMAIL", &identity.email)
+        .env("GIT_COMMITTER_NAME", &identity.name)
+        .env("GIT_COMMITTER_EMAIL", &identity.email);
+}
+
+/// Hands the token to git in the environment: the first entry clears extra headers set by
+/// the checkout step, the second sends ours.
+fn with_token(command: &mut Command, token: &SecretString) {
+    let basic = base64::engine::general_purpose::STANDARD
+        .encode(format!("x-access-token:{}", token.expose_secret()));
+    command
+        .env("GIT_CONFIG_COUNT", "3")
+        .env("GIT_CONFIG_KEY_0", "http.extraheader")
+        .env("GIT_CONFIG_VALUE_0", "")
+        .env("GIT_CONFIG_KEY_1", "http.extraheader")
+        .env(
+            "GIT_CONFIG_VALUE_1",
+            format!("Authorization: Basic {basic}"),
+        )
+        .env("GIT_CONFIG_KEY_2", "credential.helper")
+        .env("GIT_CONFIG_VALUE_2", "");
+}
+
+fn run(mut command: Command, action: &str) -> Result<String, GithubError> {
+    let output = command.output().map_err(|error| GithubError::Git {
+        action: action.to_owned(),
+        detail: error.to_string(),
+    })?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout)
+            .trim_end()
+            .to_owned())
+    } else {
+        Err(GithubError::Git {
+            action: action.to_owned(),
+            detail: super::client::redact_urls(String::from_utf8_lossy(&output.stderr).trim()),
+        })
+    }
+}
+
+fn git(repo: &Path, args: &[&str], action: &str) -> Result<String, GithubError> {
+    let mut command = base_command(repo);
+    command.args(args);
+    run(command, action)
+}
+
+/// `git rev-parse --verify <rev>^{commit}`.
+pub fn rev_parse(repo: &Path, rev: &str) -> Result<String, GithubError> {
+    git(
+        repo,
+        &[
+            "rev-parse",
+            "--verify",
+            "--end-of-options",
+            &format!("{rev}^{{commit}}"),
+        ],
+        "rev-parse",
+    )
+}
+
+/// Fetches `branch` from `url` into `FETCH_HEAD`; `Ok(None)` when the branch does not exist.
+pub fn fetch_branch(
+    repo: &Path,
+    url: &str,
+    token: &SecretString,
+    branch: &str,
+) -> Result<Option<String>, GithubError> {
+    let refname = format!("refs/heads/{branch}");
+    let mut probe = base_command(repo);
+    with_token(&mut probe, token);
+    probe.args(["ls-remote", "--end-of-options", url, &refname]);
+    let listed = run(probe, "ls-remote")?;
+    if listed.trim().is_empty() {
+        return Ok(None);
+    }
+    fetch_ref(repo, url, token, &refname)?;
+    rev_parse(repo, "FETCH_HEAD").map(Some)
+}
+
+/// Fetches one ref from `url` into `FETCH_HEAD`.
+pub fn fetch_ref(
+    repo: &Path,
+    url: &str,
+    token: &SecretString,
+    refname: &str,
+) -> Result<(), GithubError> {
+    let mut command = base_command(repo);
+    with_token(&mut command, token);
+    command.args([
+        "fetch",
+        "--no-tags",
+        "--quiet",
+        "--end-of-options",
+        url,
+        refname,
+    ]);
+    run(command, "fetch").map(|_| ())
+}
+
+/// Pushes `commit` to `branch`. With `lease`, the remote must still be at that commit (or
+/// absent when `lease` is empty); without it, only a fast-forward is accepted.
+pub fn push(
+    repo: &Path,
+    url: &str,
+    token: &SecretString,
+    commit: &str,
+    branch: &str,
+    lease: Option<&str>,
+) -> Result<(), GithubError> {
+    let mut command = base_command(repo);
+    with_token(&mut command, token);
+    command.args(["push", "--quiet", "--porcelain"]);
+    if let Some(lease) = lease {
+        command.arg(format!("--force-with-lease=refs/heads/{branch}:{lease}"));
+    }
+    command.args([
+        "--end-of-options",
+        url,
+        &format!("{commit}:refs/heads/{branch}"),
+    ]);
+    run(command, "push")
+        .map(|_| ())
+        .map_err(|error| match error {
+            GithubError::Git { detail, .. } => GithubError::PushRejected {
+                branch: branch.to_owned(),
+                detail,
+            },
+            other => other,
+        })
+}
+
+/// Checks out `branch` at `commit`, keeping local changes git can carry.
+pub fn checkout(repo: &Path, branch: &str, commit: &str) -> Result<(), GithubError> {
+    git(
+        repo,
+        &["checkout", "--quiet", "-B", branch, commit, "--"],
+        "checkout",
+    )
+    .map(|_| ())
+}
+
+/// Fast-forwards the current branch to `rev`.
+pub fn fast_forward(repo: &Path, rev: &str) -> Result<(), GithubError> {
+    git(
+        repo,
+        &["merge", "--ff-only", "--quiet", rev],
+        "merge --ff-only",
+    )
+    .map(|_| ())
+}
+
+/// Merges `rev` into the current branch with bork-ci's identity; aborts on conflict.
+pub fn merge(
+    repo: &Path,
+    identity: &Identity,
+    rev: &str,
+    message: &str,
+) -> Result<(), GithubError> {
+    let mut command = base_command(repo);
+    with_identity(&mut command, identity);
+    command.args(["merge", "--no-edit", "--quiet", "-m", message, rev]);
+    let result = run(command, "merge");
+    if result.is_err() {
+        let _ = git(repo, &["merge", "--abort"], "merge --abort");
+    }
+    result.map(|_| ())
+}
+
+/// True when `ancestor` is an ancestor of `commit`.
+pub fn is_ancestor(repo: &Path, ancestor: &str, commit: &str) -> bool {
+    let mut command = base_command(repo);
+    command.args(["merge-base", "--is-ancestor", ancestor, commit]);
+    command.output().is_ok_and(|output| output.status.success())
+}
+
+/// Author emails of the commits in `from..to`.
+pub fn author_emails(repo: &Path, from: &str, to: &str) -> Result<Vec<String>, GithubError> {
+    let out = git(
+        repo,
+        &["log", "--format=%ae", &format!("{from}..{to}"), "--"],
+        "log",
+    )?;
+    Ok(out.lines().map(str::to_owned).collect())
+}
+
+/// Number of commits in `from..to`.
+pub fn count_between(repo: &Path, from: &str, to: &str) -> Result<u64, GithubError> {
+    let out = git(
+        repo,
+        &["rev-list", "--count", &format!("{from}..{to}"), "--"],
+        "rev-list",
+    )?;
+    out.trim()
+        .parse()
+        .map_err(|_| GithubError::Protocol("rev-list count".into()))
+}
+
+/// The commit message of one iteration: a title naming what changed, then the loop's summary.
+pub fn iteration_message(summary: &IterationSummary) -> String {
+    let mut parts = Vec::new();
+    if !summary.applied.is_empty() {
+        parts.push(format!("update {}", name_list(&summary.applied)));
+    }
+    if !summary.deleted.is_empty() {
+        parts.push(format!("delete {}", name_list(&summary.deleted)));
+    }
+    let what = if parts.is_empty() {
+        "no file changes".to_owned()
+    } else {
+        parts.join("; ")
+    };
+    let title =
+        super::pulls::sanitize_title(&format!("bork-ci: iteration {}: {what}", summary.number));
+    let mut body = String::new();
+    let message = super::pulls::sanitize_title(&summary.message);
+    if !message.is_empty() {
+        body.push_str(&message);
+        body.push_str("\n\n");
+    }
+    body.push_str(&format!("Findings left: {}\n", summary.findings_left));
+    for path in &summary.applied {
+        body.push_str(&format!(
+            "- updated {}\n",
+            super::pulls::sanitize_title(path)
+        ));
+    }
+    for path in &summary.deleted {
+        body.push_str(&format!(
+            "- deleted {}\n",
+            super::pulls::sanitize_title(path)
+        ));
+    }
+    format!("{title}\n\n{body}")
+}
+
+fn name_list(paths: &[String]) -> String {
+    let shown: Vec<&str> = paths.iter().take(3).map(String::as_str).collect();
+    let mut text = shown.join(", ");
+    if paths.len() > 3 {
+        text.push_str(&format!(" and {} more", paths.len() - 3));
+    }
+    text
+}
+
+/// Stages the iteration's paths and commits them; `None` when nothing changed.
+pub fn commit_iteration(
+    repo: &Path,
+    identity: &Identity,
+    summary: &IterationSummary,
+) -> Result<Option<String>, GithubError> {
+    if summary.applied.is_empty() && summary.deleted.is_empty() {
+        return Ok(None);
+    }
+    if !summary.applied.is_empty() {
+        let mut add = base_command(repo);
+        add.args(["add", "--all", "--"]).args(&summary.applied);
+        run(add, "add")?;
+    }
+    if !summary.deleted.is_empty() {
+        let mut remove = base_command(repo);
+        remove
+            .args(["rm", "--cached", "--quiet", "--ignore-unmatch", "-r", "--"])
+            .args(&summary.deleted);
+        run(remove, "rm")?;
+    }
+    let mut staged = base_command(repo);
+    staged.args(["diff", "--cached", "--quiet", "--"]);
+    let unchanged = staged
+        .output()
+        .map_err(|error| GithubError::Git {
+            action: "diff".into(),
+            detail: error.to_string(),
+        })?
+        .status
+        .success();
+    if unchanged {
+        return Ok(None);
+    }
+    let mut commit = base_command(repo);
+    with_identity(&mut commit, identity);
+    commit.args(["commit", "--quiet", "--no-verify", "--file", "-"]);
+    commit
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = commit.spawn().map_err(|error| GithubError::Git {
+        action: "commit".into(),
+        detail: error.to_string(),
+    })?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(iteration_message(summary).as_bytes())
+            .map_err(|error| GithubError::Git {
+                action: "commit".into(),
+                detail: error.to_string(),
+            })?;
+    }
+    let output = child.wait_with_output().map_err(|error| GithubError::Git {
+        action: "commit".into(),
+        detail: error.to_string(),
+    })?;
+    if !output.status.success() {
+        return Err(GithubError::Git {
+            action: "commit".into(),
+            detail: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    rev_parse(repo, "HEAD").map(Some)
+}
+
+/// Builds a commit on `parent` that changes only `path` (to `contents`, or deletes it), using
+/// a private index so the working tree and the real index are untouched.
+pub fn single_change_commit(
+    repo: &Path,
+    identity: &Identity,
+    parent: &str,
+    path: &str,
+    contents: Option<&[u8]>,
+    message: &str,
+) -> Result<String, GithubError> {
+    let index = tempfile::NamedTempFile::new().map_err(|error| GithubError::Git {
+        action: "temporary index".into(),
+        detail: error.to_string(),
+    })?;
+    let index_path = index.path().to_path_buf();
+    // git wants to create the index itself.
+    drop(index);
+    let with_index = |args: &[&str], action: &str| {
+        let mut command = base_command(repo);
+        command.env("GIT_INDEX_FILE", &index_path).args(args);
+        run(command, action)
+    };
+    with_index(&["read-tree", parent], "read-tree")?;
+    match contents {
+        Some(bytes) => {
+            let blob = hash_object(repo, bytes)?;
+            let mode = existing_mode(repo, parent, path).unwrap_or_else(|| "100644".to_owned());
+            with_index(
+                &[
+                    "update-index",
+                    "--add",
+                    "--cacheinfo",
+                    &format!("{mode},{blob},{path}"),
+                ],
+                "update-index",
+            )?;
+        }
+        None => {
+            with_index(
+                &["update-index", "--force-remove", "--", path],
+                "update-index",
+            )?;
+        }
+    }
+    let tree = with_index(&["write-tree"], "write-tree")?;
+    let _ = std::fs::remove_file(&index_path);
+    commit_tree(repo, identity, &tree, parent, message)
+}
+
+/// A commit on `parent` with `parent`'s tree (no file change).
+pub fn single_change_commit_empty(
+    repo: &Path,
+    identity: &Identity,
+    parent: &str,
+    message: &str,
+) -> Result<String, GithubError> {
+    let tree = git(
+        repo,
+        &["rev-parse", &format!("{parent}^{{tree}}")],
+        "rev-parse",
+    )?;
+    commit_tree(repo, identity, &tree, parent, message)
+}
+
+fn commit_tree(
+    repo: &Path,
+    identity: &Identity,
+    tree: &str,
+    parent: &str,
+    message: &str,
+) -> Result<String, GithubError> {
+    let mut command = base_command(repo);
+    with_identity(&mut command, identity);
+    command.args(["commit-tree", tree, "-p", parent, "-F", "-"]);
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().map_err(|error| GithubError::Git {
+        action: "commit-tree".into(),
+        detail: error.to_string(),
+    })?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(message.as_bytes());
+    }
+    let output = child.wait_with_output().map_err(|error| GithubError::Git {
+        action: "commit-tree".into(),
+        detail: error.to_string(),
+    })?;
+    if !output.status.success() {
+        return Err(GithubError::Git {
+            action: "commit-tree".into(),
+            detail: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+fn existing_mode(repo: &Path, commit: &str, path: &str) -> Option<String> {
+    let out = git(repo, &["ls-tree", commit, "--", path], "ls-tree").ok()?;
+    let mode = out.split_whitespace().next()?.to_owned();
+    (mode == "100644" || mode == "100755").then_some(mode)
+}
+
+fn hash_object(repo: &Path, bytes: &[u8]) -> Result<String, GithubError> {
+    let mut command = base_command(repo);
+    command
+        .args(["hash-object", "-w", "--stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().map_err(|error| GithubError::Git {
+        action: "hash-object".into(),
+        detail: error.to_string(),
+    })?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(bytes);
+    }
+    let output = child.wait_with_output().map_err(|error| GithubError::Git {
+        action: "hash-object".into(),
+        detail: error.to_string(),
+    })?;
+    if !output.status.success() {
+        return Err(GithubError::Git {
+            action: "hash-object".into(),
+            detail: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// The bytes of `path` at `commit`; `None` when it does not exist there.
+pub fn file_at(repo: &Path, commit: &str, path: &str) -> Result<Option<Vec<u8>>, GithubError> {
+    let listed = git(repo, &["ls-tree", commit, "--", path], "ls-tree")?;
+    if listed.trim().is_empty() {
+        return Ok(None);
+    }
+    let mut command = base_command(repo);
+    command.args(["cat-file", "blob", &format!("{commit}:{path}")]);
+    let output = command.output().map_err(|error| GithubError::Git {
+        action: "cat-file".into(),
+        detail: error.to_string(),
+    })?;
+    if !output.status.success() {
+        return Err(GithubError::Git {
+            action: "cat-file".into(),
+            detail: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    Ok(Some(output.stdout))
+}
+
+/// sha256 of `bytes`, lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        git(dir.path(), &["init", "--quiet", "-b", "main"], "init").expect("init");
+        std::fs::write(dir.path().join("a.txt"), "a\n").expect("write");
+        let identity = Identity {
+            name: "t".into(),
+            email: "t@example.com".into(),
+        };
+        let summary = IterationSummary {
+            number: 0,
+            applied: vec!["a.txt".into()],
+            ..IterationSummary::default()
+        };
+        commit_iteration(dir.path(), &identity, &summary)
+            .expect("commit")
+            .expect("some");
+        dir
+    }
+
+    #[test]
+    fn commits_one_iteration_with_the_identity_and_odd_paths() {
+        let dir = repo();
+        let odd = "--help $(id);x.txt";
+        std::fs::write(dir.path().join(odd), "x\n").expect("write");
+        std::fs::remove_file(dir.path().join("a.txt")).expect("remove");
+        let identity = Identity {
+            name: "bork-ci".into(),
+            email: "bork-ci@users.noreply.github.com".into(),
+        };
+        let summary = IterationSummary {
+            number: 2,
+            applied: vec![odd.into()],
+            deleted: vec!["a.txt".into()],
+            findings_left: 1,
+            message: "fix\nthings\u{1b}[2J".into(),
+        };
+        let sha = commit_iteration(dir.path(), &identity, &summary)
+            .expect("commit")
+            .expect("some");
+        let log = git(
+            dir.path(),
+            &["log", "-1", "--format=%an <%ae>%n%B", &sha],
+            "log",
+        )
+        .expect("log");
+        assert!(log.starts_with("bork-ci <bork-ci@users.noreply.github.com>\nbork-ci: iteration 2: update --help $(id);x.txt; delete a.txt"), "{log}");
+        assert!(!log.contains('\u{1b}'));
+        assert_eq!(file_at(dir.path(), &sha, "a.txt").expect("ok"), None);
+        assert_eq!(
+            commit_iteration(dir.path(), &identity, &summary).expect("ok"),
+            None,
+            "nothing left to commit"
+        );
+    }
+
+    #[test]
+    fn single_change_commit_leaves_the_tree_alone() {
+        let dir = repo();
+        let identity = Identity {
+            name: "bork-ci".into(),
+            email: "b@example.com".into(),
+        };
+        let head = rev_parse(dir.path(), "HEAD").expect("head");
+        let commit = single_change_commit(
+            dir.path(),
+            &identity,
+            &head,
+            "specs/new.md",
+            Some(b"spec\r\n"),
+            "msg",
+        )
+        .expect("commit");
+        assert_eq!(
+            file_at(dir.path(), &commit, "specs/new.md")
+                .expect("ok")
+                .as_deref(),
+            Some(&b"spec\r\n"[..])
+        );
+        assert_eq!(
+            file_at(dir.path(), &commit, "a.txt")
+                .expect("ok")
+                .as_deref(),
+            Some(&b"a\n"[..])
+        );
+        assert!(!dir.path().join("specs").exists());
+        assert_eq!(rev_parse(dir.path(), "HEAD").expect("head"), head);
+        let deletion =
+            single_change_commit(dir.path(), &identity, &head, "a.txt", None, "rm").expect("rm");
+        assert_eq!(file_at(dir.path(), &deletion, "a.txt").expect("ok"), None);
+    }
+}

@@ -1,0 +1,132 @@
+//! The GitHub simulator harness: starts `../shared/github-sim/ghsim.py` on a free port for one
+//! test, sets it up through its control API, and clones its repositories.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+/// One running simulator; dropped with the test.
+pub struct GithubSim {
+    child: Child,
+    pub url: String,
+    http: reqwest::Client,
+    _data: tempfile::TempDir,
+}
+
+impl GithubSim {
+    pub fn start() -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let data = tempfile::tempdir().expect("temp dir");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/github-sim/ghsim.py");
+        let mut child = Command::new("python3")
+            .args([script, "--port", "0", "--watch-stdin", "--data-dir"])
+            .arg(data.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start ghsim");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("banner");
+        let url = line
+            .trim()
+            .strip_prefix("ghsim listening on ")
+            .expect("ghsim banner")
+            .to_owned();
+        GithubSim {
+            child,
+            url,
+            http: reqwest::Client::new(),
+            _data: data,
+        }
+    }
+
+    /// A control or REST call; `token` authenticates as that user.
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        token: Option<&str>,
+    ) -> Value {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut request = self.http.request(method, format!("{}{path}", self.url));
+        if let Some(token) = token {
+            request = request.header("authorization", format!("token {token}"));
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("simulator answers");
+        let text = response.text().await.expect("body");
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    }
+
+    /// `acme/widgets` with a spec and some code, and the users every test needs.
+    pub async fn setup(&self, bot_token: &str) {
+        self.call(
+            "POST",
+            "/_sim/repos",
+            Some(json!({
+                "owner": "acme", "name": "widgets", "default_branch": "main",
+                "protected_branches": ["main"],
+                "files": {
+                    "README.md": "widgets\n",
+                    "specs/widget.md": "A widget is blue.\n",
+                    "src/widget.txt": "colour = red\n",
+                }
+            })),
+            None,
+        )
+        .await;
+        self.call(
+            "POST",
+            "/_sim/users",
+            Some(json!([
+                {"login": "bork-bot", "token": bot_token, "type": "User", "permissions": {"acme/widgets": "write"}},
+                {"login": "alice", "token": "t-alice", "permissions": {"acme/widgets": "write"}},
+                {"login": "carol", "token": "t-carol", "permissions": {"acme/widgets": "admin"}},
+                {"login": "bob", "token": "t-bob", "permissions": {"acme/widgets": "read"}},
+                {"login": "approver[bot]", "token": "t-app", "type": "Bot", "permissions": {"acme/widgets": "write"}}
+            ])),
+            None,
+        )
+        .await;
+    }
+
+    /// Clones `acme/widgets` into `dir` (as alice, who can read).
+    pub fn clone_into(&self, dir: &Path) {
+        let authority = self.url.trim_start_matches("http://");
+        let status = Command::new("git")
+            .args(["clone", "--quiet"])
+            .arg(format!(
+                "http://x-access-token:t-alice@{authority}/acme/widgets.git"
+            ))
+            .arg(dir)
+            .status()
+            .expect("git clone");
+        assert!(status.success());
+    }
+
+    /// The simulator's whole state.
+    pub async fn state(&self) -> Value {
+        self.call("GET", "/_sim/state", None, None).await
+    }
+
+    /// Every request the simulator saw.
+    pub async fn requests(&self, query: &str) -> Value {
+        self.call("GET", &format!("/_sim/requests{query}"), None, None)
+            .await
+    }
+}
+
+impl Drop for GithubSim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

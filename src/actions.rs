@@ -26,11 +26,7 @@ pub fn random_token() -> String {
 /// masked line by line, as the runner matches lines).
 pub fn mask(secret: &str) -> String {
     let mut out = String::new();
-    for line in secret
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
-    {
+    for line in secret.lines().map(str::trim).filter(|line| !line.is_empty()) {
         let _ = writeln!(out, "::add-mask::{line}");
     }
     out
@@ -67,9 +63,7 @@ pub fn untrusted_block(text: &str, token: &str) -> String {
 }
 
 fn escape_data(text: &str) -> String {
-    text.replace('%', "%25")
-        .replace('\r', "%0D")
-        .replace('\n', "%0A")
+    text.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
 }
 
 fn escape_property(text: &str) -> String {
@@ -93,8 +87,7 @@ pub fn annotations(findings: &Findings) -> Vec<String> {
         .collect();
     let count = |file: &str| per_file.iter().filter(|(f, _)| *f == file).count();
     let counts: Vec<usize> = per_file.iter().map(|(file, _)| count(file)).collect();
-    let mut indexed: Vec<(usize, (&str, &str))> =
-        counts.into_iter().zip(per_file.drain(..)).collect();
+    let mut indexed: Vec<(usize, (&str, &str))> = counts.into_iter().zip(per_file.drain(..)).collect();
     indexed.sort_by_key(|entry| std::cmp::Reverse(entry.0));
     let total = indexed.len();
     let mut lines: Vec<String> = indexed
@@ -201,12 +194,7 @@ pub fn render_summary(input: &SummaryInput) -> String {
         let _ = writeln!(out, "\n### Pull requests\n");
         for link in &input.pull_requests {
             // Links here are built by bork-ci from GitHub's answers, never from model text.
-            let _ = writeln!(
-                out,
-                "- [{}]({})",
-                cell(&link.title),
-                link.url.replace(')', "%29")
-            );
+            let _ = writeln!(out, "- [{}]({})", cell(&link.title), link.url.replace(')', "%29"));
         }
     }
     if !input.findings.is_empty() {
@@ -224,10 +212,7 @@ pub fn render_summary(input: &SummaryInput) -> String {
                 ),
                 Finding::Command {
                     command, exit_code, ..
-                } => (
-                    "(command)".into(),
-                    format!("`{command}` exited {exit_code}"),
-                ),
+                } => ("(command)".into(), format!("`{command}` exited {exit_code}")),
             };
             let short: String = text.chars().take(300).collect();
             let _ = writeln!(out, "| {} | {} |", cell(&file), cell(&short));
@@ -290,10 +275,7 @@ pub fn run_outputs(
 ) -> Vec<(&'static str, String)> {
     vec![
         ("status", status.to_owned()),
-        (
-            "pr-number",
-            pr_number.map(|n| n.to_string()).unwrap_or_default(),
-        ),
+        ("pr-number", pr_number.map(|n| n.to_string()).unwrap_or_default()),
         ("pr-url", pr_url.unwrap_or_default().to_owned()),
         ("iterations", iterations.to_string()),
     ]
@@ -306,10 +288,7 @@ pub struct ActionsWriter;
 impl ActionsWriter {
     /// Appends `text` to `path` (the runner creates these files; they are not in the repo).
     pub fn append(path: &Path, text: &str) -> std::io::Result<()> {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)?;
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
         file.write_all(text.as_bytes())
     }
 }
@@ -381,8 +360,7 @@ mod tests {
         let lines = annotations(&findings);
         assert_eq!(lines.len(), MAX_ANNOTATIONS);
         assert!(
-            lines[0]
-                .starts_with("::warning file=hot%2Ca%3Ab.rs,line=60::line 60: bad%0A::error::x"),
+            lines[0].starts_with("::warning file=hot%2Ca%3Ab.rs,line=60::line 60: bad%0A::error::x"),
             "{}",
             lines[0]
         );

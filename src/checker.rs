@@ -21,7 +21,7 @@ pub const STDERR_TAIL: usize = 4 * 1024;
 
 /// What one checker run says about the working tree.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "status")]
+#[serde(rename_all = "kebab-case", rename_all_fields = "kebab-case", tag = "status")]
 pub enum Verdict {
     /// Exit 0 and no findings.
     Clean,

@@ -20,7 +20,8 @@ pub fn init_logging(format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_target(false);
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let _ = match format {
         LogFormat::Text => builder.without_time().try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -439,7 +439,8 @@ async fn iterate(
                 Err(error) => return Err(error),
             }
         };
-        let has_judge = judged.is_some();
+        let has_judge =
+            judged.is_some() || (step.answer_error.is_some() && judges_configured(resolved, repo));
         let (clean, failed) = match &judged {
             Some(judgement) => (
                 judgement.findings.is_empty() && judgement.failures.is_empty(),
@@ -527,6 +528,15 @@ async fn iterate(
         });
     }
     Ok(())
+}
+
+/// Whether any judge would run on this repository (a checker file, a verifier, a reviewer).
+fn judges_configured(resolved: &Resolved, repo: &Path) -> bool {
+    resolved
+        .config
+        .correctness_checker
+        .as_ref()
+        .is_some_and(|checker| std::fs::symlink_metadata(repo.join(checker)).is_ok())
 }
 
 fn written(changeset: &Changeset, action: EditAction) -> Vec<String> {

@@ -154,9 +154,7 @@ pub enum ApplyError {
         reason: String,
     },
     /// The approved contents do not hash to the recorded sha256.
-    #[error(
-        "the contents of the approved edit of {path:?} do not match the sha256 that was approved"
-    )]
+    #[error("the contents of the approved edit of {path:?} do not match the sha256 that was approved")]
     HashMismatch {
         /// The path.
         path: String,
@@ -182,11 +180,7 @@ enum Staged<'a> {
 
 /// Applies a plan: writes, then deletes, each in answer order. Every edit is classified before
 /// the first write; refusals and gated edits do not stop the others.
-pub fn apply(
-    repo_root: &Path,
-    plan: &EditPlan,
-    options: &ApplyOptions,
-) -> Result<Changeset, ApplyError> {
+pub fn apply(repo_root: &Path, plan: &EditPlan, options: &ApplyOptions) -> Result<Changeset, ApplyError> {
     let mut changeset = Changeset::default();
     let mut staged = Vec::new();
     let requests = plan
@@ -225,19 +219,8 @@ pub fn apply(
                 });
             }
             Disposition::Refuse(refusal) => {
-                let shown = if refusal.print_contents {
-                    contents
-                } else {
-                    None
-                };
-                refuse(
-                    &mut changeset,
-                    raw,
-                    action,
-                    refusal.code,
-                    refusal.message,
-                    shown,
-                );
+                let shown = if refusal.print_contents { contents } else { None };
+                refuse(&mut changeset, raw, action, refusal.code, refusal.message, shown);
             }
         }
     }
@@ -267,14 +250,7 @@ pub fn apply(
             }
             Outcome::Unchanged => changeset.unchanged.push(path.into_string()),
             Outcome::Refused { code, reason } => {
-                refuse(
-                    &mut changeset,
-                    path.as_str(),
-                    action,
-                    code,
-                    reason,
-                    contents,
-                );
+                refuse(&mut changeset, path.as_str(), action, code, reason, contents);
             }
         }
     }
@@ -284,10 +260,7 @@ pub fn apply(
 /// Writes (or deletes) a gated edit after a human approved it. The path is validated again and
 /// the hard refusals still hold; the walk is as safe as in [`apply`]; the contents must still
 /// hash to `pending.sha256`. Identical contents on disk count as applied.
-pub fn apply_approved(
-    repo_root: &Path,
-    pending: &PendingApproval,
-) -> Result<AppliedEdit, ApplyError> {
+pub fn apply_approved(repo_root: &Path, pending: &PendingApproval) -> Result<AppliedEdit, ApplyError> {
     let refused = |code: &str, reason: String| ApplyError::Refused {
         path: pending.path.clone(),
         code: code.to_owned(),
@@ -373,8 +346,8 @@ pub fn render_block(heading: &str, contents: &str, token: &str) -> String {
 fn escape_untrusted(text: &str, keep_newlines: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        let allowed = (keep_newlines && (c == '\n' || c == '\t'))
-            || !(path::is_control(c) || path::is_invisible(c));
+        let allowed =
+            (keep_newlines && (c == '\n' || c == '\t')) || !(path::is_control(c) || path::is_invisible(c));
         if allowed {
             out.push(c);
         } else {
@@ -416,11 +389,9 @@ impl PendingApproval {
 }
 
 fn open_root(repo_root: &Path) -> Result<Dir, ApplyError> {
-    Dir::open_ambient_dir(repo_root, cap_std::ambient_authority()).map_err(|source| {
-        ApplyError::OpenRoot {
-            path: repo_root.to_owned(),
-            source,
-        }
+    Dir::open_ambient_dir(repo_root, cap_std::ambient_authority()).map_err(|source| ApplyError::OpenRoot {
+        path: repo_root.to_owned(),
+        source,
     })
 }
 
@@ -523,12 +494,7 @@ fn inspect_target(dir: &Dir, path: &RepoPath) -> Result<Option<cap_std::fs::Meta
     }
 }
 
-fn write_file(
-    root: &Dir,
-    path: &RepoPath,
-    contents: &str,
-    not_shown: Option<&BTreeSet<String>>,
-) -> Outcome {
+fn write_file(root: &Dir, path: &RepoPath, contents: &str, not_shown: Option<&BTreeSet<String>>) -> Outcome {
     let dir = match open_parent(root, path, true) {
         Ok(Some(dir)) => dir,
         Ok(None) => return refused(CODE_IO_ERROR, "the parent directory vanished"),
@@ -553,10 +519,7 @@ fn write_file(
             return refused(CODE_DIRECTORY, format!("`{path}` is a directory"));
         }
         if !file_type.is_file() {
-            return refused(
-                CODE_SPECIAL_FILE,
-                format!("`{path}` is a FIFO, socket or device"),
-            );
+            return refused(CODE_SPECIAL_FILE, format!("`{path}` is a FIFO, socket or device"));
         }
         if not_shown.is_some_and(|set| set.contains(path.as_str())) {
             return refused(
@@ -748,10 +711,7 @@ mod tests {
         )
         .expect("apply");
         assert!(changeset.applied.is_empty());
-        assert_eq!(
-            changeset.unchanged,
-            ["same.txt", "absent.txt", "no/such/dir.txt"]
-        );
+        assert_eq!(changeset.unchanged, ["same.txt", "absent.txt", "no/such/dir.txt"]);
         assert!(!root.path().join("no").exists());
     }
 
@@ -763,10 +723,7 @@ mod tests {
         std::fs::write(&script, "old").expect("write");
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o4755)).expect("chmod");
         apply(root.path(), &plan(&[("run.sh", "new")], &[]), &options()).expect("apply");
-        let mode = std::fs::metadata(&script)
-            .expect("meta")
-            .permissions()
-            .mode();
+        let mode = std::fs::metadata(&script).expect("meta").permissions().mode();
         assert_eq!(mode & 0o7777, 0o755);
         assert_eq!(std::fs::read_to_string(&script).expect("read"), "new");
     }
@@ -774,12 +731,10 @@ mod tests {
     #[test]
     fn not_shown_files_are_refused_but_may_be_created() {
         let root = tempfile::tempdir().expect("tempdir");
-        let changeset =
-            apply(root.path(), &plan(&[("big.bin", "x")], &[]), &options()).expect("apply");
+        let changeset = apply(root.path(), &plan(&[("big.bin", "x")], &[]), &options()).expect("apply");
         assert_eq!(changeset.applied.len(), 1, "creating is fine");
         std::fs::write(root.path().join("big.bin"), [0u8, 1, 2]).expect("write");
-        let changeset =
-            apply(root.path(), &plan(&[("big.bin", "y")], &[]), &options()).expect("apply");
+        let changeset = apply(root.path(), &plan(&[("big.bin", "y")], &[]), &options()).expect("apply");
         assert_eq!(changeset.refused[0].code, CODE_NOT_SHOWN);
         let changeset = apply(root.path(), &plan(&[], &["big.bin"]), &options()).expect("apply");
         assert_eq!(changeset.refused[0].code, CODE_NOT_SHOWN);
@@ -820,12 +775,8 @@ mod tests {
     #[test]
     fn approved_edits_are_written_only_with_the_approved_bytes() {
         let root = tempfile::tempdir().expect("tempdir");
-        let changeset = apply(
-            root.path(),
-            &plan(&[("specs/s.md", "approved")], &[]),
-            &options(),
-        )
-        .expect("apply");
+        let changeset =
+            apply(root.path(), &plan(&[("specs/s.md", "approved")], &[]), &options()).expect("apply");
         let mut pending = changeset.pending[0].clone();
         let applied = apply_approved(root.path(), &pending).expect("approved");
         assert_eq!(applied.sha256, pending.sha256);

@@ -16,8 +16,8 @@ pub mod path;
 pub mod policy;
 
 pub use apply::{
-    AppliedEdit, ApplyError, ApplyOptions, Changeset, EditAction, PendingApproval, RefusedEdit,
-    apply, apply_approved, render_block, stop_commands_token,
+    AppliedEdit, ApplyError, ApplyOptions, Changeset, EditAction, PendingApproval, RefusedEdit, apply,
+    apply_approved, render_block, stop_commands_token,
 };
 pub use parse::{EditPlan, ParseError, ParseLimits, ProposedWrite, parse};
 pub use path::{PathRejection, RepoPath, validate};

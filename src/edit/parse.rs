@@ -77,9 +77,7 @@ pub enum ParseError {
     #[error("the answer is empty; reply with one JSON object")]
     Empty,
     /// Larger than `max_answer_bytes`.
-    #[error(
-        "the answer is {bytes} bytes; the limit is {limit} bytes, so propose fewer or smaller files"
-    )]
+    #[error("the answer is {bytes} bytes; the limit is {limit} bytes, so propose fewer or smaller files")]
     AnswerTooLarge {
         /// Size of the answer.
         bytes: usize,
@@ -107,9 +105,7 @@ pub enum ParseError {
     #[error("the JSON does not have the expected shape: {0}")]
     Schema(String),
     /// A top-level key other than `create-or-update` and `delete`.
-    #[error(
-        "unknown key {0:?} at the top level; the only keys are \"create-or-update\" and \"delete\""
-    )]
+    #[error("unknown key {0:?} at the top level; the only keys are \"create-or-update\" and \"delete\"")]
     UnknownKey(String),
     /// A top-level key given twice.
     #[error("the key {0:?} appears twice at the top level")]
@@ -179,9 +175,7 @@ pub fn parse(answer: &str, limits: &ParseLimits) -> Result<EditPlan, ParseError>
 /// Returns the JSON inside a single fence, or the text itself when it is not fenced.
 fn unwrap_fence(text: &str) -> Result<&str, ParseError> {
     if text.starts_with("~~~") {
-        return Err(ParseError::Fence(
-            "`~~~` fences are not accepted".to_owned(),
-        ));
+        return Err(ParseError::Fence("`~~~` fences are not accepted".to_owned()));
     }
     if !text.starts_with("```") {
         if !text.starts_with('{') && text.contains("```") {
@@ -205,8 +199,7 @@ fn unwrap_fence(text: &str) -> Result<&str, ParseError> {
     let rest = &text[newline + 1..];
     let Some(body) = rest.strip_suffix("```") else {
         return Err(ParseError::Fence(
-            "the Markdown fence is not closed at the end of the answer, or there is text after it"
-                .to_owned(),
+            "the Markdown fence is not closed at the end of the answer, or there is text after it".to_owned(),
         ));
     };
     if !(body.is_empty() || body.ends_with('\n')) {
@@ -256,9 +249,7 @@ fn from_json_error(error: &serde_json::Error) -> ParseError {
     match error.classify() {
         serde_json::error::Category::Eof => ParseError::Truncated(message),
         serde_json::error::Category::Data => ParseError::Schema(message),
-        serde_json::error::Category::Syntax | serde_json::error::Category::Io => {
-            ParseError::Syntax(message)
-        }
+        serde_json::error::Category::Syntax | serde_json::error::Category::Io => ParseError::Syntax(message),
     }
 }
 
@@ -369,10 +360,7 @@ struct WritesSeed<'a>(State<'a>);
 impl<'de> DeserializeSeed<'de> for WritesSeed<'_> {
     type Value = Vec<ProposedWrite>;
 
-    fn deserialize<D: de::Deserializer<'de>>(
-        self,
-        deserializer: D,
-    ) -> Result<Self::Value, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_map(self)
     }
 }
@@ -444,10 +432,7 @@ struct DeletesSeed<'a>(State<'a>);
 impl<'de> DeserializeSeed<'de> for DeletesSeed<'_> {
     type Value = Vec<String>;
 
-    fn deserialize<D: de::Deserializer<'de>>(
-        self,
-        deserializer: D,
-    ) -> Result<Self::Value, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_seq(self)
     }
 }
@@ -558,10 +543,7 @@ mod tests {
     #[test]
     fn empty_plans_are_valid() {
         for answer in ["{}", "{\"create-or-update\":{},\"delete\":[]}", "  {}\n  "] {
-            assert_eq!(
-                parse(answer, &ParseLimits::default()),
-                Ok(EditPlan::default())
-            );
+            assert_eq!(parse(answer, &ParseLimits::default()), Ok(EditPlan::default()));
         }
     }
 
@@ -643,10 +625,7 @@ mod tests {
             ("\"text\"", Err("schema")),
             ("null", Err("schema")),
             // J11: unknown and miscased keys.
-            (
-                r#"{"create-or-update":{},"exec":"rm -rf /"}"#,
-                Err("unknown-key"),
-            ),
+            (r#"{"create-or-update":{},"exec":"rm -rf /"}"#, Err("unknown-key")),
             (r#"{"Delete":[]}"#, Err("unknown-key")),
             (r#"{"create_or_update":{}}"#, Err("unknown-key")),
             // J12: recursion limit, no stack overflow.
@@ -678,10 +657,7 @@ mod tests {
             // C05-C09: surrogates, raw control characters.
             (r#"{"create-or-update":{"a":"\ud800"}}"#, Err("syntax")),
             (r#"{"create-or-update":{"a":"\udc00"}}"#, Err("syntax")),
-            (
-                r#"{"create-or-update":{"a":"\udc00\ud800"}}"#,
-                Err("syntax"),
-            ),
+            (r#"{"create-or-update":{"a":"\udc00\ud800"}}"#, Err("syntax")),
             (r#"{"create-or-update":{"a":"\ud83d\ude00"}}"#, Ok(())),
             (r#"{"create-or-update":{"\ud800.txt":"x"}}"#, Err("syntax")),
             (r#"{"delete":["\ud800"]}"#, Err("syntax")),
@@ -731,10 +707,7 @@ mod tests {
             run(r#"{"create-or-update":{"a":"12345"}}"#),
             Err("file-too-large")
         );
-        assert_eq!(
-            run(r#"{"create-or-update":{"a":"1"},"delete":["b"]}"#),
-            Ok(())
-        );
+        assert_eq!(run(r#"{"create-or-update":{"a":"1"},"delete":["b"]}"#), Ok(()));
         assert_eq!(
             run(r#"{"create-or-update":{"a":"1"},"delete":["b","c"]}"#),
             Err("too-many-files")
@@ -754,8 +727,8 @@ mod tests {
             error.to_string(),
             "the path \"a.txt\" appears twice in \"create-or-update\""
         );
-        let error = parse(r#"{"create-or-update":{"a":123}}"#, &ParseLimits::default())
-            .expect_err("wrong type");
+        let error =
+            parse(r#"{"create-or-update":{"a":123}}"#, &ParseLimits::default()).expect_err("wrong type");
         assert!(
             error
                 .to_string()

@@ -268,9 +268,7 @@ fn is_device_name(component: &str) -> bool {
     match upper.as_str() {
         "CON" | "PRN" | "AUX" | "NUL" | "CONIN$" | "CONOUT$" | "CLOCK$" => true,
         _ => {
-            let rest = upper
-                .strip_prefix("COM")
-                .or_else(|| upper.strip_prefix("LPT"));
+            let rest = upper.strip_prefix("COM").or_else(|| upper.strip_prefix("LPT"));
             match rest {
                 Some(digit) => {
                     let mut chars = digit.chars();

@@ -91,11 +91,7 @@ fn add_rule(
     let anchored = body.starts_with('/') || body.contains('/');
     let body = body.trim_start_matches('/');
     // Fold the glob the way paths are folded, so both sides meet in the same alphabet.
-    let body: String = body
-        .split('/')
-        .map(protected_key)
-        .collect::<Vec<_>>()
-        .join("/");
+    let body: String = body.split('/').map(protected_key).collect::<Vec<_>>().join("/");
     let base = if anchored { body } else { format!("**/{body}") };
     for pattern in [base.clone(), format!("{base}/**")] {
         let compiled = GlobBuilder::new(&pattern)
@@ -387,8 +383,7 @@ mod tests {
 
     #[test]
     fn glob_metacharacters_in_a_checker_path_are_literal() {
-        let protection =
-            Protection::new(Some("./ci/[x]*.sh"), &[]).expect("escaped checker path compiles");
+        let protection = Protection::new(Some("./ci/[x]*.sh"), &[]).expect("escaped checker path compiles");
         assert_eq!(
             classify("ci/[x]*.sh", &protection),
             Disposition::NeedsApproval {

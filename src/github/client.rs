@@ -62,12 +62,7 @@ impl Answer {
                 let text = error
                     .as_str()
                     .map(str::to_owned)
-                    .or_else(|| {
-                        error
-                            .get("message")
-                            .and_then(Value::as_str)
-                            .map(str::to_owned)
-                    })
+                    .or_else(|| error.get("message").and_then(Value::as_str).map(str::to_owned))
                     .or_else(|| error.get("code").and_then(Value::as_str).map(str::to_owned));
                 if let Some(text) = text {
                     message.push_str(": ");
@@ -117,11 +112,7 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// Builds a client for `api_url` (api.github.com layout or GHES `…/api/v3`).
-    pub fn new(
-        api_url: &str,
-        token: &SecretString,
-        policy: RetryPolicy,
-    ) -> Result<Self, GithubError> {
+    pub fn new(api_url: &str, token: &SecretString, policy: RetryPolicy) -> Result<Self, GithubError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let octocrab = Octocrab::builder()
             .set_connect_timeout(Some(Duration::from_secs(30)))
@@ -185,12 +176,7 @@ impl Client {
         Ok(items)
     }
 
-    async fn send(
-        &self,
-        method: Method,
-        route: &str,
-        body: Option<&Value>,
-    ) -> Result<Answer, GithubError> {
+    async fn send(&self, method: Method, route: &str, body: Option<&Value>) -> Result<Answer, GithubError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -322,9 +308,7 @@ pub(crate) fn retry_wait(
         if field("__remaining") == Some("0") {
             let reset = field("__reset").and_then(|s| s.trim().parse::<i64>().ok());
             let now = time::OffsetDateTime::now_utc().unix_timestamp();
-            let seconds = reset
-                .map(|reset| (reset - now).max(0) as u64 + 1)
-                .unwrap_or(60);
+            let seconds = reset.map(|reset| (reset - now).max(0) as u64 + 1).unwrap_or(60);
             let wait = Duration::from_secs(seconds);
             if wait > policy.max_wait {
                 return Err(GithubError::RateLimited { wait });
@@ -429,10 +413,7 @@ mod tests {
         let none = retry_wait(&answer(404, serde_json::json!({})), &policy, 1).expect("ok");
         assert_eq!(none, None);
         let forbidden = serde_json::json!({"message": "Resource not accessible by integration"});
-        assert_eq!(
-            retry_wait(&answer(403, forbidden), &policy, 1).expect("ok"),
-            None
-        );
+        assert_eq!(retry_wait(&answer(403, forbidden), &policy, 1).expect("ok"), None);
     }
 
     #[test]
@@ -463,10 +444,7 @@ mod tests {
     fn follows_next_links_relative_to_the_base() {
         let link = r#"<http://127.0.0.1:9/api/v3/repos/a/b/pulls/1/reviews?per_page=100&page=2>; rel="next", <http://x/y?page=9>; rel="last""#;
         let next = next_link(link).expect("next");
-        assert_eq!(
-            relative(&next),
-            "/repos/a/b/pulls/1/reviews?per_page=100&page=2"
-        );
+        assert_eq!(relative(&next), "/repos/a/b/pulls/1/reviews?per_page=100&page=2");
         assert_eq!(next_link(r#"<http://x/y?page=1>; rel="prev""#), None);
     }
 

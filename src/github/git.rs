@@ -31,12 +31,7 @@ fn base_command(repo: &Path) -> Command {
         .env("GIT_ASKPASS", "")
         .env("LC_ALL", "C")
         .env_remove("GIT_CONFIG_PARAMETERS")
-        .args([
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "commit.gpgsign=false",
-        ])
+        .args(["-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false"])
         .stdin(Stdio::null());
     command
 }
@@ -52,17 +47,14 @@ fn with_identity(command: &mut Command, identity: &Identity) {
 /// Hands the token to git in the environment: the first entry clears extra headers set by
 /// the checkout step, the second sends ours.
 fn with_token(command: &mut Command, token: &SecretString) {
-    let basic = base64::engine::general_purpose::STANDARD
-        .encode(format!("x-access-token:{}", token.expose_secret()));
+    let basic =
+        base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{}", token.expose_secret()));
     command
         .env("GIT_CONFIG_COUNT", "3")
         .env("GIT_CONFIG_KEY_0", "http.extraheader")
         .env("GIT_CONFIG_VALUE_0", "")
         .env("GIT_CONFIG_KEY_1", "http.extraheader")
-        .env(
-            "GIT_CONFIG_VALUE_1",
-            format!("Authorization: Basic {basic}"),
-        )
+        .env("GIT_CONFIG_VALUE_1", format!("Authorization: Basic {basic}"))
         .env("GIT_CONFIG_KEY_2", "credential.helper")
         .env("GIT_CONFIG_VALUE_2", "");
 }
@@ -73,9 +65,7 @@ fn run(mut command: Command, action: &str) -> Result<String, GithubError> {
         detail: error.to_string(),
     })?;
     if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout)
-            .trim_end()
-            .to_owned())
+        Ok(String::from_utf8_lossy(&output.stdout).trim_end().to_owned())
     } else {
         Err(GithubError::Git {
             action: action.to_owned(),
@@ -124,22 +114,10 @@ pub fn fetch_branch(
 }
 
 /// Fetches one ref from `url` into `FETCH_HEAD`.
-pub fn fetch_ref(
-    repo: &Path,
-    url: &str,
-    token: &SecretString,
-    refname: &str,
-) -> Result<(), GithubError> {
+pub fn fetch_ref(repo: &Path, url: &str, token: &SecretString, refname: &str) -> Result<(), GithubError> {
     let mut command = base_command(repo);
     with_token(&mut command, token);
-    command.args([
-        "fetch",
-        "--no-tags",
-        "--quiet",
-        "--end-of-options",
-        url,
-        refname,
-    ]);
+    command.args(["fetch", "--no-tags", "--quiet", "--end-of-options", url, refname]);
     run(command, "fetch").map(|_| ())
 }
 
@@ -159,20 +137,14 @@ pub fn push(
     if let Some(lease) = lease {
         command.arg(format!("--force-with-lease=refs/heads/{branch}:{lease}"));
     }
-    command.args([
-        "--end-of-options",
-        url,
-        &format!("{commit}:refs/heads/{branch}"),
-    ]);
-    run(command, "push")
-        .map(|_| ())
-        .map_err(|error| match error {
-            GithubError::Git { detail, .. } => GithubError::PushRejected {
-                branch: branch.to_owned(),
-                detail,
-            },
-            other => other,
-        })
+    command.args(["--end-of-options", url, &format!("{commit}:refs/heads/{branch}")]);
+    run(command, "push").map(|_| ()).map_err(|error| match error {
+        GithubError::Git { detail, .. } => GithubError::PushRejected {
+            branch: branch.to_owned(),
+            detail,
+        },
+        other => other,
+    })
 }
 
 /// Checks out `branch` at `commit`, keeping local changes git can carry.
@@ -187,21 +159,11 @@ pub fn checkout(repo: &Path, branch: &str, commit: &str) -> Result<(), GithubErr
 
 /// Fast-forwards the current branch to `rev`.
 pub fn fast_forward(repo: &Path, rev: &str) -> Result<(), GithubError> {
-    git(
-        repo,
-        &["merge", "--ff-only", "--quiet", rev],
-        "merge --ff-only",
-    )
-    .map(|_| ())
+    git(repo, &["merge", "--ff-only", "--quiet", rev], "merge --ff-only").map(|_| ())
 }
 
 /// Merges `rev` into the current branch with bork-ci's identity; aborts on conflict.
-pub fn merge(
-    repo: &Path,
-    identity: &Identity,
-    rev: &str,
-    message: &str,
-) -> Result<(), GithubError> {
+pub fn merge(repo: &Path, identity: &Identity, rev: &str, message: &str) -> Result<(), GithubError> {
     let mut command = base_command(repo);
     with_identity(&mut command, identity);
     command.args(["merge", "--no-edit", "--quiet", "-m", message, rev]);
@@ -255,8 +217,7 @@ pub fn iteration_message(summary: &IterationSummary) -> String {
     } else {
         parts.join("; ")
     };
-    let title =
-        super::pulls::sanitize_title(&format!("bork-ci: iteration {}: {what}", summary.number));
+    let title = super::pulls::sanitize_title(&format!("bork-ci: iteration {}: {what}", summary.number));
     let mut body = String::new();
     let message = super::pulls::sanitize_title(&summary.message);
     if !message.is_empty() {
@@ -265,16 +226,10 @@ pub fn iteration_message(summary: &IterationSummary) -> String {
     }
     body.push_str(&format!("Findings left: {}\n", summary.findings_left));
     for path in &summary.applied {
-        body.push_str(&format!(
-            "- updated {}\n",
-            super::pulls::sanitize_title(path)
-        ));
+        body.push_str(&format!("- updated {}\n", super::pulls::sanitize_title(path)));
     }
     for path in &summary.deleted {
-        body.push_str(&format!(
-            "- deleted {}\n",
-            super::pulls::sanitize_title(path)
-        ));
+        body.push_str(&format!("- deleted {}\n", super::pulls::sanitize_title(path)));
     }
     format!("{title}\n\n{body}")
 }
@@ -392,10 +347,7 @@ pub fn single_change_commit(
             )?;
         }
         None => {
-            with_index(
-                &["update-index", "--force-remove", "--", path],
-                "update-index",
-            )?;
+            with_index(&["update-index", "--force-remove", "--", path], "update-index")?;
         }
     }
     let tree = with_index(&["write-tree"], "write-tree")?;
@@ -410,11 +362,7 @@ pub fn single_change_commit_empty(
     parent: &str,
     message: &str,
 ) -> Result<String, GithubError> {
-    let tree = git(
-        repo,
-        &["rev-parse", &format!("{parent}^{{tree}}")],
-        "rev-parse",
-    )?;
+    let tree = git(repo, &["rev-parse", &format!("{parent}^{{tree}}")], "rev-parse")?;
     commit_tree(repo, identity, &tree, parent, message)
 }
 
@@ -554,12 +502,7 @@ mod tests {
         let sha = commit_iteration(dir.path(), &identity, &summary)
             .expect("commit")
             .expect("some");
-        let log = git(
-            dir.path(),
-            &["log", "-1", "--format=%an <%ae>%n%B", &sha],
-            "log",
-        )
-        .expect("log");
+        let log = git(dir.path(), &["log", "-1", "--format=%an <%ae>%n%B", &sha], "log").expect("log");
         assert!(log.starts_with("bork-ci <bork-ci@users.noreply.github.com>\nbork-ci: iteration 2: update --help $(id);x.txt; delete a.txt"), "{log}");
         assert!(!log.contains('\u{1b}'));
         assert_eq!(file_at(dir.path(), &sha, "a.txt").expect("ok"), None);
@@ -594,15 +537,12 @@ mod tests {
             Some(&b"spec\r\n"[..])
         );
         assert_eq!(
-            file_at(dir.path(), &commit, "a.txt")
-                .expect("ok")
-                .as_deref(),
+            file_at(dir.path(), &commit, "a.txt").expect("ok").as_deref(),
             Some(&b"a\n"[..])
         );
         assert!(!dir.path().join("specs").exists());
         assert_eq!(rev_parse(dir.path(), "HEAD").expect("head"), head);
-        let deletion =
-            single_change_commit(dir.path(), &identity, &head, "a.txt", None, "rm").expect("rm");
+        let deletion = single_change_commit(dir.path(), &identity, &head, "a.txt", None, "rm").expect("rm");
         assert_eq!(file_at(dir.path(), &deletion, "a.txt").expect("ok"), None);
     }
 }

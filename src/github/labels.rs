@@ -8,12 +8,7 @@ use super::GithubError;
 use super::client::{Client, expect_success};
 
 /// Creates `name` in the repository when it does not exist yet.
-pub async fn ensure_label(
-    client: &Client,
-    owner: &str,
-    repo: &str,
-    name: &str,
-) -> Result<(), GithubError> {
+pub async fn ensure_label(client: &Client, owner: &str, repo: &str, name: &str) -> Result<(), GithubError> {
     let route = format!("/repos/{owner}/{repo}/labels/{}", encode(name));
     let answer = client.get(&route).await?;
     if answer.is_success() {
@@ -59,10 +54,7 @@ pub async fn remove_label(
     number: u64,
     name: &str,
 ) -> Result<bool, GithubError> {
-    let route = format!(
-        "/repos/{owner}/{repo}/issues/{number}/labels/{}",
-        encode(name)
-    );
+    let route = format!("/repos/{owner}/{repo}/issues/{number}/labels/{}", encode(name));
     let answer = client.delete(&route).await?;
     if answer.status == 404 {
         return Ok(false);
@@ -106,17 +98,13 @@ pub async fn upsert_comment(
                 == Some(body);
             if !same {
                 let route = format!("/repos/{owner}/{repo}/issues/comments/{id}");
-                expect_success(
-                    client.patch(&route, &json!({ "body": body })).await?,
-                    &route,
-                )?;
+                expect_success(client.patch(&route, &json!({ "body": body })).await?, &route)?;
             }
             Ok(Some(id))
         }
         None if only_update => Ok(None),
         None => {
-            let answer =
-                expect_success(client.post(&list, &json!({ "body": body })).await?, &list)?;
+            let answer = expect_success(client.post(&list, &json!({ "body": body })).await?, &list)?;
             Ok(answer.body.get("id").and_then(Value::as_u64))
         }
     }

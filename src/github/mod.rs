@@ -183,9 +183,7 @@ impl GithubContext {
         let (owner, repo) = repository
             .split_once('/')
             .filter(|(owner, repo)| !owner.is_empty() && !repo.is_empty() && !repo.contains('/'))
-            .ok_or_else(|| {
-                GithubError::Config(format!("repository `{repository}` is not OWNER/NAME"))
-            })?;
+            .ok_or_else(|| GithubError::Config(format!("repository `{repository}` is not OWNER/NAME")))?;
         let names: Vec<&str> = match flags.github_token_env.as_deref() {
             Some(name) => vec![name],
             None => vec!["BORK_GITHUB_TOKEN", "GITHUB_TOKEN"],
@@ -281,9 +279,7 @@ impl GithubContext {
     pub fn untrusted_context(&self) -> Option<String> {
         let event_name = self.event_name.as_deref()?;
         if event_name == "pull_request_target" {
-            return Some(
-                "untrusted context: pull_request_target runs untrusted code with secrets".into(),
-            );
+            return Some("untrusted context: pull_request_target runs untrusted code with secrets".into());
         }
         if event_name.starts_with("pull_request") {
             let event = self.event()?;
@@ -324,10 +320,7 @@ fn server_from_api(api_url: &str) -> String {
     if trimmed == "https://api.github.com" {
         return "https://github.com".to_owned();
     }
-    trimmed
-        .strip_suffix("/api/v3")
-        .unwrap_or(trimmed)
-        .to_owned()
+    trimmed.strip_suffix("/api/v3").unwrap_or(trimmed).to_owned()
 }
 
 /// Keeps `[A-Za-z0-9._/-]`, turns everything else into `-`, and removes what git refuses
@@ -546,10 +539,7 @@ impl Session {
 
     /// Polls [`Session::decide_approvals`] with backoff until nothing is pending or `wait` is
     /// over; returns the last decisions.
-    pub async fn wait_for_approvals(
-        &mut self,
-        wait: Duration,
-    ) -> Result<Vec<ApprovalDecision>, GithubError> {
+    pub async fn wait_for_approvals(&mut self, wait: Duration) -> Result<Vec<ApprovalDecision>, GithubError> {
         let deadline = tokio::time::Instant::now() + wait;
         let mut delay = self.ctx.retry.base.max(Duration::from_millis(10));
         loop {
@@ -572,11 +562,7 @@ impl Session {
 /// Opens the run's GitHub session: finds bork-ci's branch and result pull request for `base`,
 /// checks the local repository out onto that branch (on top of commits others pushed), and
 /// loads saved approval state.
-pub async fn start(
-    ctx: &GithubContext,
-    repo_root: &Path,
-    base: &str,
-) -> Result<Session, GithubError> {
+pub async fn start(ctx: &GithubContext, repo_root: &Path, base: &str) -> Result<Session, GithubError> {
     pulls::start(ctx, repo_root, base).await
 }
 
@@ -607,11 +593,10 @@ mod tests {
             github_ref: Some("refs/heads/main".into()),
             ..GithubFlags::default()
         };
-        let ctx = GithubContext::from_flags_with(&flags, |name| {
-            (name == "GITHUB_TOKEN").then(|| "t-1".to_owned())
-        })
-        .expect("ok")
-        .expect("some");
+        let ctx =
+            GithubContext::from_flags_with(&flags, |name| (name == "GITHUB_TOKEN").then(|| "t-1".to_owned()))
+                .expect("ok")
+                .expect("some");
         assert_eq!(ctx.remote_url(), "http://127.0.0.1:9/acme/widgets.git");
         assert_eq!(ctx.base_branch().as_deref(), Some("main"));
         assert_eq!(ctx.label, DEFAULT_LABEL);
@@ -623,9 +608,6 @@ mod tests {
             ..GithubFlags::default()
         };
         assert!(GithubContext::from_flags_with(&bad, |_| Some("t".into())).is_err());
-        assert_eq!(
-            server_from_api("https://api.github.com"),
-            "https://github.com"
-        );
+        assert_eq!(server_from_api("https://api.github.com"), "https://github.com");
     }
 }

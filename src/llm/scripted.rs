@@ -25,8 +25,7 @@ impl ScriptedProvider {
     pub(super) fn new(settings: &LlmSettings) -> Result<Self, LlmError> {
         let path = settings.script.clone().ok_or_else(|| LlmError::Script {
             path: "(none)".to_owned(),
-            message: "the scripted provider needs a script file of canned answers (llm.script)"
-                .to_owned(),
+            message: "the scripted provider needs a script file of canned answers (llm.script)".to_owned(),
         })?;
         Ok(Self { path })
     }
@@ -81,28 +80,19 @@ impl ScriptedProvider {
         let file = std::fs::File::open(&self.path)
             .map_err(|error| self.error(format!("cannot open the script: {error}")))?;
         let mut bytes = Vec::new();
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(file, MAX_SCRIPT_BYTES + 1),
-            &mut bytes,
-        )
-        .map_err(|error| self.error(format!("cannot read the script: {error}")))?;
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_SCRIPT_BYTES + 1), &mut bytes)
+            .map_err(|error| self.error(format!("cannot read the script: {error}")))?;
         if bytes.len() as u64 > MAX_SCRIPT_BYTES {
-            return Err(self.error(format!(
-                "the script is larger than {MAX_SCRIPT_BYTES} bytes"
-            )));
+            return Err(self.error(format!("the script is larger than {MAX_SCRIPT_BYTES} bytes")));
         }
         let script: Value = serde_json::from_slice(&bytes)
             .map_err(|error| self.error(format!("the script is not JSON: {error}")))?;
         match script {
             Value::Object(mut map) => match map.remove("answers") {
                 Some(Value::Array(answers)) => Ok(answers),
-                _ => Err(self
-                    .error("the script must be a JSON object with an `answers` array".to_owned())),
+                _ => Err(self.error("the script must be a JSON object with an `answers` array".to_owned())),
             },
-            _ => {
-                Err(self
-                    .error("the script must be a JSON object with an `answers` array".to_owned()))
-            }
+            _ => Err(self.error("the script must be a JSON object with an `answers` array".to_owned())),
         }
     }
 }

@@ -78,10 +78,7 @@ impl HttpProvider {
                 } else {
                     settings.api_key_env.clone()
                 };
-                return Err(LlmError::MissingApiKey {
-                    provider: kind,
-                    env,
-                });
+                return Err(LlmError::MissingApiKey { provider: kind, env });
             }
         };
         if settings.model.trim().is_empty() {
@@ -125,8 +122,8 @@ impl HttpProvider {
         };
         match kind {
             ProviderKind::Anthropic => {
-                let mut value = HeaderValue::from_str(key.expose_secret().trim())
-                    .map_err(|_| not_a_header())?;
+                let mut value =
+                    HeaderValue::from_str(key.expose_secret().trim()).map_err(|_| not_a_header())?;
                 value.set_sensitive(true);
                 headers.insert(HeaderName::from_static("x-api-key"), value);
                 headers.insert(
@@ -135,9 +132,8 @@ impl HttpProvider {
                 );
             }
             _ => {
-                let mut value =
-                    HeaderValue::from_str(&format!("Bearer {}", key.expose_secret().trim()))
-                        .map_err(|_| not_a_header())?;
+                let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose_secret().trim()))
+                    .map_err(|_| not_a_header())?;
                 value.set_sensitive(true);
                 headers.insert(reqwest::header::AUTHORIZATION, value);
             }
@@ -197,9 +193,7 @@ impl HttpProvider {
             let failure = match self.attempt(&body).await {
                 Attempt::Answer(bytes) => {
                     return match self.kind {
-                        ProviderKind::Anthropic => {
-                            anthropic::read_completion(&self.model, &bytes, format)
-                        }
+                        ProviderKind::Anthropic => anthropic::read_completion(&self.model, &bytes, format),
                         _ => openai::read_completion(self.kind, &self.model, &bytes),
                     }
                     .map_err(|error| self.scrub_error(error));
@@ -319,9 +313,7 @@ impl HttpProvider {
                 retry_after,
                 message: self.scrub(&message),
             },
-            Failure::Status {
-                status, message, ..
-            } => LlmError::Status {
+            Failure::Status { status, message, .. } => LlmError::Status {
                 provider,
                 model,
                 status,
@@ -474,22 +466,15 @@ mod tests {
     fn shown_urls_hide_user_info_and_query() {
         let url = Url::parse("https://user:pw@llm.example/v1/?key=sk-secret#x").expect("url");
         assert_eq!(shown_url(&url), "https://llm.example/v1/?[redacted]");
-        assert_eq!(
-            shown_url_text("htp:/user:pw@x?key=sk-secret"),
-            "[redacted]@x"
-        );
+        assert_eq!(shown_url_text("htp:/user:pw@x?key=sk-secret"), "[redacted]@x");
     }
 
     #[test]
     fn excerpts_prefer_the_vendor_message_and_stay_short() {
-        let body =
-            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        let body = br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         assert_eq!(error_excerpt(body), "overloaded_error: Overloaded");
         let long = "x".repeat(1000);
-        assert_eq!(
-            error_excerpt(long.as_bytes()).chars().count(),
-            EXCERPT_CHARS + 1
-        );
+        assert_eq!(error_excerpt(long.as_bytes()).chars().count(), EXCERPT_CHARS + 1);
         assert_eq!(error_excerpt(b""), "(empty body)");
         assert_eq!(
             error_excerpt(b"\xff\xfe bad\n\n gateway"),

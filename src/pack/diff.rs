@@ -54,21 +54,12 @@ fn resolve_base(repo: &Path, base: &str) -> Result<Option<(String, String)>, Pac
     }
     let candidates = [
         (format!("refs/heads/{base}"), base.to_owned()),
-        (
-            format!("refs/remotes/origin/{base}"),
-            format!("origin/{base}"),
-        ),
+        (format!("refs/remotes/origin/{base}"), format!("origin/{base}")),
         (base.to_owned(), base.to_owned()),
     ];
     for (revision, display) in candidates {
         let spec = format!("{revision}^{{commit}}");
-        let args = [
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            "--end-of-options",
-            &spec,
-        ];
+        let args = ["rev-parse", "--verify", "--quiet", "--end-of-options", &spec];
         if let Some(stdout) = git::run_optional(repo, &args)?
             && let Some(commit) = first_line(&stdout)
         {

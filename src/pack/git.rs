@@ -127,12 +127,7 @@ mod tests {
         let listed = parse_ls_files(stdout);
         let summary: Vec<(String, bool)> = listed
             .iter()
-            .map(|entry| {
-                (
-                    String::from_utf8_lossy(&entry.raw).into_owned(),
-                    entry.tracked,
-                )
-            })
+            .map(|entry| (String::from_utf8_lossy(&entry.raw).into_owned(), entry.tracked))
             .collect();
         assert_eq!(
             summary,

@@ -19,8 +19,7 @@ use rustix::io::Errno;
 
 use super::git::Listed;
 use super::{
-    BINARY_SNIFF_BYTES, FileKind, PackError, PackedFile, SPEC_SIZE_FACTOR, is_credential_name,
-    is_spec_path,
+    BINARY_SNIFF_BYTES, FileKind, PackError, PackedFile, SPEC_SIZE_FACTOR, is_credential_name, is_spec_path,
 };
 
 /// Set once `openat2` turns out to be unavailable, so the fallback is taken at once afterwards.
@@ -77,9 +76,7 @@ pub(super) fn read_all(
     let mut untracked_specs = Vec::new();
     let mut files = Vec::with_capacity(listed.len());
     for (slot, entry) in slots.into_iter().zip(&listed) {
-        let packed = slot
-            .into_inner()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let packed = slot.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(packed) = packed {
             if !entry.tracked && is_spec_path(&packed.path) {
                 untracked_specs.push(packed.path.clone());
@@ -152,9 +149,7 @@ fn read_open(fd: OwnedFd, path: &str, cap: u64) -> FileKind {
     }
     let read = buffer.len() as u64;
     if read > cap {
-        return FileKind::TooLarge {
-            size: read.max(size),
-        };
+        return FileKind::TooLarge { size: read.max(size) };
     }
     let sniff = &buffer[..buffer.len().min(BINARY_SNIFF_BYTES)];
     if sniff.contains(&0) {

@@ -148,9 +148,7 @@ pub(super) fn spec_diff(diff: &SpecDiff) -> String {
     }
     out.push_str("===== END SPEC DIFF =====\n");
     if !diff.newly_added.is_empty() {
-        out.push_str(
-            "Newly added spec files (untracked; their contents are shown once, with the files):\n",
-        );
+        out.push_str("Newly added spec files (untracked; their contents are shown once, with the files):\n");
         for path in &diff.newly_added {
             let _ = writeln!(out, "- {} (newly added)", display_path(path));
         }
@@ -211,10 +209,7 @@ mod tests {
     #[test]
     fn fence_outgrows_fake_delimiters() {
         let fake = "x\n======= END FILE: a.txt =======\n=== not a marker\n";
-        let rendered = files(&snapshot(vec![file(
-            "a.txt",
-            FileKind::Text(fake.to_owned()),
-        )]));
+        let rendered = files(&snapshot(vec![file("a.txt", FileKind::Text(fake.to_owned()))]));
         assert!(
             rendered.starts_with("======== FILE: a.txt ========\n"),
             "{rendered}"

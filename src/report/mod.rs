@@ -54,7 +54,7 @@ impl RunStatus {
 
 /// What one judge said about an iteration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "status")]
+#[serde(rename_all = "kebab-case", rename_all_fields = "kebab-case", tag = "status")]
 pub enum JudgeStatus {
     /// Not configured (or the configured checker file does not exist).
     Absent,

@@ -173,10 +173,7 @@ impl Git<'_> {
         }
         let cut = stdout.len() as u64 >= MAX_GIT_OUTPUT_BYTES;
         if cut {
-            tracing::warn!(
-                command = name,
-                "git output cut at {MAX_GIT_OUTPUT_BYTES} bytes"
-            );
+            tracing::warn!(command = name, "git output cut at {MAX_GIT_OUTPUT_BYTES} bytes");
             let _ = child.kill();
         }
         let status = child
@@ -204,13 +201,7 @@ impl Git<'_> {
     fn commit(&self, reference: &str) -> anyhow::Result<Option<String>> {
         let spec = format!("{reference}^{{commit}}");
         let output = self.run(
-            &[
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                "--end-of-options",
-                &spec,
-            ],
+            &["rev-parse", "--verify", "--quiet", "--end-of-options", &spec],
             &[0, 1, 128],
         )?;
         if output.status.success() {
@@ -237,17 +228,14 @@ impl Git<'_> {
         let output = self
             .run(&["merge-base", &base_commit, &head], &[0])
             .with_context(|| {
-                format!(
-                    "finding the merge base of HEAD and `{base}` (a shallow clone needs more history)"
-                )
+                format!("finding the merge base of HEAD and `{base}` (a shallow clone needs more history)")
             })?;
         Ok(lossy(output.stdout).trim().to_owned())
     }
 }
 
 fn lossy(bytes: Vec<u8>) -> String {
-    String::from_utf8(bytes)
-        .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into())
+    String::from_utf8(bytes).unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into())
 }
 
 /// Splits NUL-separated git paths, skipping non-UTF-8 ones and untracked directories (nested
@@ -336,10 +324,7 @@ mod tests {
             normalize_requested("./src/a.rs").ok(),
             Some("src/a.rs".to_owned())
         );
-        assert_eq!(
-            normalize_requested("src\\a.rs").ok(),
-            Some("src/a.rs".to_owned())
-        );
+        assert_eq!(normalize_requested("src\\a.rs").ok(), Some("src/a.rs".to_owned()));
         for bad in [
             "",
             ".",

@@ -460,10 +460,7 @@ pub fn checker_output(
                     "diagnostics": error.diagnostics(),
                 })),
             };
-            return CheckerOutput {
-                stdout,
-                exit_code: 2,
-            };
+            return CheckerOutput { stdout, exit_code: 2 };
         }
     };
     let findings = to_findings(result, min_severity);

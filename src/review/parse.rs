@@ -31,8 +31,8 @@ use serde_json::{Map, Value, json};
 
 use super::version::{self, VersionPolicy, VersionProblem};
 use super::{
-    Category, Confidence, Diagnostic, DiagnosticLevel, ReviewError, ReviewFinding, ReviewResult,
-    ReviewStats, Severity, codes, shorten,
+    Category, Confidence, Diagnostic, DiagnosticLevel, ReviewError, ReviewFinding, ReviewResult, ReviewStats,
+    Severity, codes, shorten,
 };
 
 /// Responses larger than this are rejected before parsing (`response_too_large`).
@@ -84,13 +84,7 @@ pub fn response_schema() -> Value {
     })
 }
 
-const TOP_LEVEL_FIELDS: [&str; 5] = [
-    "schema_version",
-    "prompt_version",
-    "summary",
-    "findings",
-    "meta",
-];
+const TOP_LEVEL_FIELDS: [&str; 5] = ["schema_version", "prompt_version", "summary", "findings", "meta"];
 
 const FINDING_FIELDS: [&str; 11] = [
     "id",
@@ -290,10 +284,7 @@ fn unfence(raw: &str) -> &str {
         return raw;
     };
     let rest = rest.trim_start_matches([' ', '\t']);
-    let Some(rest) = rest
-        .strip_prefix('\n')
-        .or_else(|| rest.strip_prefix("\r\n"))
-    else {
+    let Some(rest) = rest.strip_prefix('\n').or_else(|| rest.strip_prefix("\r\n")) else {
         return raw;
     };
     match rest.strip_suffix("```") {
@@ -416,19 +407,15 @@ fn validate_top_level(
 
     let errors = notes.errors();
     match (schema_version, prompt_version, findings) {
-        (Some(schema_version), Some(prompt_version), Some(findings)) if errors.is_empty() => {
-            Ok(TopLevel {
-                schema_version,
-                prompt_version,
-                summary,
-                findings,
-                meta,
-                compat,
-            })
-        }
-        _ => Err(ReviewError::Rejected {
-            diagnostics: errors,
+        (Some(schema_version), Some(prompt_version), Some(findings)) if errors.is_empty() => Ok(TopLevel {
+            schema_version,
+            prompt_version,
+            summary,
+            findings,
+            meta,
+            compat,
         }),
+        _ => Err(ReviewError::Rejected { diagnostics: errors }),
     }
 }
 
@@ -458,14 +445,7 @@ fn version_problem(field: &str, text: &str, problem: VersionProblem, notes: &mut
         ),
         VersionProblem::Incompatible(why) => (codes::INCOMPATIBLE_VERSION, why),
     };
-    notes.push(
-        DiagnosticLevel::Error,
-        code,
-        None,
-        None,
-        Some(field),
-        message,
-    );
+    notes.push(DiagnosticLevel::Error, code, None, None, Some(field), message);
 }
 
 /// Trims a string field, noting the coercion when it changed anything.
@@ -546,11 +526,7 @@ impl FindingCheck<'_> {
                     self.notes,
                 );
                 if required && text.is_empty() {
-                    self.drop(
-                        codes::EMPTY_FIELD,
-                        Some(field),
-                        format!("`{field}` is empty"),
-                    );
+                    self.drop(codes::EMPTY_FIELD, Some(field), format!("`{field}` is empty"));
                     return Err(());
                 }
                 Ok(Some(text))
@@ -579,11 +555,7 @@ impl FindingCheck<'_> {
         match text.parse::<T>() {
             Ok(value) => Ok(Some(value)),
             Err(error) => {
-                self.drop(
-                    codes::INVALID_ENUM,
-                    Some(field),
-                    format!("`{field}`: {error}"),
-                );
+                self.drop(codes::INVALID_ENUM, Some(field), format!("`{field}`: {error}"));
                 Err(())
             }
         }
@@ -674,12 +646,7 @@ impl FindingCheck<'_> {
 }
 
 /// Validates one element of `findings`; `None` when it is dropped.
-fn validate_finding(
-    index: usize,
-    value: &Value,
-    compat: bool,
-    notes: &mut Notes,
-) -> Option<ReviewFinding> {
+fn validate_finding(index: usize, value: &Value, compat: bool, notes: &mut Notes) -> Option<ReviewFinding> {
     let Value::Object(object) = value else {
         notes.push(
             DiagnosticLevel::Warning,
@@ -689,10 +656,7 @@ fn validate_finding(
             None,
             format!("finding dropped: it is {}, not an object", type_name(value)),
         );
-        *notes
-            .dropped
-            .entry(codes::INVALID_TYPE.to_owned())
-            .or_insert(0) += 1;
+        *notes.dropped.entry(codes::INVALID_TYPE.to_owned()).or_insert(0) += 1;
         return None;
     };
     // The id labels every diagnostic of this finding, so read it (quietly) first.
@@ -952,8 +916,7 @@ mod tests {
     }
 
     fn response(findings: Vec<Value>) -> String {
-        json!({ "schema_version": "1.0", "prompt_version": "1.0.0", "findings": findings })
-            .to_string()
+        json!({ "schema_version": "1.0", "prompt_version": "1.0.0", "findings": findings }).to_string()
     }
 
     fn codes_of(diagnostics: &[Diagnostic]) -> Vec<&str> {
@@ -969,12 +932,7 @@ mod tests {
     fn coerce_and_drop_rules() {
         let rows: Vec<(&str, Value, bool, Vec<&str>)> = vec![
             ("valid", finding(), true, vec![]),
-            (
-                "trim id",
-                with("id", json!("  F1\t")),
-                true,
-                vec!["coerced_trim"],
-            ),
+            ("trim id", with("id", json!("  F1\t")), true, vec!["coerced_trim"]),
             (
                 "trim enum",
                 with("severity", json!(" high ")),
@@ -1011,12 +969,7 @@ mod tests {
                 true,
                 vec!["coerced_line_string"],
             ),
-            (
-                "line 12.0 is an integer",
-                with("line", json!(12.0)),
-                true,
-                vec![],
-            ),
+            ("line 12.0 is an integer", with("line", json!(12.0)), true, vec![]),
             ("end_line equal", with("end_line", json!(3)), true, vec![]),
             (
                 "optional fields",
@@ -1134,24 +1087,9 @@ mod tests {
                 false,
                 vec!["missing_field"],
             ),
-            (
-                "missing title",
-                without("title"),
-                false,
-                vec!["missing_field"],
-            ),
-            (
-                "missing file",
-                without("file"),
-                false,
-                vec!["missing_field"],
-            ),
-            (
-                "missing line",
-                without("line"),
-                false,
-                vec!["missing_field"],
-            ),
+            ("missing title", without("title"), false, vec!["missing_field"]),
+            ("missing file", without("file"), false, vec!["missing_field"]),
+            ("missing line", without("line"), false, vec!["missing_field"]),
             (
                 "missing message",
                 without("message"),
@@ -1170,12 +1108,7 @@ mod tests {
                 false,
                 vec!["coerced_trim", "empty_field"],
             ),
-            (
-                "empty file",
-                with("file", json!("")),
-                false,
-                vec!["empty_field"],
-            ),
+            ("empty file", with("file", json!("")), false, vec!["empty_field"]),
             (
                 "title number",
                 with("title", json!(7)),
@@ -1366,11 +1299,7 @@ mod tests {
         match parse(raw, &changed(), policy) {
             Ok(result) => panic!("accepted {raw:.80}: {result:?}"),
             Err(ReviewError::Rejected { diagnostics }) => {
-                assert!(
-                    diagnostics
-                        .iter()
-                        .all(|d| d.level == DiagnosticLevel::Error)
-                );
+                assert!(diagnostics.iter().all(|d| d.level == DiagnosticLevel::Error));
                 assert!(diagnostics.iter().all(|d| d.finding_index.is_none()));
                 diagnostics.into_iter().map(|d| d.code).collect()
             }
@@ -1458,8 +1387,8 @@ mod tests {
                 with("suggestion", json!("```rust\nfix()\n```"))
             ),
         ] {
-            let result = parse(&raw, &changed(), &strict())
-                .unwrap_or_else(|error| panic!("{raw:.60}: {error}"));
+            let result =
+                parse(&raw, &changed(), &strict()).unwrap_or_else(|error| panic!("{raw:.60}: {error}"));
             assert_eq!(result.findings.len(), 1, "{raw:.60}");
         }
     }
@@ -1484,10 +1413,7 @@ mod tests {
             .err()
             .map(|e| e.diagnostics().to_vec());
         let diagnostic = incompatible.as_ref().and_then(|d| d.first());
-        assert_eq!(
-            diagnostic.map(|d| d.code.as_str()),
-            Some("incompatible_version")
-        );
+        assert_eq!(diagnostic.map(|d| d.code.as_str()), Some("incompatible_version"));
         assert_eq!(
             diagnostic.and_then(|d| d.field.as_deref()),
             Some("prompt_version")
@@ -1496,10 +1422,7 @@ mod tests {
         // The versions are kept as declared (trimmed).
         let result = accept(" 1.7 ", "1.0.3", &drift).expect("accepted");
         assert_eq!(
-            (
-                result.schema_version.as_str(),
-                result.prompt_version.as_str()
-            ),
+            (result.schema_version.as_str(), result.prompt_version.as_str()),
             ("1.7", "1.0.3")
         );
         assert_eq!(codes_of(&result.diagnostics), vec!["coerced_trim"]);
@@ -1602,16 +1525,12 @@ mod tests {
         let result = parse(&response(findings), &changed(), &strict()).expect("accepted");
         assert_eq!(result.findings.len(), MAX_FINDINGS);
         assert_eq!(codes_of(&result.diagnostics), vec!["too_many_findings"]);
-        assert_eq!(
-            result.stats.dropped_by_reason.get("too_many_findings"),
-            Some(&3)
-        );
+        assert_eq!(result.stats.dropped_by_reason.get("too_many_findings"), Some(&3));
     }
 
     #[test]
     fn duplicate_ids_are_noted_and_kept() {
-        let result =
-            parse(&response(vec![finding(), finding()]), &changed(), &strict()).expect("accepted");
+        let result = parse(&response(vec![finding(), finding()]), &changed(), &strict()).expect("accepted");
         assert_eq!(result.findings.len(), 2);
         assert_eq!(codes_of(&result.diagnostics), vec!["duplicate_id"]);
     }
@@ -1644,9 +1563,7 @@ mod tests {
         assert_eq!(items["additionalProperties"], json!(false));
         assert_eq!(
             items["required"],
-            json!([
-                "id", "severity", "category", "title", "file", "line", "message"
-            ])
+            json!(["id", "severity", "category", "title", "file", "line", "message"])
         );
         assert_eq!(
             items["properties"].as_object().map(|p| p.len()),
@@ -1660,17 +1577,10 @@ mod tests {
 
     #[test]
     fn result_serializes_with_diagnostics() {
-        let result = parse(
-            &response(vec![with("line", json!("3"))]),
-            &changed(),
-            &strict(),
-        )
-        .expect("accepted");
+        let result =
+            parse(&response(vec![with("line", json!("3"))]), &changed(), &strict()).expect("accepted");
         let value = serde_json::to_value(&result).expect("serializes");
-        assert_eq!(
-            value["diagnostics"][0]["code"],
-            json!("coerced_line_string")
-        );
+        assert_eq!(value["diagnostics"][0]["code"], json!("coerced_line_string"));
         assert_eq!(value["diagnostics"][0]["level"], json!("info"));
         assert_eq!(value["findings"][0]["line"], json!(3));
         assert_eq!(value["stats"]["coerced"], json!(1));

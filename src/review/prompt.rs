@@ -183,12 +183,7 @@ fn user_text(changed_files: &[ChangedFile], diff: &str) -> String {
         }
         let _ = writeln!(text, "{fence}");
         if shown.len() < contents.len() {
-            let _ = writeln!(
-                text,
-                "(cut: {} of {} bytes shown)",
-                shown.len(),
-                contents.len()
-            );
+            let _ = writeln!(text, "(cut: {} of {} bytes shown)", shown.len(), contents.len());
         }
     }
 
@@ -264,20 +259,12 @@ mod tests {
     #[test]
     fn contents_and_diff_are_capped() {
         let big = "é".repeat(MAX_FILE_BYTES); // two bytes each: twice the cap
-        let files: Vec<ChangedFile> = (0..10)
-            .map(|n| file(&format!("f{n}.txt"), Some(&big)))
-            .collect();
+        let files: Vec<ChangedFile> = (0..10).map(|n| file(&format!("f{n}.txt"), Some(&big))).collect();
         let diff = "+x\n".repeat(MAX_DIFF_BYTES);
         let (_, user) = render_prompt(&files, &diff);
-        assert!(user.contains(&format!(
-            "(cut: {MAX_FILE_BYTES} of {} bytes shown)",
-            big.len()
-        )));
+        assert!(user.contains(&format!("(cut: {MAX_FILE_BYTES} of {} bytes shown)", big.len())));
         assert!(user.contains("the 524288-byte limit for all contents is reached"));
-        assert!(user.contains(&format!(
-            "(cut: {MAX_DIFF_BYTES} of {} bytes shown)",
-            diff.len()
-        )));
+        assert!(user.contains(&format!("(cut: {MAX_DIFF_BYTES} of {} bytes shown)", diff.len())));
         let bound = MAX_CONTENTS_BYTES * 2 + MAX_DIFF_BYTES + 64 * 1024;
         assert!(user.len() < bound, "{} bytes", user.len());
     }

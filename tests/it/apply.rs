@@ -8,8 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bork_ci::edit::{
-    ApplyOptions, Changeset, EditAction, EditPlan, ProposedWrite, Protection, apply,
-    apply_approved, parse,
+    ApplyOptions, Changeset, EditAction, EditPlan, ProposedWrite, Protection, apply, apply_approved, parse,
 };
 use sha2::{Digest, Sha256};
 
@@ -39,8 +38,7 @@ impl Fixture {
         .expect("git config");
         std::fs::create_dir_all(repo.join(".git/hooks")).expect("hooks");
         std::fs::create_dir_all(repo.join(".config")).expect(".config");
-        std::fs::write(repo.join(".config/bork.json"), "{\"max-iterations\": 5}\n")
-            .expect("config canary");
+        std::fs::write(repo.join(".config/bork.json"), "{\"max-iterations\": 5}\n").expect("config canary");
         std::fs::create_dir_all(repo.join("src")).expect("src");
         std::fs::write(repo.join("src/main.rs"), "fn main() {}\n").expect("main.rs");
         std::fs::create_dir_all(repo.join("specs")).expect("specs");
@@ -104,10 +102,7 @@ fn walk(base: &Path, dir: &Path, entries: &mut BTreeMap<String, String>) {
 }
 
 /// Paths whose entry differs between two snapshots.
-fn changed(
-    before: &BTreeMap<String, String>,
-    after: &BTreeMap<String, String>,
-) -> BTreeSet<String> {
+fn changed(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> BTreeSet<String> {
     let keys: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
     keys.into_iter()
         .filter(|key| before.get(*key) != after.get(*key))
@@ -117,8 +112,7 @@ fn changed(
 
 fn options() -> ApplyOptions {
     ApplyOptions {
-        protection: Protection::new(Some("ci/check.sh"), &["Cargo.toml".to_owned()])
-            .expect("valid globs"),
+        protection: Protection::new(Some("ci/check.sh"), &["Cargo.toml".to_owned()]).expect("valid globs"),
         not_shown: BTreeSet::new(),
     }
 }
@@ -326,10 +320,7 @@ fn final_component_symlinks_and_special_files_are_refused() {
             &["src"],
         ),
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "blocked on the FIFO"
-    );
+    assert!(started.elapsed() < Duration::from_secs(5), "blocked on the FIFO");
     assert_eq!(
         refused_codes(&changeset),
         [
@@ -356,10 +347,7 @@ fn hardlink_to_outside_is_broken_not_written_through() {
     std::fs::hard_link(fixture.outside().join("canary"), repo.join("hl2.txt")).expect("hardlink");
     let changeset = run(&fixture, &plan(&[("hl.txt", "new")], &["hl2.txt"]));
     assert_eq!(changeset.applied.len(), 2);
-    assert_eq!(
-        std::fs::read_to_string(repo.join("hl.txt")).expect("hl"),
-        "new"
-    );
+    assert_eq!(std::fs::read_to_string(repo.join("hl.txt")).expect("hl"), "new");
     assert!(!repo.join("hl2.txt").exists());
     assert_eq!(
         std::fs::read_to_string(fixture.outside().join("canary")).expect("canary"),

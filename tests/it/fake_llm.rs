@@ -116,9 +116,7 @@ struct State {
 
 impl State {
     fn log(&self) -> MutexGuard<'_, Log> {
-        self.log
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -288,11 +286,7 @@ fn reject(state: &State, received: &Received, log: &mut Log) -> Option<ResponseT
                 .and_then(|value| value.strip_prefix("Bearer "))
                 .is_some_and(|key| !key.trim().is_empty());
             if !authorized {
-                return Some(openai_error(
-                    401,
-                    "invalid_request_error",
-                    "missing API key",
-                ));
+                return Some(openai_error(401, "invalid_request_error", "missing API key"));
             }
             if let Some(validator) = &state.validator {
                 let errors: Vec<String> = validator
@@ -327,10 +321,7 @@ fn reject(state: &State, received: &Received, log: &mut Log) -> Option<ResponseT
                 ));
             }
             let body = &received.body;
-            if !body["model"].is_string()
-                || !body["max_tokens"].is_u64()
-                || !body["messages"].is_array()
-            {
+            if !body["model"].is_string() || !body["max_tokens"].is_u64() || !body["messages"].is_array() {
                 return Some(anthropic_error(
                     400,
                     "invalid_request_error",
@@ -364,39 +355,27 @@ fn render(api: Api, reply: &Reply, context: &Context) -> ResponseTemplate {
         Reply::Status(status, retry_after) => {
             let template = match api {
                 Api::Openai => openai_error(*status, openai_error_type(*status), "fake failure"),
-                Api::Anthropic => {
-                    anthropic_error(*status, anthropic_error_type(*status), "fake failure")
-                }
+                Api::Anthropic => anthropic_error(*status, anthropic_error_type(*status), "fake failure"),
             };
             match retry_after {
-                Some(seconds) => {
-                    template.insert_header("retry-after", seconds.to_string().as_str())
-                }
+                Some(seconds) => template.insert_header("retry-after", seconds.to_string().as_str()),
                 None => template,
             }
         }
-        Reply::Redirect(location) => {
-            ResponseTemplate::new(307).insert_header("location", location.as_str())
-        }
+        Reply::Redirect(location) => ResponseTemplate::new(307).insert_header("location", location.as_str()),
         Reply::Raw {
             status,
             content_type,
             body,
         } => ResponseTemplate::new(*status).set_body_raw(body.clone(), content_type),
-        Reply::Answer(text)
-        | Reply::AnswerText(text)
-        | Reply::Truncated(text)
-        | Reply::Refusal(text) => {
+        Reply::Answer(text) | Reply::AnswerText(text) | Reply::Truncated(text) | Reply::Refusal(text) => {
             let body = match api {
                 Api::Openai => openai_answer(reply, text, context),
                 Api::Anthropic => anthropic_answer(reply, text, context),
             };
             ResponseTemplate::new(200)
                 .set_body_raw(body.into_bytes(), "application/json")
-                .insert_header(
-                    "x-request-id",
-                    format!("req_fake{}", context.number).as_str(),
-                )
+                .insert_header("x-request-id", format!("req_fake{}", context.number).as_str())
         }
     }
 }

@@ -46,13 +46,7 @@ impl GithubSim {
     }
 
     /// A control or REST call; `token` authenticates as that user.
-    pub async fn call(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<Value>,
-        token: Option<&str>,
-    ) -> Value {
+    pub async fn call(&self, method: &str, path: &str, body: Option<Value>, token: Option<&str>) -> Value {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
         let mut request = self.http.request(method, format!("{}{path}", self.url));
         if let Some(token) = token {

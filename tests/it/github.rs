@@ -67,10 +67,7 @@ fn spec_edit(text: &str) -> PendingEdit {
 }
 
 fn pulls(state: &Value) -> Vec<Value> {
-    state["repos"][0]["pulls"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
+    state["repos"][0]["pulls"].as_array().cloned().unwrap_or_default()
 }
 
 fn input(status: &str, iterations: Vec<IterationSummary>) -> PublishInput {
@@ -124,9 +121,7 @@ async fn first_run_opens_the_result_pr_and_a_rerun_updates_it() {
     sim.clone_into(dir.path());
     let ctx = context(&sim, None);
 
-    let mut session = github::start(&ctx, dir.path(), "main")
-        .await
-        .expect("start");
+    let mut session = github::start(&ctx, dir.path(), "main").await.expect("start");
     assert_eq!(session.branch(), "bork/main");
     write(dir.path(), "src/widget.txt", "colour = blue\n");
     let commit = session
@@ -148,9 +143,11 @@ async fn first_run_opens_the_result_pr_and_a_rerun_updates_it() {
     let body = prs[0]["body"].as_str().expect("body");
     assert!(body.contains("<!-- bork-ci:result base=main -->"));
     assert!(body.contains("| 1 | 1 | 0 | 0 |"), "{body}");
-    assert!(git_log(dir.path(), "origin/main..HEAD").contains(
-        "bork-ci <bork-ci@users.noreply.github.com> bork-ci: iteration 1: update src/widget.txt"
-    ));
+    assert!(
+        git_log(dir.path(), "origin/main..HEAD").contains(
+            "bork-ci <bork-ci@users.noreply.github.com> bork-ci: iteration 1: update src/widget.txt"
+        )
+    );
 
     // A re-run from a fresh checkout finds the same branch and PR and builds on top of it.
     let again = tempfile::tempdir().expect("tmp");
@@ -179,9 +176,7 @@ async fn first_run_opens_the_result_pr_and_a_rerun_updates_it() {
     let empty = tempfile::tempdir().expect("tmp");
     sim2.clone_into(empty.path());
     let ctx2 = context(&sim2, None);
-    let mut session = github::start(&ctx2, empty.path(), "main")
-        .await
-        .expect("start");
+    let mut session = github::start(&ctx2, empty.path(), "main").await.expect("start");
     let outcome = session
         .publish(&input("converged", vec![]))
         .await
@@ -196,9 +191,7 @@ async fn spec_edit_goes_through_an_approval_pr_and_only_a_writer_on_head_counts(
     let dir = tempfile::tempdir().expect("tmp");
     sim.clone_into(dir.path());
     let ctx = context(&sim, None);
-    let mut session = github::start(&ctx, dir.path(), "main")
-        .await
-        .expect("start");
+    let mut session = github::start(&ctx, dir.path(), "main").await.expect("start");
     write(dir.path(), "src/widget.txt", "colour = blue\n");
     session
         .commit_iteration(dir.path(), &iteration(1, &["src/widget.txt"]))
@@ -224,11 +217,7 @@ async fn spec_edit_goes_through_an_approval_pr_and_only_a_writer_on_head_counts(
             Some("t-alice"),
         )
         .await;
-    assert_eq!(
-        files.as_array().map(Vec::len),
-        Some(1),
-        "one change: {files}"
-    );
+    assert_eq!(files.as_array().map(Vec::len), Some(1), "one change: {files}");
     assert_eq!(files[0]["filename"], "specs/widget.md");
     let head_sha = approval_pr["head_sha"].as_str().expect("sha").to_owned();
     let saved = session.resume_state().expect("state").clone();
@@ -247,10 +236,7 @@ async fn spec_edit_goes_through_an_approval_pr_and_only_a_writer_on_head_counts(
             path: "specs/widget.md".into()
         }]
     );
-    assert_eq!(
-        head_file(dir.path(), "specs/widget.md"),
-        "A widget is blue.\n"
-    );
+    assert_eq!(head_file(dir.path(), "specs/widget.md"), "A widget is blue.\n");
 
     // A writer on the current head: merged, and the local checkout has exactly those bytes.
     review(&sim, approval, "t-alice", "APPROVE", "yes", Some(&head_sha)).await;
@@ -285,9 +271,7 @@ async fn rejection_comes_back_as_a_finding_and_is_not_proposed_again() {
     let dir = tempfile::tempdir().expect("tmp");
     sim.clone_into(dir.path());
     let ctx = context(&sim, None);
-    let mut session = github::start(&ctx, dir.path(), "main")
-        .await
-        .expect("start");
+    let mut session = github::start(&ctx, dir.path(), "main").await.expect("start");
     let mut publish = input("awaiting-approval", vec![]);
     publish.pending = vec![spec_edit("A widget is green.\n")];
     let outcome = session.publish(&publish).await.expect("publish");
@@ -317,9 +301,7 @@ async fn awaiting_approval_saves_state_and_a_review_event_resumes() {
     let dir = tempfile::tempdir().expect("tmp");
     sim.clone_into(dir.path());
     let ctx = context(&sim, None);
-    let mut session = github::start(&ctx, dir.path(), "main")
-        .await
-        .expect("start");
+    let mut session = github::start(&ctx, dir.path(), "main").await.expect("start");
     write(dir.path(), "src/widget.txt", "colour = blue\n");
     session
         .commit_iteration(dir.path(), &iteration(1, &["src/widget.txt"]))
@@ -340,7 +322,7 @@ async fn awaiting_approval_saves_state_and_a_review_event_resumes() {
         &event,
         json!({"action": "submitted", "pull_request": {"number": approval,
                "base": {"ref": "bork/main"}, "head": {"ref": "bork/approve/main/specs/widget.md-x"}}})
-            .to_string(),
+        .to_string(),
     )
     .expect("event");
     let ctx = context(&sim, Some(("pull_request_review", event.as_path())));
@@ -349,9 +331,7 @@ async fn awaiting_approval_saves_state_and_a_review_event_resumes() {
         ..ctx
     };
     assert_eq!(ctx.base_branch().as_deref(), Some("main"));
-    let mut session = github::start(&ctx, later.path(), "main")
-        .await
-        .expect("resume");
+    let mut session = github::start(&ctx, later.path(), "main").await.expect("resume");
     let saved = session.resume_state().expect("saved state");
     assert_eq!(saved.status, "awaiting-approval");
     assert_eq!(saved.pending().count(), 1);
@@ -383,23 +363,15 @@ async fn five_unconverged_iterations_add_the_label_and_one_findings_comment() {
     let dir = tempfile::tempdir().expect("tmp");
     sim.clone_into(dir.path());
     let ctx = context(&sim, None);
-    let mut session = github::start(&ctx, dir.path(), "main")
-        .await
-        .expect("start");
+    let mut session = github::start(&ctx, dir.path(), "main").await.expect("start");
     let mut iterations = Vec::new();
     for number in 1..=5 {
-        write(
-            dir.path(),
-            "src/widget.txt",
-            &format!("colour = blue {number}\n"),
-        );
+        write(dir.path(), "src/widget.txt", &format!("colour = blue {number}\n"));
         let summary = IterationSummary {
             findings_left: 1,
             ..iteration(number, &["src/widget.txt"])
         };
-        session
-            .commit_iteration(dir.path(), &summary)
-            .expect("commit");
+        session.commit_iteration(dir.path(), &summary).expect("commit");
         iterations.push(summary);
     }
     let mut publish = input("needs-human", iterations);
@@ -420,10 +392,7 @@ async fn five_unconverged_iterations_add_the_label_and_one_findings_comment() {
     assert_eq!(comments.len(), 1, "updated in place: {comments:?}");
     let comment = comments[0]["body"].as_str().expect("body");
     assert!(comment.contains("src/widget.txt") && comment.contains("still not blue"));
-    assert!(
-        comment.contains("```text\nstill not blue ![x]"),
-        "{comment}"
-    );
+    assert!(comment.contains("```text\nstill not blue ![x]"), "{comment}");
     assert!(
         state["repos"][0]["labels"]
             .as_array()
@@ -468,9 +437,7 @@ async fn bad_gateways_and_a_secondary_rate_limit_are_retried_and_the_token_never
     let dir = tempfile::tempdir().expect("tmp");
     sim.clone_into(dir.path());
     let ctx = context(&sim, None);
-    let mut session = github::start(&ctx, dir.path(), "main")
-        .await
-        .expect("start");
+    let mut session = github::start(&ctx, dir.path(), "main").await.expect("start");
     write(dir.path(), "src/widget.txt", "colour = blue\n");
     session
         .commit_iteration(dir.path(), &iteration(1, &["src/widget.txt"]))
@@ -483,10 +450,7 @@ async fn bad_gateways_and_a_secondary_rate_limit_are_retried_and_the_token_never
         }],
         overall_findings: vec![],
     };
-    let outcome = session
-        .publish(&publish)
-        .await
-        .expect("publish despite faults");
+    let outcome = session.publish(&publish).await.expect("publish despite faults");
     assert!(outcome.result_pr.is_some());
     let requests = sim.requests("?path=/pulls$").await;
     let statuses: Vec<u64> = requests
@@ -562,26 +526,15 @@ fn action_yml_has_the_documented_shape() {
     let steps = action["runs"]["steps"].as_array().expect("steps");
     for step in steps {
         if step.get("run").is_some() {
-            assert!(
-                step["shell"].is_string(),
-                "a run step needs a shell: {step}"
-            );
+            assert!(step["shell"].is_string(), "a run step needs a shell: {step}");
         }
         // The key travels in the environment only.
         if let Some(run) = step["run"].as_str() {
-            assert!(
-                !run.contains("inputs.api-key") && !run.contains("${{"),
-                "{run}"
-            );
+            assert!(!run.contains("inputs.api-key") && !run.contains("${{"), "{run}");
         }
     }
     let run = steps.last().expect("run step");
-    assert!(
-        run["run"]
-            .as_str()
-            .expect("run")
-            .starts_with("exec bork-ci run")
-    );
+    assert!(run["run"].as_str().expect("run").starts_with("exec bork-ci run"));
     assert!(
         run["env"]["BORK_LLM_API_KEY"]
             .as_str()
@@ -589,10 +542,7 @@ fn action_yml_has_the_documented_shape() {
             .contains("inputs.api-key")
     );
     let install = steps[0]["run"].as_str().expect("install");
-    assert!(
-        install.contains("sha256sum --check"),
-        "the download is verified"
-    );
+    assert!(install.contains("sha256sum --check"), "the download is verified");
 }
 
 /// The structure SchemaStore's github-workflow.json requires plus issue 4's rules: push on
@@ -619,16 +569,12 @@ fn the_workflow_is_least_privilege_and_resumes_on_review() {
             );
         }
         for step in job["steps"].as_array().expect("steps") {
-            assert!(
-                step.get("uses").is_some() || step.get("run").is_some(),
-                "{step}"
-            );
+            assert!(step.get("uses").is_some() || step.get("run").is_some(), "{step}");
         }
     }
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/workflows/bork-ci.yml"),
-    )
-    .expect("read");
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/workflows/bork-ci.yml"))
+            .expect("read");
     assert!(!text.contains("pull_request_target"));
     for snippet in ["ci/gitlab-ci.yml", "ci/buildkite.yml"] {
         let parsed = yaml(snippet);

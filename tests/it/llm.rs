@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use bork_ci::llm::{
-    Conversation, FinishReason, LlmError, LlmSettings, Provider, ProviderKind, ResponseFormat,
-    RetryPolicy, Turn,
+    Conversation, FinishReason, LlmError, LlmSettings, Provider, ProviderKind, ResponseFormat, RetryPolicy,
+    Turn,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -134,11 +134,7 @@ async fn openai_strict_schema_is_requested_strictly() {
 #[tokio::test(flavor = "multi_thread")]
 async fn anthropic_happy_path_caches_the_prefix_and_forces_the_tool() {
     let answer = r#"{"create-or-update": {"a": "1", "a": "2"}, "delete": []}"#;
-    let fake = FakeLlm::anthropic(vec![
-        Reply::Answer(answer.into()),
-        Reply::Answer(answer.into()),
-    ])
-    .await;
+    let fake = FakeLlm::anthropic(vec![Reply::Answer(answer.into()), Reply::Answer(answer.into())]).await;
     let mut settings = fake.settings("claude-sonnet-4-5");
     settings.max_output_tokens = 2048;
     let provider = provider(settings);
@@ -172,14 +168,8 @@ async fn anthropic_happy_path_caches_the_prefix_and_forces_the_tool() {
         messages[0]["content"],
         json!([{"type": "text", "text": conversation().prefix, "cache_control": {"type": "ephemeral"}}])
     );
-    assert_eq!(
-        messages[1]["content"][0]["text"],
-        conversation().turns[0].text
-    );
-    assert_eq!(
-        body["tool_choice"],
-        json!({"type": "tool", "name": "edits"})
-    );
+    assert_eq!(messages[1]["content"][0]["text"], conversation().turns[0].text);
+    assert_eq!(body["tool_choice"], json!({"type": "tool", "name": "edits"}));
     assert_eq!(body["tools"][0]["name"], "edits");
     assert_eq!(body["tools"][0]["input_schema"], edit_format().schema);
 
@@ -220,21 +210,14 @@ async fn fenced_json_passes_through_untouched() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rate_limit_with_retry_after_is_waited_out() {
-    let fake = FakeLlm::openai(vec![
-        Reply::Status(429, Some(1)),
-        Reply::Answer(EDITS.into()),
-    ])
-    .await;
+    let fake = FakeLlm::openai(vec![Reply::Status(429, Some(1)), Reply::Answer(EDITS.into())]).await;
     let started = Instant::now();
     let completion = provider(fake.settings("gpt-4o"))
         .complete(&conversation(), None)
         .await
         .expect("completion after one retry");
     assert_eq!(completion.text, EDITS);
-    assert!(
-        started.elapsed() >= Duration::from_secs(1),
-        "retry-after ignored"
-    );
+    assert!(started.elapsed() >= Duration::from_secs(1), "retry-after ignored");
     assert_eq!(fake.requests().len(), 2);
 }
 
@@ -376,16 +359,15 @@ async fn a_slow_server_hits_the_deadline_and_is_retried() {
 /// covers the whole request, not only the wait for headers.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_trickling_body_hits_the_whole_request_deadline() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("address");
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
             tokio::spawn(async move {
                 let mut buffer = vec![0u8; 65536];
                 let _ = socket.read(&mut buffer).await;
-                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n";
+                let head =
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n";
                 if socket.write_all(head.as_bytes()).await.is_err() {
                     return;
                 }
@@ -444,14 +426,8 @@ async fn a_redirect_is_not_followed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn truncated_answers_finish_with_length() {
     for fake in [
-        FakeLlm::openai(vec![Reply::Truncated(
-            "{\"create-or-update\":{\"a\":\"x".into(),
-        )])
-        .await,
-        FakeLlm::anthropic(vec![Reply::Truncated(
-            "{\"create-or-update\":{\"a\":\"x".into(),
-        )])
-        .await,
+        FakeLlm::openai(vec![Reply::Truncated("{\"create-or-update\":{\"a\":\"x".into())]).await,
+        FakeLlm::anthropic(vec![Reply::Truncated("{\"create-or-update\":{\"a\":\"x".into())]).await,
     ] {
         let completion = provider(fake.settings("m"))
             .complete(&conversation(), Some(&edit_format()))
@@ -496,10 +472,7 @@ async fn empty_and_non_utf8_bodies_are_errors() {
             .complete(&conversation(), None)
             .await
             .expect_err("unreadable");
-        assert!(
-            matches!(error, LlmError::InvalidResponse { .. }),
-            "{error:?}"
-        );
+        assert!(matches!(error, LlmError::InvalidResponse { .. }), "{error:?}");
         assert!(error.to_string().contains("gpt-4o"), "{error}");
     }
     let fake = FakeLlm::anthropic(vec![Reply::Raw {
@@ -529,14 +502,8 @@ async fn an_error_body_echoing_the_key_is_scrubbed() {
     let mut settings = fake.settings("gpt-4o");
     settings.api_key = Some(CANARY.into());
     let provider = provider(settings);
-    let error = provider
-        .complete(&conversation(), None)
-        .await
-        .expect_err("401");
-    assert!(
-        matches!(error, LlmError::Status { status: 401, .. }),
-        "{error:?}"
-    );
+    let error = provider.complete(&conversation(), None).await.expect_err("401");
+    assert!(matches!(error, LlmError::Status { status: 401, .. }), "{error:?}");
     assert!(
         error
             .to_string()
@@ -565,11 +532,7 @@ async fn a_key_in_the_base_url_query_stays_out_of_errors() {
     settings.api_key = Some(CANARY.into());
     settings.max_retries = 1;
     let provider = provider(settings);
-    assert!(
-        !provider.describe().contains(CANARY),
-        "{}",
-        provider.describe()
-    );
+    assert!(!provider.describe().contains(CANARY), "{}", provider.describe());
     let error = provider
         .complete(&conversation(), None)
         .await
@@ -604,10 +567,7 @@ fn describe_names_provider_model_and_host() {
     let mut settings = LlmSettings::new(ProviderKind::Openai, "gpt-4o");
     settings.api_key = Some(CANARY.into());
     let provider = Provider::new(settings).expect("provider");
-    assert_eq!(
-        provider.describe(),
-        "openai gpt-4o at https://api.openai.com/v1"
-    );
+    assert_eq!(provider.describe(), "openai gpt-4o at https://api.openai.com/v1");
     let mut settings = LlmSettings::new(ProviderKind::Anthropic, "claude-sonnet-4-5");
     settings.api_key = Some(CANARY.into());
     settings.base_url = Some("http://user:pw@127.0.0.1:9/".into());
@@ -626,10 +586,7 @@ fn bad_base_urls_are_settings_errors() {
         settings.api_key = Some(CANARY.into());
         settings.base_url = Some(url.into());
         let error = Provider::new(settings).expect_err(url);
-        assert!(
-            matches!(error, LlmError::Settings { .. }),
-            "{url}: {error:?}"
-        );
+        assert!(matches!(error, LlmError::Settings { .. }), "{url}: {error:?}");
         assert_secret_free(&error);
     }
 }
@@ -664,27 +621,17 @@ async fn scripted_answers_follow_the_assistant_turns() {
     // User turns do not move the index; assistant turns do.
     conversation.turns.push(Turn::user("extra"));
     assert_eq!(
-        provider
-            .complete(&conversation, None)
-            .await
-            .expect("again")
-            .text,
+        provider.complete(&conversation, None).await.expect("again").text,
         first.text
     );
     conversation.turns.push(Turn::assistant(first.text));
     conversation.turns.push(Turn::user("parse error"));
-    let second = provider
-        .complete(&conversation, None)
-        .await
-        .expect("second");
+    let second = provider.complete(&conversation, None).await.expect("second");
     let parsed: Value = serde_json::from_str(&second.text).expect("compact JSON");
     assert_eq!(parsed, json!({"create-or-update": {"a.txt": "hi\n"}}));
     assert!(!second.text.contains(' '));
     conversation.turns.push(Turn::assistant(second.text));
-    let error = provider
-        .complete(&conversation, None)
-        .await
-        .expect_err("ran out");
+    let error = provider.complete(&conversation, None).await.expect_err("ran out");
     assert!(matches!(error, LlmError::Script { .. }), "{error:?}");
     assert!(error.to_string().contains("ran out"), "{error}");
 }

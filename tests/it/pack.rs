@@ -82,11 +82,7 @@ fn git_selection(dir: &Path) -> BTreeSet<String> {
 }
 
 fn packed_paths(snapshot: &RepoSnapshot) -> BTreeSet<String> {
-    snapshot
-        .files
-        .iter()
-        .map(|file| file.path.clone())
-        .collect()
+    snapshot.files.iter().map(|file| file.path.clone()).collect()
 }
 
 fn snap(dir: &Path) -> RepoSnapshot {
@@ -107,20 +103,12 @@ fn file_set_equals_git_on_a_matrix_of_ignore_rules() {
     let temp = tempfile::tempdir().expect("tempdir");
     let repo = temp.path().join("repo");
     init_repo(&repo);
-    write(
-        &repo,
-        ".gitignore",
-        "*.log\n!keep.log\nbuild/\n/rootonly.txt\n",
-    );
+    write(&repo, ".gitignore", "*.log\n!keep.log\nbuild/\n/rootonly.txt\n");
     write(&repo, "a.log", "ignored");
     write(&repo, "keep.log", "negated back in");
     write(&repo, "build/out.txt", "ignored dir");
     write(&repo, "rootonly.txt", "anchored ignore");
-    write(
-        &repo,
-        "sub/rootonly.txt",
-        "anchored rule does not reach here",
-    );
+    write(&repo, "sub/rootonly.txt", "anchored rule does not reach here");
     write(&repo, "sub/.gitignore", "*.tmp\n!important.tmp\nnested/\n");
     write(&repo, "sub/x.tmp", "ignored by nested rule");
     write(&repo, "sub/important.tmp", "negated in nested");
@@ -133,11 +121,7 @@ fn file_set_equals_git_on_a_matrix_of_ignore_rules() {
     write(temp.path(), "global-ignore", "*.global\n");
     git(
         &repo,
-        &[
-            "config",
-            "core.excludesFile",
-            global.to_str().expect("utf8"),
-        ],
+        &["config", "core.excludesFile", global.to_str().expect("utf8")],
     );
     write(&repo, "file.global", "excluded by core.excludesFile");
     write(&repo, "src/main.rs", "fn main() {}\n");
@@ -160,12 +144,7 @@ fn file_set_equals_git_on_a_matrix_of_ignore_rules() {
     let snapshot = snap(&repo);
     let expected = git_selection(&repo);
     assert_eq!(packed_paths(&snapshot), expected);
-    for path in [
-        "keep.log",
-        "tracked.ignored",
-        "build/forced.txt",
-        "untracked.txt",
-    ] {
+    for path in ["keep.log", "tracked.ignored", "build/forced.txt", "untracked.txt"] {
         assert!(expected.contains(path), "{path} should be selected");
     }
     for path in [
@@ -177,11 +156,7 @@ fn file_set_equals_git_on_a_matrix_of_ignore_rules() {
     ] {
         assert!(!expected.contains(path), "{path} should not be selected");
     }
-    let order: Vec<&str> = snapshot
-        .files
-        .iter()
-        .map(|file| file.path.as_str())
-        .collect();
+    let order: Vec<&str> = snapshot.files.iter().map(|file| file.path.as_str()).collect();
     let mut sorted = order.clone();
     sorted.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
     assert_eq!(order, sorted, "files are in byte order");
@@ -209,8 +184,7 @@ fn symlinks_are_named_never_followed() {
     std::os::unix::fs::symlink("../outside/secret", repo.join("leak2.txt")).expect("symlink");
     std::os::unix::fs::symlink("/proc/self/environ", repo.join("environ")).expect("symlink");
     std::os::unix::fs::symlink(".git/config", repo.join("cfg.txt")).expect("symlink");
-    std::os::unix::fs::symlink(temp.path().join("outside/dir"), repo.join("vendor"))
-        .expect("symlink");
+    std::os::unix::fs::symlink(temp.path().join("outside/dir"), repo.join("vendor")).expect("symlink");
     // A tracked file whose directory is later swapped for a symlink to the outside.
     write(&repo, "lib/inner.txt", "tracked");
     commit_all(&repo, "initial");
@@ -238,10 +212,7 @@ fn symlinks_are_named_never_followed() {
             target: ".git/config".to_owned()
         }
     );
-    assert!(matches!(
-        kind_of(&snapshot, "vendor"),
-        FileKind::Symlink { .. }
-    ));
+    assert!(matches!(kind_of(&snapshot, "vendor"), FileKind::Symlink { .. }));
     assert!(
         !packed_paths(&snapshot)
             .iter()
@@ -291,10 +262,7 @@ fn fifo_is_skipped_without_blocking() {
         .expect("snapshot");
     assert_eq!(kind_of(&snapshot, "tracked-pipe"), &FileKind::NotRegular);
     assert_eq!(packed_paths(&snapshot), git_selection(&repo));
-    assert_eq!(
-        kind_of(&snapshot, "a.txt"),
-        &FileKind::Text("a\n".to_owned())
-    );
+    assert_eq!(kind_of(&snapshot, "a.txt"), &FileKind::Text("a\n".to_owned()));
 }
 
 #[test]
@@ -307,11 +275,7 @@ fn binary_and_oversize_are_named_not_inlined_and_specs_get_more_room() {
     binary.extend_from_slice(CANARY.as_bytes());
     write(&repo, "logo.png", &binary);
     write(&repo, "big.txt", format!("{CANARY}{}", "x".repeat(2000)));
-    write(
-        &repo,
-        "specs/long.md",
-        format!("# Spec\n{}\n", "y".repeat(2000)),
-    );
+    write(&repo, "specs/long.md", format!("# Spec\n{}\n", "y".repeat(2000)));
     write(&repo, "specs/huge.md", "z".repeat(5000));
     write(&repo, "small.txt", "fits\n");
     let options = PackOptions {
@@ -333,18 +297,13 @@ fn binary_and_oversize_are_named_not_inlined_and_specs_get_more_room() {
             size: 2000 + CANARY.len() as u64
         }
     );
-    assert!(matches!(
-        kind_of(&snapshot, "specs/long.md"),
-        FileKind::Text(_)
-    ));
+    assert!(matches!(kind_of(&snapshot, "specs/long.md"), FileKind::Text(_)));
     assert_eq!(
         kind_of(&snapshot, "specs/huge.md"),
         &FileKind::TooLarge { size: 5000 }
     );
     assert!(rendered.contains("===== FILE: logo.png (binary, "));
-    assert!(
-        rendered.contains("===== FILE: small.txt =====\nfits\n===== END FILE: small.txt =====\n")
-    );
+    assert!(rendered.contains("===== FILE: small.txt =====\nfits\n===== END FILE: small.txt =====\n"));
     let not_shown = snapshot.not_shown();
     assert_eq!(
         not_shown,
@@ -438,11 +397,7 @@ fn spec_diff_has_committed_staged_unstaged_and_newly_added() {
     let snapshot = snap(&repo);
     let diff = &snapshot.spec_diff;
     assert_eq!(diff.base_ref.as_deref(), Some("main"));
-    assert!(
-        diff.diff.contains("+version two (committed)"),
-        "{}",
-        diff.diff
-    );
+    assert!(diff.diff.contains("+version two (committed)"), "{}", diff.diff);
     assert!(diff.diff.contains("+staged line"));
     assert!(diff.diff.contains("+unstaged line"));
     assert!(
@@ -480,10 +435,7 @@ fn spec_diff_uses_origin_main_in_a_fresh_clone() {
         String::from_utf8_lossy(&output.stderr)
     );
     let branches = String::from_utf8_lossy(&git(&clone, &["branch", "--list"])).into_owned();
-    assert!(
-        !branches.contains("main"),
-        "only origin/main exists: {branches}"
-    );
+    assert!(!branches.contains("main"), "only origin/main exists: {branches}");
     let snapshot = snap(&clone);
     assert_eq!(snapshot.spec_diff.base_ref.as_deref(), Some("origin/main"));
     assert!(snapshot.spec_diff.diff.contains("+brand new spec"));
@@ -510,10 +462,7 @@ fn missing_base_is_a_note_not_an_error() {
             .render_spec_diff()
             .contains("no base branch found (neither `trunk` nor `origin/trunk`)")
     );
-    assert!(matches!(
-        kind_of(&snapshot, "specs/a.md"),
-        FileKind::Text(_)
-    ));
+    assert!(matches!(kind_of(&snapshot, "specs/a.md"), FileKind::Text(_)));
 }
 
 #[test]

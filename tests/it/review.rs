@@ -70,8 +70,7 @@ fn sample_repo() -> (tempfile::TempDir, tempfile::TempDir) {
     write(dir, "new dir/untracked.txt", "untracked v1\n");
     write(dir, "debug.log", "ignored\n");
     write(dir, "binary.bin", "a\0b");
-    std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.join("escape.txt"))
-        .expect("symlink");
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.join("escape.txt")).expect("symlink");
     std::os::unix::fs::symlink("sub", dir.join("sublink")).expect("symlink");
     (repo, outside)
 }
@@ -107,10 +106,7 @@ fn changed_files_covers_every_kind_of_change() {
     assert_eq!(contents(&files, "committed.txt"), Some("committed v2\n"));
     assert_eq!(contents(&files, "staged.txt"), Some("staged v2\n"));
     assert_eq!(contents(&files, "unstaged.txt"), Some("unstaged v2\n"));
-    assert_eq!(
-        contents(&files, "new dir/untracked.txt"),
-        Some("untracked v1\n")
-    );
+    assert_eq!(contents(&files, "new dir/untracked.txt"), Some("untracked v1\n"));
     assert_eq!(contents(&files, "deleted.txt"), None);
     assert_eq!(contents(&files, "binary.bin"), None);
     assert_eq!(contents(&files, "escape.txt"), None, "symlink not followed");
@@ -182,10 +178,7 @@ fn changed_files_only_reviews_the_given_files() {
     assert_eq!(contents(&files, "*.txt"), None);
     assert!(diff.contains("+unstaged v2"));
     assert!(diff.contains("+untracked v1"));
-    assert!(
-        !diff.contains("committed v2"),
-        "pathspecs are literal:\n{diff}"
-    );
+    assert!(!diff.contains("committed v2"), "pathspecs are literal:\n{diff}");
 }
 
 #[test]
@@ -193,10 +186,7 @@ fn changed_files_refuses_bad_input() {
     let (repo, _outside) = sample_repo();
     for bad in ["../outside", "/etc/passwd", ".git/config", "a/../../b", ""] {
         let only = [bad.to_owned()];
-        assert!(
-            changed_files(repo.path(), "main", Some(&only)).is_err(),
-            "{bad}"
-        );
+        assert!(changed_files(repo.path(), "main", Some(&only)).is_err(), "{bad}");
     }
     for base in ["--output=/tmp/x", "", "no-such-branch"] {
         let error = changed_files(repo.path(), base, None).err();
@@ -254,10 +244,7 @@ async fn review_asks_with_the_prompt_and_parses_the_answer() {
     let ids: Vec<&str> = result.findings.iter().map(|f| f.id.as_str()).collect();
     assert_eq!(ids, vec!["F1", "F2"]);
     assert_eq!(
-        result
-            .stats
-            .dropped_by_reason
-            .get("file_not_in_changed_files"),
+        result.stats.dropped_by_reason.get("file_not_in_changed_files"),
         Some(&1)
     );
     let (system, user) = seen.lock().expect("lock").take().expect("ask was called");
@@ -297,8 +284,7 @@ async fn review_reports_ask_failures_and_rejections() {
         other => panic!("expected a rejection, got {other:?}"),
     }
 
-    let drifted =
-        json!({ "schema_version": "1.0", "prompt_version": "1.0.2", "findings": [] }).to_string();
+    let drifted = json!({ "schema_version": "1.0", "prompt_version": "1.0.2", "findings": [] }).to_string();
     let drifting = VersionPolicy {
         allow_prompt_patch_drift: true,
     };

@@ -65,7 +65,10 @@ fn converges_in_one() {
     let outcome = run(&repo, &[write_app("DONE\n")], &[]);
     assert_eq!(outcome.code, 0, "{}", outcome.stderr);
     assert_eq!(outcome.report["status"], "converged");
-    assert_eq!(outcome.report["iterations"].as_array().expect("iterations").len(), 1);
+    assert_eq!(
+        outcome.report["iterations"].as_array().expect("iterations").len(),
+        1
+    );
     assert_eq!(repo.read("src/app.txt"), "DONE\n");
     assert_eq!(outcome.report["prompt-version"], bork_ci::prompt::PROMPT_VERSION);
 }
@@ -90,10 +93,19 @@ fn never_converges_needs_human_after_five() {
     let outcome = run(&repo, &answers, &[]);
     assert_eq!(outcome.code, 1, "{}", outcome.stderr);
     assert_eq!(outcome.report["status"], "needs-human");
-    assert_eq!(outcome.report["iterations"].as_array().expect("iterations").len(), 5);
+    assert_eq!(
+        outcome.report["iterations"].as_array().expect("iterations").len(),
+        5
+    );
     // The last changes are kept.
     assert_eq!(repo.read("src/app.txt"), "try 4\n");
-    assert_eq!(outcome.report["findings-left"]["per_file_findings"].as_array().expect("findings").len(), 1);
+    assert_eq!(
+        outcome.report["findings-left"]["per_file_findings"]
+            .as_array()
+            .expect("findings")
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -113,7 +125,13 @@ fn max_iterations_from_the_environment() {
         .status()
         .expect("runs");
     assert_eq!(status.code(), Some(1));
-    assert_eq!(report(&report_path)["iterations"].as_array().expect("iterations").len(), 2);
+    assert_eq!(
+        report(&report_path)["iterations"]
+            .as_array()
+            .expect("iterations")
+            .len(),
+        2
+    );
 }
 
 #[test]
@@ -124,7 +142,10 @@ fn no_checker_means_exactly_one_iteration() {
     ]);
     let outcome = run(&repo, &[write_app("one\n"), write_app("two\n")], &[]);
     assert_eq!(outcome.code, 0, "{}", outcome.stderr);
-    assert_eq!(outcome.report["iterations"].as_array().expect("iterations").len(), 1);
+    assert_eq!(
+        outcome.report["iterations"].as_array().expect("iterations").len(),
+        1
+    );
     assert_eq!(repo.read("src/app.txt"), "one\n");
 }
 
@@ -143,7 +164,12 @@ fn checker_exit_two_is_fed_back_and_a_final_one_is_an_error() {
     assert_eq!(outcome.report["status"], "error");
     let first = &outcome.report["iterations"][0]["checker"];
     assert_eq!(first["status"], "failed-to-run");
-    assert!(first["stderr-tail"].as_str().expect("tail").contains("cannot start"));
+    assert!(
+        first["stderr-tail"]
+            .as_str()
+            .expect("tail")
+            .contains("cannot start")
+    );
 }
 
 #[test]
@@ -222,7 +248,12 @@ fn refused_and_held_edits_leave_git_and_config_alone() {
     assert_eq!(pending.len(), 2, "{pending:?}");
     assert_eq!(outcome.report["refused"].as_array().expect("refused").len(), 3);
     // The config attempt is printed; the .git one is not.
-    assert!(outcome.stdout.contains("max-iterations\\\": 99") || outcome.stdout.contains("\"max-iterations\": 99"), "{}", outcome.stdout);
+    assert!(
+        outcome.stdout.contains("max-iterations\\\": 99")
+            || outcome.stdout.contains("\"max-iterations\": 99"),
+        "{}",
+        outcome.stdout
+    );
     assert!(!outcome.stdout.contains("echo pwned"));
     assert!(outcome.stdout.contains("rewritten spec"));
 }
@@ -231,7 +262,11 @@ fn refused_and_held_edits_leave_git_and_config_alone() {
 fn context_budget_exceeded_is_an_error_before_any_call() {
     let repo = repo_with_checker("DONE");
     repo.write("big.txt", &"word ".repeat(20_000));
-    let outcome = run(&repo, &[write_app("DONE\n")], &["--context-budget-tokens", "1000"]);
+    let outcome = run(
+        &repo,
+        &[write_app("DONE\n")],
+        &["--context-budget-tokens", "1000"],
+    );
     assert_eq!(outcome.code, 2, "{}", outcome.stderr);
     assert!(outcome.stderr.contains("context budget"), "{}", outcome.stderr);
     assert_eq!(repo.read("src/app.txt"), "nothing yet\n");
@@ -243,8 +278,16 @@ fn token_budget_ends_needs_human_keeping_work() {
     let answers: Vec<_> = (0..5).map(|n| write_app(&format!("try {n}\n"))).collect();
     let outcome = run(&repo, &answers, &["--max-total-tokens", "10"]);
     assert_eq!(outcome.code, 1, "{}", outcome.stderr);
-    assert_eq!(outcome.report["iterations"].as_array().expect("iterations").len(), 1);
-    assert!(outcome.report["stop-reason"].as_str().expect("reason").contains("token budget"));
+    assert_eq!(
+        outcome.report["iterations"].as_array().expect("iterations").len(),
+        1
+    );
+    assert!(
+        outcome.report["stop-reason"]
+            .as_str()
+            .expect("reason")
+            .contains("token budget")
+    );
     assert_eq!(repo.read("src/app.txt"), "try 0\n");
 }
 
@@ -269,7 +312,10 @@ fn config_command_shows_sources_and_never_the_key() {
         .expect("runs");
     assert!(output.status.success());
     let text = String::from_utf8_lossy(&output.stdout);
-    assert!(text.contains("max-iterations") && text.contains(".config/bork.json"), "{text}");
+    assert!(
+        text.contains("max-iterations") && text.contains(".config/bork.json"),
+        "{text}"
+    );
     assert!(text.contains("BORK_LLM_MODEL"), "{text}");
     assert!(!text.contains("sk-canary-7781"));
     assert!(!String::from_utf8_lossy(&output.stderr).contains("sk-canary-7781"));
@@ -279,8 +325,16 @@ fn config_command_shows_sources_and_never_the_key() {
 fn pack_prints_the_prompt_and_needs_no_llm_settings() {
     let repo = Repo::new(&[("specs/app.md", SPEC), ("src/a.txt", "hello\n")]);
     repo.write("specs/new.md", "brand new spec\n");
-    let output = bork().args(["pack", "--repo"]).arg(repo.path()).output().expect("runs");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = bork()
+        .args(["pack", "--repo"])
+        .arg(repo.path())
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("src/a.txt") && text.contains("hello"));
     assert!(text.contains("specs/new.md"));

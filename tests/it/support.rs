@@ -51,7 +51,11 @@ impl Repo {
             .current_dir(self.path())
             .output()
             .expect("git runs");
-        assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
@@ -71,16 +75,29 @@ pub fn tree_hash(root: &Path) -> String {
     let mut entries = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let Ok(read) = std::fs::read_dir(&dir) else { continue };
+        let Ok(read) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for entry in read.flatten() {
             let path = entry.path();
             let meta = std::fs::symlink_metadata(&path).expect("stat");
-            let key = path.strip_prefix(root).expect("prefix").to_string_lossy().into_owned();
+            let key = path
+                .strip_prefix(root)
+                .expect("prefix")
+                .to_string_lossy()
+                .into_owned();
             if meta.is_dir() {
                 stack.push(path);
                 entries.insert(key, b"dir".to_vec());
             } else if meta.file_type().is_symlink() {
-                entries.insert(key, std::fs::read_link(&path).expect("link").to_string_lossy().as_bytes().to_vec());
+                entries.insert(
+                    key,
+                    std::fs::read_link(&path)
+                        .expect("link")
+                        .to_string_lossy()
+                        .as_bytes()
+                        .to_vec(),
+                );
             } else {
                 entries.insert(key, std::fs::read(&path).unwrap_or_default());
             }

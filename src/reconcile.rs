@@ -137,7 +137,7 @@ async fn edit_step(
             .await
             .map_err(|_| anyhow::Error::new(BudgetExhausted::Time))?
             .with_context(|| format!("asking {}", provider.describe()))?;
-        usage += completion.usage.clone();
+        usage += completion.usage;
         conversation.turns.push(Turn {
             role: Role::Assistant,
             text: completion.text.clone(),
@@ -361,10 +361,10 @@ async fn iterate(
             unchanged: step.changeset.unchanged.clone(),
             answer_error: step.answer_error.clone(),
             parse_retries: step.parse_retries,
-            usage: step.usage.clone(),
+            usage: step.usage,
             ..IterationReport::default()
         };
-        report.usage += step.usage.clone();
+        report.usage += step.usage;
         report.refused.extend(step.changeset.refused.iter().cloned());
         for held in &step.changeset.pending {
             report

@@ -515,10 +515,10 @@ impl Resolved {
 
     fn validate(&self) -> Result<(), ConfigError> {
         let config = &self.config;
-        if let Some(checker) = &config.correctness_checker {
-            if let Some(problem) = repo_relative_problem(checker) {
-                return Err(self.bad("correctness-checker", problem));
-            }
+        if let Some(checker) = &config.correctness_checker
+            && let Some(problem) = repo_relative_problem(checker)
+        {
+            return Err(self.bad("correctness-checker", problem));
         }
         if config.max_iterations == 0 || config.max_iterations > 100 {
             return Err(self.bad("max-iterations", "must be between 1 and 100"));
@@ -543,10 +543,10 @@ impl Resolved {
                 return Err(self.bad("edits-require-approval", format!("bad glob {glob:?}: {error}")));
             }
         }
-        if let Some(url) = &config.llm.base_url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(self.bad("llm.base-url", "must start with http:// or https://"));
-            }
+        if let Some(url) = &config.llm.base_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(self.bad("llm.base-url", "must start with http:// or https://"));
         }
         match config.llm.provider {
             ProviderName::Scripted if config.llm.script.is_none() => {

@@ -358,7 +358,7 @@ pub struct Provider {
 
 #[derive(Debug)]
 enum Inner {
-    Http(wire::HttpProvider),
+    Http(Box<wire::HttpProvider>),
     Scripted(scripted::ScriptedProvider),
 }
 
@@ -366,7 +366,9 @@ impl Provider {
     /// Checks the settings and builds the HTTP client; makes no request.
     pub fn new(settings: LlmSettings) -> Result<Self, LlmError> {
         let inner = match settings.provider {
-            ProviderKind::Openai | ProviderKind::Anthropic => Inner::Http(wire::HttpProvider::new(settings)?),
+            ProviderKind::Openai | ProviderKind::Anthropic => {
+                Inner::Http(Box::new(wire::HttpProvider::new(settings)?))
+            }
             ProviderKind::Scripted => Inner::Scripted(scripted::ScriptedProvider::new(&settings)?),
         };
         Ok(Self { inner })

@@ -40,6 +40,28 @@ pub enum Command {
     Pack(PackArgs),
     /// Print the resolved configuration and where each value came from.
     Config(ConfigArgs),
+    /// Review the working tree's changes against the base branch with the LLM reviewer; a
+    /// correctness checker itself (JSON on stdout; exit 0 clean, 1 findings, 2 failed to run).
+    Review(ReviewArgs),
+}
+
+/// `bork-ci review`.
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    #[command(flatten)]
+    pub flags: ConfigFlags,
+    /// Review exactly these paths instead of every changed file.
+    #[arg(long, value_name = "PATH", num_args = 1..)]
+    pub files: Option<Vec<String>>,
+    /// `findings` (the correctness-checker format) or `review-result` (the validated ReviewResult
+    /// with its diagnostics).
+    #[arg(long, value_enum, default_value = "findings")]
+    pub format: crate::review::OutputFormat,
+    /// Lowest severity reported (`review.min-severity`).
+    #[arg(long, value_name = "SEVERITY")]
+    pub min_severity: Option<String>,
 }
 
 /// Where the repository and its configuration are.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::cli::{Cli, Command, ConfigArgs, LogFormat, PackArgs, RepoArgs, RunArgs};
+use crate::cli::{Cli, Command, ConfigArgs, LogFormat, PackArgs, RepoArgs, ReviewArgs, RunArgs};
 use crate::config::{self, Resolved};
 use crate::exit::ExitCode;
 use crate::reconcile::{self, RunOptions};
@@ -34,6 +34,7 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
         Command::Run(args) => run(args).await,
         Command::Pack(args) => pack(args),
         Command::Config(args) => show_config(args),
+        Command::Review(args) => review(args).await,
     };
     match result {
         Ok(code) => code,
@@ -152,4 +153,46 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     }
     tracing::info!("{}", report.summary_line());
     Ok(report.status.exit_code())
+}
+
+async fn review(args: ReviewArgs) -> Result<ExitCode> {
+    let repo = repo_root(&args.repo)?;
+    let mut flags = args.flags.values();
+    if let Some(severity) = &args.min_severity {
+        flags.push((
+            "review.min-severity",
+            serde_json::Value::from(severity.clone()),
+            "--min-severity",
+        ));
+    }
+    let resolved = config::load(&repo, args.repo.config.as_deref(), &config::process_env(), &flags)
+        .map_err(anyhow::Error::new)
+        .context("invalid configuration")?;
+    let min_severity: crate::review::Severity = resolved
+        .config
+        .review
+        .min_severity
+        .parse()
+        .map_err(|error| anyhow::anyhow!("review.min-severity: {error}"))?;
+    let (outcome, usage) = reconcile::review_once(&resolved, &repo, args.files.as_deref()).await?;
+    let output = crate::review::checker_output(&outcome, min_severity, args.format);
+    if let Err(error) = &outcome {
+        tracing::error!("the review failed: {error}");
+    }
+    tracing::info!(
+        "review tokens: in {} out {} cached {}",
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cached_input_tokens
+    );
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(output.stdout.as_bytes())
+        .context("writing to stdout")?;
+    stdout.flush().context("writing to stdout")?;
+    Ok(match output.exit_code {
+        0 => ExitCode::Converged,
+        1 => ExitCode::NeedsHuman,
+        _ => ExitCode::Error,
+    })
 }

@@ -25,6 +25,7 @@ use crate::llm::{
 use crate::pack::{self, PackOptions};
 use crate::prompt::{self, Feedback};
 use crate::report::{Durations, IterationReport, JudgeStatus, RunReport, RunStatus};
+use crate::review;
 use crate::sandbox::Sandbox;
 
 /// Everything a run needs besides the configuration.
@@ -183,9 +184,64 @@ pub enum BudgetExhausted {
 /// What the judges said about the tree after an iteration.
 struct Judgement {
     checker: JudgeStatus,
+    reviewer: Option<JudgeStatus>,
     findings: Findings,
     failures: Vec<(String, String, String)>,
     check_ms: u64,
+    review_ms: u64,
+    review_usage: Usage,
+    warnings: Vec<String>,
+}
+
+/// Asks the reviewer (issue 5) about the working tree's changes against the base; `files`
+/// restricts the review to those paths. Returns the parsed result and the tokens it used.
+pub async fn review_once(
+    resolved: &Resolved,
+    repo: &Path,
+    files: Option<&[String]>,
+) -> Result<(
+    std::result::Result<review::ReviewResult, review::ReviewError>,
+    Usage,
+)> {
+    let (changed, diff) = review::changed_files(repo, &resolved.config.base, files)
+        .context("collecting the changes to review")?;
+    let llm_config = resolved.review_llm();
+    let provider = Provider::new(llm_settings(&llm_config, resolved.review_api_key.clone()))
+        .context("setting up the reviewer's model provider")?;
+    let policy = review::VersionPolicy {
+        allow_prompt_patch_drift: resolved.config.review.allow_prompt_patch_drift,
+    };
+    let usage = std::sync::Mutex::new(Usage::default());
+    let format = ResponseFormat {
+        name: "review_result".into(),
+        schema: review::response_schema(),
+    };
+    let ask = |system: String, user: String| {
+        let provider = &provider;
+        let usage = &usage;
+        let format = &format;
+        async move {
+            let conversation = Conversation {
+                system,
+                prefix: user,
+                turns: Vec::new(),
+            };
+            let completion = provider
+                .complete(&conversation, Some(format))
+                .await
+                .with_context(|| format!("asking the reviewer, {}", provider.describe()))?;
+            if let Ok(mut total) = usage.lock() {
+                *total += completion.usage;
+            }
+            if completion.finish == FinishReason::Length {
+                bail!("the reviewer's answer was cut off at the output token limit");
+            }
+            Ok(completion.text)
+        }
+    };
+    let outcome = review::review(&changed, &diff, ask, &policy).await;
+    let usage = usage.into_inner().unwrap_or_default();
+    Ok((outcome, usage))
 }
 
 async fn judge(
@@ -196,45 +252,93 @@ async fn judge(
     warnings: &mut Vec<String>,
 ) -> Result<Option<Judgement>> {
     let config = &resolved.config;
-    let Some(checker_path) = &config.correctness_checker else {
-        return Ok(None);
-    };
-    let started = Instant::now();
-    let exists = std::fs::symlink_metadata(repo.join(checker_path)).is_ok();
-    if !exists {
-        let warning = format!(
-            "the configured correctness checker `{checker_path}` does not exist; running without a checker"
-        );
-        tracing::warn!("{warning}");
-        if !warnings.contains(&warning) {
-            warnings.push(warning);
-        }
-        return Ok(None);
-    }
-    let remaining = deadline.saturating_duration_since(Instant::now());
-    if remaining.is_zero() {
-        bail!(BudgetExhausted::Time);
-    }
-    let timeout = Duration::from_secs(config.checker_timeout_secs).min(remaining);
-    let verdict = checker::run(sandbox, repo, checker_path, timeout, &resolved.secret_env_names())
-        .await
-        .context("running the correctness checker")?;
     let mut judgement = Judgement {
-        checker: JudgeStatus::from(&verdict),
+        checker: JudgeStatus::Absent,
+        reviewer: None,
         findings: Findings::default(),
         failures: Vec::new(),
-        check_ms: started.elapsed().as_millis() as u64,
+        check_ms: 0,
+        review_ms: 0,
+        review_usage: Usage::default(),
+        warnings: Vec::new(),
     };
-    match verdict {
-        Verdict::Clean => {}
-        Verdict::Findings { findings } => judgement.findings.extend(findings),
-        Verdict::FailedToRun { reason, stderr_tail } => {
-            judgement
-                .failures
-                .push(("correctness checker".into(), reason, stderr_tail))
+    let mut any = false;
+    if let Some(checker_path) = &config.correctness_checker {
+        if std::fs::symlink_metadata(repo.join(checker_path)).is_ok() {
+            any = true;
+            let started = Instant::now();
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                bail!(BudgetExhausted::Time);
+            }
+            let timeout = Duration::from_secs(config.checker_timeout_secs).min(remaining);
+            let verdict = checker::run(sandbox, repo, checker_path, timeout, &resolved.secret_env_names())
+                .await
+                .context("running the correctness checker")?;
+            judgement.checker = JudgeStatus::from(&verdict);
+            judgement.check_ms = started.elapsed().as_millis() as u64;
+            match verdict {
+                Verdict::Clean => {}
+                Verdict::Findings { findings } => judgement.findings.extend(findings),
+                Verdict::FailedToRun { reason, stderr_tail } => {
+                    judgement
+                        .failures
+                        .push(("correctness checker".into(), reason, stderr_tail))
+                }
+            }
+        } else {
+            let warning = format!(
+                "the configured correctness checker `{checker_path}` does not exist; running without a checker"
+            );
+            tracing::warn!("{warning}");
+            if !warnings.contains(&warning) {
+                warnings.push(warning);
+            }
         }
     }
-    Ok(Some(judgement))
+    if config.review.enabled {
+        any = true;
+        let started = Instant::now();
+        let min_severity: review::Severity = config
+            .review
+            .min_severity
+            .parse()
+            .unwrap_or(review::Severity::Medium);
+        let (outcome, usage) = review_once(resolved, repo, None).await?;
+        judgement.review_usage = usage;
+        judgement.review_ms = started.elapsed().as_millis() as u64;
+        match outcome {
+            Ok(result) => {
+                let findings = review::to_findings(&result, min_severity);
+                judgement.reviewer = Some(if findings.is_empty() {
+                    JudgeStatus::Clean
+                } else {
+                    JudgeStatus::Findings {
+                        count: findings.len(),
+                    }
+                });
+                for diagnostic in &result.diagnostics {
+                    if diagnostic.level != review::DiagnosticLevel::Info {
+                        judgement
+                            .warnings
+                            .push(format!("reviewer: {} ({})", diagnostic.message, diagnostic.code));
+                    }
+                }
+                judgement.findings.extend(findings);
+            }
+            Err(error) => {
+                let reason = error.to_string();
+                judgement.reviewer = Some(JudgeStatus::FailedToRun {
+                    reason: reason.clone(),
+                    stderr_tail: String::new(),
+                });
+                judgement
+                    .failures
+                    .push(("reviewer".into(), reason, String::new()));
+            }
+        }
+    }
+    Ok(any.then_some(judgement))
 }
 
 /// Runs the loop to its end and returns the report; errors before the first iteration are
@@ -450,10 +554,17 @@ async fn iterate(
         };
         if let Some(judgement) = judged {
             iteration.checker = Some(judgement.checker.clone());
+            iteration.reviewer = judgement.reviewer.clone();
+            iteration.review_usage = judgement.review_usage;
+            iteration.durations.review_ms = judgement.review_ms;
+            report.review_usage += judgement.review_usage;
+            report.warnings.extend(judgement.warnings.iter().cloned());
             iteration.findings = judgement.findings.clone();
             feedback.findings = judgement.findings;
             feedback.failures = judgement.failures;
+            let review_ms = iteration.durations.review_ms;
             iteration.durations = durations(llm_ms, judgement.check_ms, iteration_started);
+            iteration.durations.review_ms = review_ms;
             tracing::info!(
                 "iteration {number} of {max}: {} finding(s){}",
                 iteration.findings.len(),
@@ -532,11 +643,12 @@ async fn iterate(
 
 /// Whether any judge would run on this repository (a checker file, a verifier, a reviewer).
 fn judges_configured(resolved: &Resolved, repo: &Path) -> bool {
-    resolved
-        .config
-        .correctness_checker
-        .as_ref()
-        .is_some_and(|checker| std::fs::symlink_metadata(repo.join(checker)).is_ok())
+    resolved.config.review.enabled
+        || resolved
+            .config
+            .correctness_checker
+            .as_ref()
+            .is_some_and(|checker| std::fs::symlink_metadata(repo.join(checker)).is_ok())
 }
 
 fn written(changeset: &Changeset, action: EditAction) -> Vec<String> {

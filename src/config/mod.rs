@@ -296,6 +296,8 @@ pub struct Resolved {
     pub file: Option<PathBuf>,
     /// The LLM key, read from the variable `llm.api-key-env` names.
     pub api_key: Option<SecretString>,
+    /// The reviewer's key, read from the variable its `api-key-env` names.
+    pub review_api_key: Option<SecretString>,
     figment: Figment,
 }
 
@@ -306,6 +308,10 @@ impl std::fmt::Debug for Resolved {
             .field("config", &self.config)
             .field("file", &self.file)
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field(
+                "review_api_key",
+                &self.review_api_key.as_ref().map(|_| "[redacted]"),
+            )
             .finish()
     }
 }
@@ -451,7 +457,8 @@ pub fn load(
         });
     }
     let config: Config = figment.extract().map_err(|error| describe(&error, &figment))?;
-    let resolved = Resolved {
+    let mut resolved = Resolved {
+        review_api_key: None,
         api_key: env
             .get(&config.llm.key_env())
             .filter(|key| !key.is_empty())
@@ -461,6 +468,10 @@ pub fn load(
         figment,
     };
     resolved.validate()?;
+    resolved.review_api_key = env
+        .get(&resolved.review_llm().key_env())
+        .filter(|key| !key.is_empty())
+        .map(|key| SecretString::from(key.clone()));
     Ok(resolved)
 }
 

@@ -454,7 +454,8 @@ pub fn checker_output(
         Ok(result) => result,
         Err(error) => {
             let stdout = match format {
-                OutputFormat::Findings => String::new(),
+                // The checker contract wants JSON on stdout even when it failed to run.
+                OutputFormat::Findings => to_json_line(&Findings::default()),
                 OutputFormat::ReviewResult => to_json_line(&serde_json::json!({
                     "error": error.to_string(),
                     "diagnostics": error.diagnostics(),

@@ -7,5 +7,6 @@ mod github;
 mod llm;
 mod pack;
 mod review;
+mod review_cli;
 mod run;
 mod support;

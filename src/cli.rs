@@ -201,6 +201,11 @@ pub struct RunArgs {
     /// Write the run report as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub report: Option<PathBuf>,
+    /// Write the findings left at the end as SARIF 2.1.0 to this file (for code scanning).
+    #[arg(long, value_name = "PATH")]
+    pub sarif: Option<PathBuf>,
+    #[command(flatten)]
+    pub github: crate::github::GithubFlags,
 }
 
 /// `bork-ci pack`.

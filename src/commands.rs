@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use secrecy::ExposeSecret;
 
 use crate::cli::{Cli, Command, ConfigArgs, LogFormat, PackArgs, RepoArgs, ReviewArgs, RunArgs};
 use crate::config::{self, Resolved};
@@ -122,7 +123,8 @@ fn pack(args: PackArgs) -> Result<ExitCode> {
     Ok(ExitCode::Converged)
 }
 
-fn sandbox_for(resolved: &Resolved) -> Result<Sandbox> {
+async fn sandbox_for(resolved: &Resolved, run_id: &str) -> Result<Sandbox> {
+    let _ = run_id;
     match resolved.config.sandbox.kind {
         SandboxKind::None => Ok(Sandbox::None(crate::sandbox::none::Local)),
         SandboxKind::Docker => anyhow::bail!(
@@ -133,26 +135,158 @@ fn sandbox_for(resolved: &Resolved) -> Result<Sandbox> {
 
 async fn run(args: RunArgs) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
+    let env = config::process_env();
+    let in_actions = env.get("GITHUB_ACTIONS").is_some_and(|value| value == "true");
+    let mut github_flags = args.github.clone();
     let resolved = load_config(&repo, &args.repo, &args.flags)?;
-    let sandbox = sandbox_for(&resolved)?;
-    let in_actions = config::process_env()
-        .get("GITHUB_ACTIONS")
-        .is_some_and(|value| value == "true");
+    let github_config = &resolved.config.github;
+    github_flags
+        .github_label
+        .get_or_insert_with(|| github_config.label.clone());
+    github_flags
+        .github_author_name
+        .get_or_insert_with(|| github_config.author_name.clone());
+    github_flags
+        .github_author_email
+        .get_or_insert_with(|| github_config.author_email.clone());
+    let github = crate::github::GithubContext::from_env_and_flags(&github_flags)
+        .map_err(anyhow::Error::new)
+        .context("reading the GitHub settings")?
+        .map(|mut ctx| {
+            ctx.branch_prefix = github_config.branch_prefix.clone();
+            ctx
+        });
+    if in_actions {
+        // Mask every secret before anything else is printed.
+        let mut stdout = std::io::stdout().lock();
+        for secret in [resolved.api_key.as_ref(), resolved.review_api_key.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = stdout.write_all(crate::actions::mask(secret.expose_secret()).as_bytes());
+        }
+        if let Some(ctx) = &github {
+            let _ = stdout.write_all(crate::actions::mask(ctx.token.expose_secret()).as_bytes());
+        }
+        let _ = stdout.flush();
+    }
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
     let options = RunOptions {
-        repo,
-        run_id: uuid::Uuid::new_v4().simple().to_string(),
-        stop_token: in_actions.then(|| uuid::Uuid::new_v4().simple().to_string()),
+        repo: repo.clone(),
+        run_id: run_id.clone(),
+        stop_token: in_actions.then(crate::actions::random_token),
+        preamble: None,
+        after_iteration: None,
     };
-    let report = reconcile::run(&resolved, &sandbox, &options).await?;
+
+    let skipped = github.as_ref().and_then(|ctx| ctx.untrusted_context());
+    let report = if let Some(reason) = skipped {
+        tracing::warn!("{reason}; nothing was run");
+        let mut report = report::RunReport::new(
+            run_id,
+            resolved.config.llm.provider_name(),
+            resolved.config.llm.model.clone(),
+            "none".into(),
+            resolved.config.max_iterations,
+        );
+        report.finish(report::RunStatus::Skipped, reason);
+        report
+    } else {
+        let sandbox = sandbox_for(&resolved, &run_id).await?;
+        let result = match &github {
+            Some(ctx) => {
+                crate::delivery::run(
+                    ctx,
+                    &resolved,
+                    &sandbox,
+                    options,
+                    github_flags.wait_for_approval.map(Into::into),
+                )
+                .await
+            }
+            None => reconcile::run(&resolved, &sandbox, &options).await,
+        };
+        sandbox.cleanup().await;
+        match result {
+            Ok(report) => report,
+            Err(error) => {
+                // Errors before the loop could start: still leave a report and the outputs.
+                let mut report = report::RunReport::new(
+                    run_id,
+                    resolved.config.llm.provider_name(),
+                    resolved.config.llm.model.clone(),
+                    format!("{:?}", sandbox.kind()).to_lowercase(),
+                    resolved.config.max_iterations,
+                );
+                report.error = Some(format!("{error:#}"));
+                report.finish(report::RunStatus::Error, "error");
+                report
+            }
+        }
+    };
+    finish_run(&report, &args, &github_flags)?;
+    Ok(report.status.exit_code())
+}
+
+/// Writes the report, SARIF, job summary, outputs and annotations, and prints the summary line.
+fn finish_run(report: &report::RunReport, args: &RunArgs, github: &crate::github::GithubFlags) -> Result<()> {
     if let Some(path) = &args.report {
-        report::write_json(&report, path)
+        report::write_json(report, path)
             .with_context(|| format!("writing the report to {}", path.display()))?;
+    }
+    if let Some(path) = &args.sarif {
+        let sarif = crate::sarif::render(&report.findings_left, env!("CARGO_PKG_VERSION"));
+        let text = serde_json::to_string_pretty(&sarif).context("rendering SARIF")?;
+        std::fs::write(path, text).with_context(|| format!("writing SARIF to {}", path.display()))?;
+    }
+    let result_pr = report.pull_requests.iter().find(|pr| pr.purpose == "result");
+    if let Some(path) = &github.github_step_summary {
+        let summary = crate::actions::render_summary(&crate::actions::SummaryInput {
+            status: report.status.as_str().to_owned(),
+            reason: Some(report.error.clone().unwrap_or_else(|| report.stop_reason.clone())),
+            iterations: report.iterations.len() as u32,
+            findings: report.findings_left.clone(),
+            tokens: (
+                report.usage.input_tokens,
+                report.usage.output_tokens,
+                report.usage.cached_input_tokens,
+            ),
+            cost_usd: report.cost_usd,
+            pull_requests: report
+                .pull_requests
+                .iter()
+                .map(|pr| crate::actions::SummaryLink {
+                    title: format!("#{} ({})", pr.number, pr.purpose),
+                    url: pr.url.clone(),
+                })
+                .collect(),
+            logs: Vec::new(),
+        });
+        crate::actions::ActionsWriter::append(path, &summary)
+            .with_context(|| format!("writing the job summary to {}", path.display()))?;
+    }
+    if let Some(path) = &github.github_output {
+        let outputs = crate::actions::run_outputs(
+            report.status.as_str(),
+            result_pr.map(|pr| pr.number),
+            result_pr.map(|pr| pr.url.as_str()),
+            report.iterations.len() as u32,
+        );
+        crate::actions::ActionsWriter::append(path, &crate::actions::render_outputs(&outputs))
+            .with_context(|| format!("writing step outputs to {}", path.display()))?;
+    }
+    if github.github_step_summary.is_some() || github.github_output.is_some() {
+        let mut stdout = std::io::stdout().lock();
+        for line in crate::actions::annotations(&report.findings_left) {
+            let _ = stdout.write_all(line.as_bytes());
+        }
+        let _ = stdout.flush();
     }
     if let Some(error) = &report.error {
         tracing::error!("{error}");
     }
     tracing::info!("{}", report.summary_line());
-    Ok(report.status.exit_code())
+    Ok(())
 }
 
 async fn review(args: ReviewArgs) -> Result<ExitCode> {

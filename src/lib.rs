@@ -9,6 +9,7 @@ pub mod checker;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod delivery;
 pub mod edit;
 pub mod exit;
 pub mod findings;

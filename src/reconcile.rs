@@ -34,7 +34,14 @@ pub struct RunOptions {
     pub run_id: String,
     /// Print held and refused contents between stop-commands markers with this token.
     pub stop_token: Option<String>,
+    /// Text appended to the first message (human decisions on held edits, when resuming).
+    pub preamble: Option<String>,
+    /// Called after each iteration that ran (commits it on bork-ci's branch on GitHub).
+    pub after_iteration: Option<IterationHook>,
 }
+
+/// Called after each iteration with its report.
+pub type IterationHook = Box<dyn Fn(&IterationReport) -> Result<()> + Send + Sync>;
 
 /// A typed error that ends the run before the loop could start, with its own exit code (2).
 #[derive(Debug, thiserror::Error)]
@@ -350,6 +357,10 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
     let repo = &options.repo;
 
     let (mut conversation, snapshot) = initial_prompt(repo, resolved)?;
+    if let Some(preamble) = &options.preamble {
+        conversation.prefix.push('\n');
+        conversation.prefix.push_str(preamble);
+    }
     let estimate = estimate(&conversation);
     if estimate > config.context_budget_tokens {
         return Err(RunError::ContextBudget {
@@ -452,7 +463,9 @@ async fn iterate(
         }
         tracing::info!(
             "iteration {number} of {max}: asking the model ({}s elapsed)",
-            report_elapsed(report)
+            (Instant::now() + Duration::from_secs(config.run_timeout_secs))
+                .saturating_duration_since(deadline)
+                .as_secs()
         );
         let llm_started = Instant::now();
         let step = edit_step(provider, conversation, repo, apply_options, deadline).await?;
@@ -585,6 +598,9 @@ async fn iterate(
         } else {
             report.findings_left = iteration.findings.clone();
         }
+        if let Some(hook) = &options.after_iteration {
+            hook(&iteration).with_context(|| format!("recording iteration {number}"))?;
+        }
         report.iterations.push(iteration);
 
         if clean {
@@ -667,9 +683,4 @@ fn durations(llm_ms: u64, check_ms: u64, started: Instant) -> Durations {
         total_ms: started.elapsed().as_millis() as u64,
         ..Durations::default()
     }
-}
-
-fn report_elapsed(report: &RunReport) -> u64 {
-    let _ = report;
-    0
 }

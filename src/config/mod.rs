@@ -137,6 +137,16 @@ impl Default for LlmConfig {
 }
 
 impl LlmConfig {
+    /// The provider's name as written in the configuration.
+    pub fn provider_name(&self) -> String {
+        match self.provider {
+            ProviderName::Openai => "openai",
+            ProviderName::Anthropic => "anthropic",
+            ProviderName::Scripted => "scripted",
+        }
+        .to_owned()
+    }
+
     /// The variable the key is read from.
     pub fn key_env(&self) -> String {
         self.api_key_env

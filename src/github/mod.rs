@@ -559,6 +559,33 @@ impl Session {
     }
 }
 
+/// Commits iterations on bork-ci's branch without borrowing the [`Session`], so the loop can
+/// commit while the session is kept for publishing.
+#[derive(Debug, Clone)]
+pub struct Committer {
+    identity: git::Identity,
+}
+
+impl Committer {
+    /// One commit for one iteration; `None` when it changed nothing git sees.
+    pub fn commit(
+        &self,
+        repo_root: &Path,
+        summary: &IterationSummary,
+    ) -> Result<Option<String>, GithubError> {
+        git::commit_iteration(repo_root, &self.identity, summary)
+    }
+}
+
+impl Session {
+    /// A [`Committer`] with this session's identity.
+    pub fn committer(&self) -> Committer {
+        Committer {
+            identity: self.identity(),
+        }
+    }
+}
+
 /// Opens the run's GitHub session: finds bork-ci's branch and result pull request for `base`,
 /// checks the local repository out onto that branch (on top of commits others pushed), and
 /// loads saved approval state.

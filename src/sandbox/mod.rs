@@ -100,6 +100,13 @@ impl Sandbox {
         }
     }
 
+    /// Removes whatever the backend created for this run (containers, volumes); idempotent.
+    pub async fn cleanup(&self) {
+        match self {
+            Sandbox::None(_) => {}
+        }
+    }
+
     /// The backend's name, for reports.
     pub fn kind(&self) -> SandboxKind {
         match self {

@@ -1,0 +1,222 @@
+//! GitHub delivery around the loop: opens the run's GitHub session, resumes from saved approval
+//! decisions, runs the loop (committing each iteration on bork-ci's branch), publishes the result
+//! and approval pull requests, and waits for reviewers when asked to. It orders these steps only;
+//! the loop itself is `reconcile`, the talking to GitHub is `github`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::config::Resolved;
+use crate::edit::apply::EditAction;
+use crate::github::{self, ApprovalDecision, GithubContext, IterationSummary, PendingEdit, PublishInput};
+use crate::reconcile::{self, RunOptions};
+use crate::report::{IterationReport, PullRequestRef, RunReport, RunStatus};
+use crate::sandbox::Sandbox;
+
+/// Most rounds of "run the loop, publish, wait for reviewers" in one job.
+const MAX_ROUNDS: usize = 10;
+
+/// The one-line commit message and summary of an iteration (bork-ci's words, not the model's).
+pub fn iteration_summary(iteration: &IterationReport) -> IterationSummary {
+    let mut applied = Vec::new();
+    let mut deleted = Vec::new();
+    for edit in &iteration.applied {
+        match edit.action {
+            EditAction::Write => applied.push(edit.path.clone()),
+            EditAction::Delete => deleted.push(edit.path.clone()),
+        }
+    }
+    IterationSummary {
+        number: iteration.number,
+        message: format!(
+            "bork-ci: iteration {}: {} file(s) written, {} deleted, {} finding(s) left",
+            iteration.number,
+            applied.len(),
+            deleted.len(),
+            iteration.findings.len()
+        ),
+        applied,
+        deleted,
+        findings_left: iteration.findings.len(),
+    }
+}
+
+/// What `github` needs to publish a report.
+pub fn publish_input(report: &RunReport) -> PublishInput {
+    PublishInput {
+        status: report.status.as_str().to_owned(),
+        iterations: report.iterations.iter().map(iteration_summary).collect(),
+        findings_left: report.findings_left.clone(),
+        pending: report
+            .pending_approvals
+            .iter()
+            .map(|edit| PendingEdit {
+                path: edit.path.clone(),
+                delete: matches!(edit.action, EditAction::Delete),
+                contents: edit.contents.clone(),
+                sha256: edit.sha256.clone(),
+                rule: edit.rule.clone(),
+            })
+            .collect(),
+        refused: report
+            .refused
+            .iter()
+            .map(|edit| (edit.path.clone(), edit.reason.clone()))
+            .collect(),
+        tokens: (
+            report.usage.input_tokens,
+            report.usage.output_tokens,
+            report.usage.cached_input_tokens,
+        ),
+        cost_usd: report.cost_usd,
+        prompt_version: report.prompt_version.clone(),
+    }
+}
+
+fn decision_kind(decision: &ApprovalDecision) -> &'static str {
+    match decision {
+        ApprovalDecision::Approved { .. } => "approved",
+        ApprovalDecision::Rejected { .. } => "rejected",
+        ApprovalDecision::Pending { .. } => "pending",
+    }
+}
+
+/// Renders new decisions for the model: approvals as facts, rejections quoting the reviewer.
+fn decisions_text(decisions: &[ApprovalDecision]) -> String {
+    let mut text = String::from("# Human decisions on edits held for approval\n\n");
+    for decision in decisions {
+        match decision {
+            ApprovalDecision::Approved { path, .. } => {
+                text.push_str(&format!(
+                    "- `{path}`: approved and merged; it is in the files above.\n"
+                ));
+            }
+            ApprovalDecision::Rejected { .. } => {
+                if let Some(crate::findings::Finding::CodeReview { finding, .. }) = decision.to_finding() {
+                    text.push_str(&format!("- {finding}\n"));
+                }
+            }
+            ApprovalDecision::Pending { path } => {
+                text.push_str(&format!(
+                    "- `{path}`: still waiting for a reviewer; do not propose it again.\n"
+                ));
+            }
+        }
+    }
+    text
+}
+
+/// Runs the loop with GitHub delivery around it.
+pub async fn run(
+    ctx: &GithubContext,
+    resolved: &Resolved,
+    sandbox: &Sandbox,
+    mut options: RunOptions,
+    wait: Option<Duration>,
+) -> Result<RunReport> {
+    let base = ctx.base_branch().unwrap_or_else(|| resolved.config.base.clone());
+    let mut session = github::start(ctx, &options.repo, &base).await.with_context(|| {
+        format!(
+            "opening the GitHub session for {}/{} (base {base})",
+            ctx.owner, ctx.repo
+        )
+    })?;
+    let committer = session.committer();
+    let repo = options.repo.clone();
+    options.after_iteration = Some(Box::new(move |iteration: &IterationReport| {
+        committer
+            .commit(&repo, &iteration_summary(iteration))
+            .map(|_| ())
+            .map_err(anyhow::Error::new)
+    }));
+
+    if let Some(saved) = session.resume_state() {
+        let before: BTreeMap<String, String> = saved
+            .approvals
+            .iter()
+            .map(|record| (record.path.clone(), format!("{:?}", record.state)))
+            .collect();
+        let decisions = session
+            .decide_approvals()
+            .await
+            .context("deciding held edits from reviews")?;
+        let new: Vec<ApprovalDecision> = decisions
+            .iter()
+            .filter(|decision| {
+                decision_kind(decision) != "pending"
+                    && before
+                        .get(decision.path())
+                        .is_none_or(|state| state.starts_with("Pending"))
+            })
+            .cloned()
+            .collect();
+        if new.is_empty() && decisions.iter().any(|d| decision_kind(d) == "pending") {
+            let mut report = RunReport::new(
+                options.run_id.clone(),
+                resolved.config.llm.provider_name(),
+                resolved.config.llm.model.clone(),
+                format!("{:?}", sandbox.kind()).to_lowercase(),
+                resolved.config.max_iterations,
+            );
+            report.finish(
+                RunStatus::AwaitingApproval,
+                "edits held for approval have no decision yet",
+            );
+            attach_prs(&mut report, &session, &[]);
+            return Ok(report);
+        }
+        if !new.is_empty() {
+            tracing::info!("resuming with {} new decision(s) on held edits", new.len());
+            options.preamble = Some(decisions_text(&new));
+        }
+    }
+
+    let mut report = None;
+    for _round in 0..MAX_ROUNDS {
+        let mut this = reconcile::run(resolved, sandbox, &options).await?;
+        let outcome = session
+            .publish(&publish_input(&this))
+            .await
+            .context("publishing the result on GitHub")?;
+        this.warnings.extend(outcome.warnings.iter().cloned());
+        attach_prs(&mut this, &session, &outcome.approval_prs);
+        let waiting = this.status == RunStatus::AwaitingApproval;
+        report = Some(this);
+        let Some(wait) = wait.filter(|_| waiting) else {
+            break;
+        };
+        tracing::info!("waiting up to {}s for reviewers of held edits", wait.as_secs());
+        let decisions = session
+            .wait_for_approvals(wait)
+            .await
+            .context("waiting for reviewers")?;
+        let decided: Vec<ApprovalDecision> = decisions
+            .into_iter()
+            .filter(|decision| decision_kind(decision) != "pending")
+            .collect();
+        if decided.is_empty() {
+            break;
+        }
+        options.preamble = Some(decisions_text(&decided));
+    }
+    report.context("the delivery loop ran no round")
+}
+
+fn attach_prs(report: &mut RunReport, session: &github::Session, approvals: &[(String, github::PullRef)]) {
+    if let Some(pr) = session.result_pr() {
+        report.pull_requests.push(PullRequestRef {
+            number: pr.number,
+            url: pr.url.clone(),
+            purpose: "result".into(),
+        });
+    }
+    for (path, pr) in approvals {
+        report.pull_requests.push(PullRequestRef {
+            number: pr.number,
+            url: pr.url.clone(),
+            purpose: format!("approval of {path}"),
+        });
+    }
+}

@@ -208,6 +208,11 @@ pub fn apply(repo_root: &Path, plan: &EditPlan, options: &ApplyOptions) -> Resul
                     contents,
                 ),
             },
+            Disposition::NeedsApproval { .. } if already_in_place(repo_root, raw, contents) => {
+                // An approved change the model proposes again, or a delete of what is gone:
+                // nothing for a human to decide (C14).
+                changeset.unchanged.push(raw.to_owned());
+            }
             Disposition::NeedsApproval { rule } => {
                 tracing::info!(path = %raw.escape_debug(), %rule, "edit waits for approval");
                 changeset.pending.push(PendingApproval {
@@ -483,6 +488,29 @@ fn open_parent(root: &Dir, path: &RepoPath, create: bool) -> Result<Option<Dir>,
         })?;
     }
     Ok(Some(dir))
+}
+
+/// True when the tree already holds what a held edit asks for: the same bytes for a write, no
+/// entry for a delete. Read without following links; any doubt answers false.
+fn already_in_place(repo_root: &Path, raw: &str, contents: Option<&str>) -> bool {
+    let Ok(path) = path::validate(raw) else {
+        return false;
+    };
+    let Ok(root) = open_root(repo_root) else {
+        return false;
+    };
+    let dir = match open_parent(&root, &path, false) {
+        Ok(Some(dir)) => dir,
+        Ok(None) => return contents.is_none(),
+        Err(_) => return false,
+    };
+    match (inspect_target(&dir, &path), contents) {
+        (Ok(None), None) => true,
+        (Ok(Some(metadata)), Some(contents)) if metadata.is_file() => {
+            matches!(read_regular(&dir, path.file_name(), contents.len()), Ok(Some(current)) if current == contents.as_bytes())
+        }
+        _ => false,
+    }
 }
 
 /// Checks the final component of an edit; `Ok(None)` when it does not exist.

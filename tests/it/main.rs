@@ -9,4 +9,5 @@ mod pack;
 mod review;
 mod review_cli;
 mod run;
+mod run_github;
 mod support;

@@ -341,3 +341,18 @@ fn pack_prints_the_prompt_and_needs_no_llm_settings() {
     assert_eq!(text.matches("brand new spec").count(), 1);
     assert!(String::from_utf8_lossy(&output.stderr).contains("tokens"));
 }
+
+#[test]
+fn a_held_edit_identical_to_the_tree_is_not_pending() {
+    let repo = repo_with_checker("DONE");
+    let current_spec = repo.read("specs/app.md");
+    let answer = json!({"create-or-update": {"src/app.txt": "DONE\n", "specs/app.md": current_spec}});
+    let outcome = run(&repo, &[answer], &[]);
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    assert!(
+        outcome.report["pending-approvals"]
+            .as_array()
+            .expect("pending")
+            .is_empty()
+    );
+}

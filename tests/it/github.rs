@@ -534,7 +534,9 @@ fn action_yml_has_the_documented_shape() {
         }
     }
     let run = steps.last().expect("run step");
-    assert!(run["run"].as_str().expect("run").starts_with("exec bork-ci run"));
+    let script = run["run"].as_str().expect("run");
+    assert!(script.contains("exec bork-ci \"${args[@]}\""), "{script}");
+    assert!(script.contains("--api-key-env BORK_LLM_API_KEY"), "{script}");
     assert!(
         run["env"]["BORK_LLM_API_KEY"]
             .as_str()

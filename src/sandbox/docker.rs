@@ -788,6 +788,19 @@ async fn remove_container(docker: &Docker, id: &str) {
     match docker.remove_container(id, Some(options)).await {
         Ok(()) => {}
         Err(error) if is_not_found(&error) => {}
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) => {
+            // Another removal (a dropped job's guard) is under way: wait until it is done.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                match docker.inspect_container(id, None).await {
+                    Err(error) if is_not_found(&error) => return,
+                    _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+            tracing::warn!(container = id, "removal still in progress after 10 s");
+        }
         Err(error) => tracing::warn!(container = id, %error, "removing container"),
     }
 }

@@ -1,1 +1,2 @@
 //! The one integration-test binary: each area of bork-ci has a module here.
+mod sandbox;

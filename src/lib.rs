@@ -6,3 +6,4 @@
 //! See `ARCHITECTURE.md` for the code map and the invariants.
 pub mod findings;
 pub mod sandbox;
+pub mod verify;

@@ -64,7 +64,7 @@ pub struct Job {
     /// At most this many bytes of stdout and of stderr are kept; the rest is drained and dropped.
     pub output_cap: usize,
     /// Checker and verify jobs: the artifact directories on the host. The `docker` backend mounts
-    /// `run` at `/artifacts` and `cache` at `/artifacts/cache`; `None` means the sandbox's
+    /// `run` at `/artifacts` and `cache` at `/cache`; `None` means the sandbox's
     /// default (`<artifact root>/runs/<run id>` and `<artifact root>/cache`). The `none` backend
     /// does not use it (callers point variables at host paths themselves, see [`artifact_env`]).
     pub artifacts: Option<ArtifactDirs>,
@@ -105,42 +105,48 @@ impl ArtifactDirs {
         }
     }
 
-    /// Creates the directories a job writes to (`tmp`, `build`, `home`, `db`, `snapshots` in the
-    /// run directory, the tool caches in `cache`), writable by any user so that a container
-    /// running as another uid can use them. Existing symlinks in their place are replaced.
+    /// Creates the run's directories (`logs`, `build`, `tmp` and below) and the tool caches.
+    /// Those a job writes to are writable by any user (sticky, like `/tmp`) so that a container
+    /// running as another uid can use them; the run directory itself and `logs/` are not, so a
+    /// job cannot plant the files the runner writes there afterwards. Anything that is not a
+    /// directory in their place (a planted symlink) is removed first.
     pub fn prepare(&self) -> std::io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
-        let mut dirs = vec![self.run.clone(), self.cache.clone()];
-        dirs.extend(RUN_SUBDIRS.iter().map(|name| self.run.join(name)));
-        dirs.extend(CACHE_SUBDIRS.iter().map(|name| self.cache.join(name)));
-        for dir in dirs {
+        let mut dirs = vec![(self.run.clone(), 0o755), (self.cache.clone(), 0o1777)];
+        dirs.extend(RUN_SUBDIRS.iter().map(|name| {
+            let mode = if *name == "logs" { 0o755 } else { 0o1777 };
+            (self.run.join(name), mode)
+        }));
+        dirs.extend(CACHE_SUBDIRS.iter().map(|name| (self.cache.join(name), 0o1777)));
+        for (dir, mode) in dirs {
             if let Ok(meta) = std::fs::symlink_metadata(&dir) {
                 if !meta.is_dir() {
                     std::fs::remove_file(&dir)?;
                 }
             }
             std::fs::create_dir_all(&dir)?;
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))?;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))?;
         }
         Ok(())
     }
 }
 
 /// Subdirectories of a run's artifact directory that jobs write to.
-pub const RUN_SUBDIRS: &[&str] = &["logs", "build", "tmp", "home", "db", "snapshots"];
+pub const RUN_SUBDIRS: &[&str] = &["logs", "build", "tmp", "tmp/home", "tmp/db", "build/snapshots"];
 /// Subdirectories of the shared cache, one per tool.
 pub const CACHE_SUBDIRS: &[&str] = &["xdg", "cargo-target", "cargo-home", "npm", "pip"];
 
 /// The variables that point a job's temporary, test and build output into its artifact
-/// directories: `run` and `cache` are the paths as the job sees them (`/artifacts` and
-/// `/artifacts/cache` in a container, host paths for the `none` backend).
+/// directories: `run` and `cache` are the paths as the job sees them (`/artifacts` and `/cache`
+/// in a container, host paths for the `none` backend).
 pub fn artifact_env(run: &str, cache: &str) -> Vec<(String, String)> {
     [
         ("TMPDIR", format!("{run}/tmp")),
-        ("HOME", format!("{run}/home")),
-        ("TEST_DB_PATH", format!("{run}/db")),
-        ("SNAPSHOT_DIR", format!("{run}/snapshots")),
+        ("HOME", format!("{run}/tmp/home")),
+        ("TEST_DB_PATH", format!("{run}/tmp/db")),
+        ("SNAPSHOT_DIR", format!("{run}/build/snapshots")),
         ("AGENT_BUILD_DIR", format!("{run}/build")),
+        ("AGENT_ARTIFACT_DIR", run.to_owned()),
         ("XDG_CACHE_HOME", format!("{cache}/xdg")),
         ("CARGO_TARGET_DIR", format!("{cache}/cargo-target")),
         ("CARGO_HOME", format!("{cache}/cargo-home")),

@@ -88,7 +88,9 @@ pub fn default_artifact_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("AGENT_ARTIFACT_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
     home.join(".agent-artifacts")
 }
 
@@ -295,7 +297,12 @@ pub async fn run(
     let started = OffsetDateTime::now_utc();
     let commit_sha = commit_sha(repo);
 
-    let mut job = Job::new(JobKind::Verify, Vec::new(), options.timeout, options.output_cap);
+    let mut job = Job::new(
+        JobKind::Verify,
+        Vec::new(),
+        options.timeout,
+        options.output_cap,
+    );
     job.artifacts = Some(dirs.clone());
     job.secret_env = options.secret_env.clone();
     if sandbox.kind() == crate::sandbox::SandboxKind::None {
@@ -322,8 +329,8 @@ pub async fn run(
             stderr: output.stderr.clone(),
         })
         .collect();
-    let passed = outputs.len() == steps.len()
-        && outputs.iter().all(|o| o.outcome == Outcome::Exited(0));
+    let passed =
+        outputs.len() == steps.len() && outputs.iter().all(|o| o.outcome == Outcome::Exited(0));
     let manifest = Manifest {
         run_id: run_id.clone(),
         timestamp_start: timestamp(started),
@@ -452,12 +459,22 @@ fn file_safe(name: &str) -> String {
         .take(64)
         .collect();
     let safe = safe.trim_start_matches('.').to_owned();
-    if safe.is_empty() { "step".to_owned() } else { safe }
+    if safe.is_empty() {
+        "step".to_owned()
+    } else {
+        safe
+    }
 }
 
 fn step_log(index: usize, step: &Step, output: &JobOutput, timeout: Duration) -> Vec<u8> {
     let mut log = Vec::new();
-    let _ = writeln!(log, "==> step {:02} {}: {}", index + 1, step.name, step.command);
+    let _ = writeln!(
+        log,
+        "==> step {:02} {}: {}",
+        index + 1,
+        step.name,
+        step.command
+    );
     log.extend_from_slice(&output.stdout);
     if output.stdout_truncated {
         log.extend_from_slice(b"\n[stdout truncated]\n");
@@ -477,7 +494,10 @@ fn step_log(index: usize, step: &Step, output: &JobOutput, timeout: Duration) ->
     let ending = match output.outcome {
         Outcome::Exited(code) => format!("exit code {code}"),
         Outcome::Signaled(signal) => format!("killed by signal {signal}"),
-        Outcome::TimedOut => format!("timed out (verification.timeout-secs = {})", timeout.as_secs()),
+        Outcome::TimedOut => format!(
+            "timed out (verification.timeout-secs = {})",
+            timeout.as_secs()
+        ),
         Outcome::OomKilled => "killed: out of memory".to_owned(),
     };
     let _ = writeln!(
@@ -583,12 +603,16 @@ pub fn read_artifact(run_dir: &Path, relative: &Path, max: u64) -> std::io::Resu
     };
     for component in parents {
         let std::path::Component::Normal(name) = component else {
-            return Err(std::io::Error::other("artifact paths must be plain and relative"));
+            return Err(std::io::Error::other(
+                "artifact paths must be plain and relative",
+            ));
         };
         current = current.open_dir_nofollow(name)?;
     }
     let std::path::Component::Normal(name) = last else {
-        return Err(std::io::Error::other("artifact paths must be plain and relative"));
+        return Err(std::io::Error::other(
+            "artifact paths must be plain and relative",
+        ));
     };
     let mut options = cap_std::fs::OpenOptions::new();
     options.read(true).follow(FollowSymlinks::No);
@@ -642,13 +666,29 @@ mod tests {
         assert_eq!(
             steps,
             vec![
-                Step { name: "install".into(), command: "npm ci".into() },
-                Step { name: "test".into(), command: "npm test".into() },
+                Step {
+                    name: "install".into(),
+                    command: "npm ci".into()
+                },
+                Step {
+                    name: "test".into(),
+                    command: "npm test".into()
+                },
             ]
         );
-        let configured = [Step { name: "c".into(), command: "true".into() }];
-        assert_eq!(load_steps(dir.path(), &configured).expect("configured"), configured);
-        std::fs::write(dir.path().join("agent.yaml"), "verification:\n  steps:\n    - name: x\n").expect("write");
+        let configured = [Step {
+            name: "c".into(),
+            command: "true".into(),
+        }];
+        assert_eq!(
+            load_steps(dir.path(), &configured).expect("configured"),
+            configured
+        );
+        std::fs::write(
+            dir.path().join("agent.yaml"),
+            "verification:\n  steps:\n    - name: x\n",
+        )
+        .expect("write");
         assert!(load_steps(dir.path(), &[]).is_err());
     }
 
@@ -661,8 +701,11 @@ mod tests {
             "verification:\n  steps:\n    - name: x\n      command: evil\n",
         )
         .expect("write");
-        std::os::unix::fs::symlink(outside.path().join("agent.yaml"), dir.path().join("agent.yaml"))
-            .expect("symlink");
+        std::os::unix::fs::symlink(
+            outside.path().join("agent.yaml"),
+            dir.path().join("agent.yaml"),
+        )
+        .expect("symlink");
         assert!(load_steps(dir.path(), &[]).is_err());
     }
 
@@ -679,8 +722,15 @@ mod tests {
         write_new(&run, "manifest.json", b"{}").expect("writes");
         replace_with_dir(&run, "logs").expect("replaces");
         assert_eq!(std::fs::read_to_string(&canary).expect("read"), "untouched");
-        assert_eq!(std::fs::read(dir.path().join("manifest.json")).expect("read"), b"{}");
-        assert!(std::fs::symlink_metadata(dir.path().join("logs")).expect("meta").is_dir());
+        assert_eq!(
+            std::fs::read(dir.path().join("manifest.json")).expect("read"),
+            b"{}"
+        );
+        assert!(
+            std::fs::symlink_metadata(dir.path().join("logs"))
+                .expect("meta")
+                .is_dir()
+        );
         assert!(read_artifact(dir.path(), Path::new("manifest.json"), 10).is_ok());
         std::os::unix::fs::symlink(&canary, dir.path().join("link")).expect("symlink");
         assert!(read_artifact(dir.path(), Path::new("link"), 100).is_err());
@@ -714,7 +764,10 @@ mod tests {
             tail_log: String::new(),
             artifact_paths: Vec::new(),
             manifest,
-            steps: vec![step(Outcome::Exited(0), "fine"), step(Outcome::Exited(2), "bad")],
+            steps: vec![
+                step(Outcome::Exited(0), "fine"),
+                step(Outcome::Exited(2), "bad"),
+            ],
         };
         let findings = to_findings(&result);
         assert_eq!(

@@ -176,7 +176,10 @@ fn is_not_found(error: &bollard::errors::Error) -> bool {
 
 impl DockerSandbox {
     /// Connects to the engine, negotiates the API version and checks that it answers.
-    pub async fn connect(settings: DockerSettings, run_id: &str) -> Result<DockerSandbox, SandboxError> {
+    pub async fn connect(
+        settings: DockerSettings,
+        run_id: &str,
+    ) -> Result<DockerSandbox, SandboxError> {
         let endpoint = settings
             .host
             .clone()
@@ -186,14 +189,14 @@ impl DockerSandbox {
             host: endpoint.clone(),
             reason,
         };
-        let docker = Docker::connect_with_host(&endpoint).map_err(|e| unreachable(e.to_string()))?;
-        let docker = match tokio::time::timeout(Duration::from_secs(15), docker.negotiate_version())
-            .await
-        {
-            Ok(Ok(docker)) => docker,
-            Ok(Err(error)) => return Err(unreachable(error.to_string())),
-            Err(_) => return Err(unreachable("no answer within 15 s".to_owned())),
-        };
+        let docker =
+            Docker::connect_with_host(&endpoint).map_err(|e| unreachable(e.to_string()))?;
+        let docker =
+            match tokio::time::timeout(Duration::from_secs(15), docker.negotiate_version()).await {
+                Ok(Ok(docker)) => docker,
+                Ok(Err(error)) => return Err(unreachable(error.to_string())),
+                Err(_) => return Err(unreachable("no answer within 15 s".to_owned())),
+            };
         Ok(DockerSandbox {
             docker,
             settings,
@@ -302,7 +305,12 @@ impl DockerSandbox {
         result
     }
 
-    async fn run_in(&self, id: &str, job: &Job, started: Instant) -> Result<JobOutput, SandboxError> {
+    async fn run_in(
+        &self,
+        id: &str,
+        job: &Job,
+        started: Instant,
+    ) -> Result<JobOutput, SandboxError> {
         let attach = AttachContainerOptions {
             stream: true,
             stdout: true,
@@ -319,10 +327,10 @@ impl DockerSandbox {
             .start_container(id, None::<StartContainerOptions>)
             .await
             .map_err(docker_error("start"))?;
-        let mut wait = self
-            .docker
-            .wait_container(id, None::<WaitContainerOptions>);
-        let timed_out = tokio::time::timeout(job.timeout, wait.next()).await.is_err();
+        let mut wait = self.docker.wait_container(id, None::<WaitContainerOptions>);
+        let timed_out = tokio::time::timeout(job.timeout, wait.next())
+            .await
+            .is_err();
         if timed_out {
             self.kill(id).await;
         }
@@ -571,16 +579,20 @@ impl DockerSandbox {
         let mut mounts = Vec::new();
         let (image, user, network, cmd) = match job.kind {
             JobKind::Checker | JobKind::Verify => {
-                let dirs = job
-                    .artifacts
-                    .clone()
-                    .unwrap_or_else(|| ArtifactDirs::under(&self.settings.artifact_dir, &self.run_id));
-                dirs.prepare().map_err(prepare_error("the artifact directories"))?;
+                let dirs = job.artifacts.clone().unwrap_or_else(|| {
+                    ArtifactDirs::under(&self.settings.artifact_dir, &self.run_id)
+                });
+                dirs.prepare()
+                    .map_err(prepare_error("the artifact directories"))?;
                 mounts.push(bind(&repo_str, REPO_MOUNT, true));
                 if let Some(config) = stripped_git_config(&repo, scratch.path())
                     .map_err(prepare_error("the stripped .git/config"))?
                 {
-                    mounts.push(bind(&path_str(&config)?, &format!("{REPO_MOUNT}/.git/config"), true));
+                    mounts.push(bind(
+                        &path_str(&config)?,
+                        &format!("{REPO_MOUNT}/.git/config"),
+                        true,
+                    ));
                 }
                 mounts.push(bind(&path_str(&dirs.run)?, ARTIFACTS_MOUNT, false));
                 mounts.push(bind(&path_str(&dirs.cache)?, CACHE_MOUNT, false));
@@ -596,11 +608,13 @@ impl DockerSandbox {
                 mounts.push(bind(&repo_str, REPO_MOUNT, false));
                 mask_git(&repo, &mut mounts);
                 if let Some(state) = &job.state_dir {
-                    let state = std::fs::canonicalize(state).map_err(prepare_error("the state directory"))?;
+                    let state = std::fs::canonicalize(state)
+                        .map_err(prepare_error("the state directory"))?;
                     mounts.push(bind(&path_str(&state)?, STATE_MOUNT, false));
                 }
                 env.push(("HOME".to_owned(), "/tmp".to_owned()));
-                let owner = std::fs::metadata(&repo).map_err(prepare_error("the repository owner"))?;
+                let owner =
+                    std::fs::metadata(&repo).map_err(prepare_error("the repository owner"))?;
                 // Files the step writes keep the repository owner's ids and get 0644/0755.
                 let mut wrapped = vec![
                     "sh".to_owned(),
@@ -670,7 +684,11 @@ impl DockerSandbox {
         })
     }
 
-    async fn create(&self, prepared: &Prepared, kind: JobKind) -> Result<ContainerGuard, SandboxError> {
+    async fn create(
+        &self,
+        prepared: &Prepared,
+        kind: JobKind,
+    ) -> Result<ContainerGuard, SandboxError> {
         let image = prepared.body.image.clone().unwrap_or_default();
         self.ensure_image(&image).await?;
         let name = format!(
@@ -922,7 +940,9 @@ fn stripped_git_config(repo: &Path, scratch: &Path) -> std::io::Result<Option<Pa
 /// (`http.*.extraheader`, `credential.*`, `url.*.insteadOf`, `include*`, `lfs.*`).
 pub fn strip_git_credentials(config: &str) -> String {
     const KEPT: &[&str] = &["core", "remote", "branch", "extensions", "user"];
-    const REMOTE_KEYS: &[&str] = &["url", "pushurl", "fetch", "push", "tagopt", "mirror", "prune"];
+    const REMOTE_KEYS: &[&str] = &[
+        "url", "pushurl", "fetch", "push", "tagopt", "mirror", "prune",
+    ];
     let mut out = String::new();
     let mut section: Option<String> = None;
     let mut continuing = false;
@@ -966,7 +986,10 @@ pub fn strip_git_credentials(config: &str) -> String {
             .to_ascii_lowercase();
         let keep = match current.as_str() {
             "remote" => REMOTE_KEYS.contains(&key.as_str()),
-            "core" => !matches!(key.as_str(), "askpass" | "sshcommand" | "hookspath" | "fsmonitor"),
+            "core" => !matches!(
+                key.as_str(),
+                "askpass" | "sshcommand" | "hookspath" | "fsmonitor"
+            ),
             _ => true,
         };
         if keep && !line.ends_with('\\') {
@@ -992,7 +1015,9 @@ fn strip_userinfo(text: &str) -> String {
             .unwrap_or(after.len());
         let authority = after.get(..authority_end).unwrap_or_default();
         match authority.rfind('@') {
-            Some(userinfo_end) => out.push_str(authority.get(userinfo_end + 1..).unwrap_or_default()),
+            Some(userinfo_end) => {
+                out.push_str(authority.get(userinfo_end + 1..).unwrap_or_default())
+            }
             None => out.push_str(authority),
         }
         rest = after.get(authority_end..).unwrap_or_default();
@@ -1043,10 +1068,20 @@ where
     while let Some(item) = stream.next().await {
         match item {
             Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
-                keep(&mut captured.stdout, &mut captured.stdout_truncated, &message, cap);
+                keep(
+                    &mut captured.stdout,
+                    &mut captured.stdout_truncated,
+                    &message,
+                    cap,
+                );
             }
             Ok(LogOutput::StdErr { message }) => {
-                keep(&mut captured.stderr, &mut captured.stderr_truncated, &message, cap);
+                keep(
+                    &mut captured.stderr,
+                    &mut captured.stderr_truncated,
+                    &message,
+                    cap,
+                );
             }
             Ok(LogOutput::StdIn { .. }) => {}
             Err(error) => {
@@ -1100,8 +1135,14 @@ mod tests {
             [remote \"fork\"]\n\turl = https://SECRET9@example.com/o/r\n";
         let stripped = strip_git_credentials(config);
         assert!(!stripped.contains("SECRET"), "{stripped}");
-        assert!(stripped.contains("url = https://github.com/o/r.git"), "{stripped}");
-        assert!(stripped.contains("url = https://example.com/o/r"), "{stripped}");
+        assert!(
+            stripped.contains("url = https://github.com/o/r.git"),
+            "{stripped}"
+        );
+        assert!(
+            stripped.contains("url = https://example.com/o/r"),
+            "{stripped}"
+        );
         assert!(stripped.contains("[branch \"main\"]"));
         assert!(stripped.contains("merge = refs/heads/main"));
         assert!(stripped.contains("repositoryformatversion = 0"));
@@ -1109,7 +1150,8 @@ mod tests {
 
     #[test]
     fn continuation_lines_of_dropped_keys_go_too() {
-        let config = "[http]\n\textraheader = AUTHORIZATION: \\\n  SECRET\n[core]\n\tbare = false\n";
+        let config =
+            "[http]\n\textraheader = AUTHORIZATION: \\\n  SECRET\n[core]\n\tbare = false\n";
         let stripped = strip_git_credentials(config);
         assert!(!stripped.contains("SECRET"), "{stripped}");
         assert!(stripped.contains("bare = false"));

@@ -117,7 +117,11 @@ impl ArtifactDirs {
             let mode = if *name == "logs" { 0o755 } else { 0o1777 };
             (self.run.join(name), mode)
         }));
-        dirs.extend(CACHE_SUBDIRS.iter().map(|name| (self.cache.join(name), 0o1777)));
+        dirs.extend(
+            CACHE_SUBDIRS
+                .iter()
+                .map(|name| (self.cache.join(name), 0o1777)),
+        );
         for (dir, mode) in dirs {
             if let Ok(meta) = std::fs::symlink_metadata(&dir) {
                 if !meta.is_dir() {
@@ -132,7 +136,14 @@ impl ArtifactDirs {
 }
 
 /// Subdirectories of a run's artifact directory that jobs write to.
-pub const RUN_SUBDIRS: &[&str] = &["logs", "build", "tmp", "tmp/home", "tmp/db", "build/snapshots"];
+pub const RUN_SUBDIRS: &[&str] = &[
+    "logs",
+    "build",
+    "tmp",
+    "tmp/home",
+    "tmp/db",
+    "build/snapshots",
+];
 /// Subdirectories of the shared cache, one per tool.
 pub const CACHE_SUBDIRS: &[&str] = &["xdg", "cargo-target", "cargo-home", "npm", "pip"];
 

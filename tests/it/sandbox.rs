@@ -152,8 +152,15 @@ async fn repo_is_read_only_and_artifacts_are_writable() {
     for forbidden in ["WROTE", "REMOVED", "CHMOD", "ROOTFS"] {
         assert!(!stdout.contains(forbidden), "{forbidden} in {stdout}");
     }
-    assert!(text(&out.stderr).contains("Read-only file system"), "{}", text(&out.stderr));
-    assert!(stdout.contains("ARTIFACT") && stdout.contains("CACHED"), "{stdout}");
+    assert!(
+        text(&out.stderr).contains("Read-only file system"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains("ARTIFACT") && stdout.contains("CACHED"),
+        "{stdout}"
+    );
     assert_eq!(tree_listing(repo.path()), before, "repo changed");
     let dirs = ArtifactDirs::under(artifacts.path(), sandbox.run_id());
     assert_eq!(
@@ -202,7 +209,12 @@ async fn confinement_user_capabilities_network_and_secrets() {
     job.secret_env = vec!["OPENAI_API_KEY".into(), "GITHUB_TOKEN".into()];
     let out = sandbox.run(repo.path(), &job).await.expect("runs");
     let stdout = text(&out.stdout);
-    assert_eq!(out.outcome, Outcome::Exited(0), "{stdout} {}", text(&out.stderr));
+    assert_eq!(
+        out.outcome,
+        Outcome::Exited(0),
+        "{stdout} {}",
+        text(&out.stderr)
+    );
     assert!(stdout.contains("uid=65534"), "{stdout}");
     assert!(stdout.contains("CapEff:\t0000000000000000"), "{stdout}");
     assert!(stdout.contains("NoNewPrivs:\t1"), "{stdout}");
@@ -219,7 +231,10 @@ async fn confinement_user_capabilities_network_and_secrets() {
     assert!(stdout.contains("TMPDIR=/artifacts/tmp"), "{stdout}");
     assert!(!stdout.contains("CANARY"), "{stdout}");
     assert!(stdout.contains("ref: refs/heads/main"), "{stdout}");
-    assert!(stdout.contains("url = https://github.com/o/r.git"), "{stdout}");
+    assert!(
+        stdout.contains("url = https://github.com/o/r.git"),
+        "{stdout}"
+    );
     assert!(!stdout.contains("GITWRITE") && !stdout.contains("SOCKET"));
     // The host's own config keeps its token: only the container's copy is stripped.
     assert!(git(repo.path(), &["config", "--list"]).contains("CANARY-TOKEN-1"));
@@ -235,7 +250,11 @@ async fn timeout_kills_and_removes_the_container() {
     let started = Instant::now();
     let out = sandbox.run(repo.path(), &job).await.expect("runs");
     assert_eq!(out.outcome, Outcome::TimedOut);
-    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(text(&out.stdout), "started\n");
     assert!(containers_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
 }
@@ -328,7 +347,12 @@ async fn edit_step_profile() {
     job.state_dir = Some(state.path().to_owned());
     let out = sandbox.run(repo.path(), &job).await.expect("runs");
     let stdout = text(&out.stdout);
-    assert_eq!(out.outcome, Outcome::Exited(0), "{stdout} {}", text(&out.stderr));
+    assert_eq!(
+        out.outcome,
+        Outcome::Exited(0),
+        "{stdout} {}",
+        text(&out.stderr)
+    );
     assert!(stdout.contains("git=0\n"), "{stdout}");
     assert!(!stdout.contains("GITWRITE") && !stdout.contains("CANARY"));
     assert!(stdout.contains("key=the-llm-key"));
@@ -341,12 +365,18 @@ async fn edit_step_profile() {
         .find_map(|l| l.strip_prefix("ifaces="))
         .and_then(|n| n.parse().ok())
         .expect("ifaces");
-    assert!(ifaces > 1, "host networking shows the host's interfaces: {stdout}");
+    assert!(
+        ifaces > 1,
+        "host networking shows the host's interfaces: {stdout}"
+    );
     let written = std::fs::metadata(repo.path().join("new.txt")).expect("written on host");
     assert_eq!(written.permissions().mode() & 0o777, 0o644);
     assert_eq!((written.uid(), written.gid()), (owner.uid(), owner.gid()));
     assert!(state.path().join("output.json").is_file());
-    assert!(repo.path().join(".git/HEAD").is_file(), ".git untouched on the host");
+    assert!(
+        repo.path().join(".git/HEAD").is_file(),
+        ".git untouched on the host"
+    );
     assert!(!repo.path().join(".git/hooks-x").exists());
 }
 
@@ -365,7 +395,10 @@ async fn missing_image_and_unreachable_engine_are_clear_errors() {
             .run(repo.path(), &sh(JobKind::Checker, "true"))
             .await
             .expect_err("no such image");
-        assert!(matches!(error, SandboxError::ImageMissing { .. }), "{error}");
+        assert!(
+            matches!(error, SandboxError::ImageMissing { .. }),
+            "{error}"
+        );
         let message = error.to_string();
         assert!(message.contains("bork-ci-test/absent:nope"), "{message}");
         assert!(message.contains("build-images.sh"), "{message}");
@@ -377,7 +410,10 @@ async fn missing_image_and_unreachable_engine_are_clear_errors() {
         .expect_err("nothing listens");
     let message = error.to_string();
     assert!(matches!(error, SandboxError::Unreachable { .. }));
-    assert!(message.contains("unix:///nonexistent/docker.sock"), "{message}");
+    assert!(
+        message.contains("unix:///nonexistent/docker.sock"),
+        "{message}"
+    );
     assert!(message.contains("--sandbox none"), "{message}");
 }
 
@@ -387,10 +423,14 @@ async fn sequence_runs_in_one_container_and_stops_at_first_failure() {
     let repo = repo();
     let sandbox = Sandbox::Docker(sandbox(artifacts.path(), "seq").await);
     let job = sh(JobKind::Verify, "");
-    let commands: Vec<Vec<String>> = ["hostname > /tmp/h; echo one", "cat /tmp/h; exit 3", "echo never"]
-        .iter()
-        .map(|c| vec!["sh".into(), "-c".into(), (*c).into()])
-        .collect();
+    let commands: Vec<Vec<String>> = [
+        "hostname > /tmp/h; echo one",
+        "cat /tmp/h; exit 3",
+        "echo never",
+    ]
+    .iter()
+    .map(|c| vec!["sh".into(), "-c".into(), (*c).into()])
+    .collect();
     let outputs = sandbox
         .run_sequence(repo.path(), &job, &commands)
         .await
@@ -398,7 +438,10 @@ async fn sequence_runs_in_one_container_and_stops_at_first_failure() {
     assert_eq!(outputs.len(), 2);
     assert_eq!(outputs[0].outcome, Outcome::Exited(0));
     assert_eq!(outputs[1].outcome, Outcome::Exited(3));
-    assert!(!outputs[1].stdout.is_empty(), "same container: /tmp/h survives");
+    assert!(
+        !outputs[1].stdout.is_empty(),
+        "same container: /tmp/h survives"
+    );
 }
 
 /// Child mode of the signal tests: start a long checker, and on SIGTERM remove this run's
@@ -471,8 +514,14 @@ async fn sigterm_mid_check_leaves_no_container() {
         &run_id,
         artifacts.path(),
     );
-    assert_eq!(wait_for_container(&label).len(), 1, "the checker container starts");
-    let ready = ArtifactDirs::under(artifacts.path(), &run_id).run.join("tmp/ready");
+    assert_eq!(
+        wait_for_container(&label).len(),
+        1,
+        "the checker container starts"
+    );
+    let ready = ArtifactDirs::under(artifacts.path(), &run_id)
+        .run
+        .join("tmp/ready");
     let deadline = Instant::now() + Duration::from_secs(30);
     while !ready.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
@@ -486,7 +535,11 @@ async fn sigterm_mid_check_leaves_no_container() {
     .expect("SIGTERM sent");
     let status = child.wait().expect("child exits");
     assert_eq!(status.code(), Some(143));
-    assert!(sent.elapsed() < Duration::from_millis(2500), "{:?}", sent.elapsed());
+    assert!(
+        sent.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        sent.elapsed()
+    );
     assert!(containers_with(&label).is_empty(), "container left behind");
 }
 
@@ -541,8 +594,13 @@ async fn gc_reaps_a_killed_runs_leftovers_only() {
         .args(["inspect", "-f", "{{.Id}}", &unlabelled])
         .output()
         .expect("docker inspect");
-    assert!(still_there.status.success(), "unlabelled container untouched");
-    let _ = Command::new("docker").args(["rm", "-f", &unlabelled]).output();
+    assert!(
+        still_there.status.success(),
+        "unlabelled container untouched"
+    );
+    let _ = Command::new("docker")
+        .args(["rm", "-f", &unlabelled])
+        .output();
     let (live, _) = live_task.await.expect("live run ends");
     live.cleanup_all().await.expect("cleanup");
     assert!(containers_with(&live_label).is_empty());

@@ -33,7 +33,10 @@ async fn stops_at_first_failure_with_exact_layout(sandbox: Sandbox, artifacts: &
     let repo = repo();
     let head = git(repo.path(), &["rev-parse", "HEAD"]).trim().to_owned();
     let pipeline = steps(&[
-        ("install", "echo installing; echo built > \"$AGENT_BUILD_DIR/out.bin\"; echo tmp > \"$TMPDIR/t\""),
+        (
+            "install",
+            "echo installing; echo built > \"$AGENT_BUILD_DIR/out.bin\"; echo tmp > \"$TMPDIR/t\"",
+        ),
         ("type check", "echo checking >&2; exit 3"),
         ("test", "echo never"),
     ]);
@@ -55,7 +58,10 @@ async fn stops_at_first_failure_with_exact_layout(sandbox: Sandbox, artifacts: &
     ] {
         assert!(run.join(path).is_file(), "{path} missing");
     }
-    assert!(!run.join("logs/step-03-test.log").exists(), "stopped at first failure");
+    assert!(
+        !run.join("logs/step-03-test.log").exists(),
+        "stopped at first failure"
+    );
     assert!(artifacts.join("cache").is_dir());
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("manifest.json")).expect("manifest"))
@@ -70,21 +76,35 @@ async fn stops_at_first_failure_with_exact_layout(sandbox: Sandbox, artifacts: &
     for key in ["timestamp_start", "timestamp_end"] {
         let stamp = manifest[key].as_str().expect("string");
         assert!(
-            time::OffsetDateTime::parse(stamp, &time::format_description::well_known::Rfc3339).is_ok(),
+            time::OffsetDateTime::parse(stamp, &time::format_description::well_known::Rfc3339)
+                .is_ok(),
             "{key}: {stamp}"
         );
     }
     assert_eq!(manifest["platform"]["os"], "linux");
     assert!(result.tail_log.contains("installing") && result.tail_log.contains("checking"));
     assert!(!result.tail_log.contains("never"));
-    assert!(result.artifact_paths.iter().any(|p| p.ends_with("runs/run-1/manifest.json")));
+    assert!(
+        result
+            .artifact_paths
+            .iter()
+            .any(|p| p.ends_with("runs/run-1/manifest.json"))
+    );
     let contract: serde_json::Value = serde_json::from_str(&result.to_json()).expect("json");
     assert_eq!(contract["status"], "FAIL");
-    assert_eq!(contract["manifest"]["commands_executed"], manifest["commands_executed"]);
+    assert_eq!(
+        contract["manifest"]["commands_executed"],
+        manifest["commands_executed"]
+    );
     let findings = verify::to_findings(&result);
     assert_eq!(findings.overall_findings.len(), 1);
     match &findings.overall_findings[0] {
-        Finding::Command { command, stderr, exit_code, .. } => {
+        Finding::Command {
+            command,
+            stderr,
+            exit_code,
+            ..
+        } => {
             assert_eq!(command, "echo checking >&2; exit 3");
             assert_eq!(stderr.trim(), "checking");
             assert_eq!(*exit_code, 3);
@@ -97,7 +117,10 @@ async fn stops_at_first_failure_with_exact_layout(sandbox: Sandbox, artifacts: &
 async fn docker_pipeline_stops_at_first_failure_with_exact_layout() {
     let artifacts = tempfile::tempdir().expect("tempdir");
     let sandbox = docker(artifacts.path()).await;
-    assert_eq!(sandbox.image(bork_ci::sandbox::JobKind::Verify).as_deref(), Some(crate::sandbox::TEST_IMAGE));
+    assert_eq!(
+        sandbox.image(bork_ci::sandbox::JobKind::Verify).as_deref(),
+        Some(crate::sandbox::TEST_IMAGE)
+    );
     stops_at_first_failure_with_exact_layout(sandbox, artifacts.path()).await;
 }
 
@@ -124,7 +147,10 @@ async fn passing_pipeline_in_one_container_and_read_only_repo() {
         .expect("runs");
     assert_eq!(result.status, Status::Pass, "{}", result.tail_log);
     assert!(result.tail_log.contains("hello"));
-    assert_eq!(result.manifest.platform.container_image, crate::sandbox::TEST_IMAGE);
+    assert_eq!(
+        result.manifest.platform.container_image,
+        crate::sandbox::TEST_IMAGE
+    );
     assert!(verify::to_findings(&result).is_empty());
 
     let writes = steps(&[("write", "touch /repo/x")]);
@@ -150,6 +176,9 @@ async fn timeout_is_a_failure_without_retry() {
     assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!(result.status, Status::Fail);
     assert_eq!(result.manifest.commands_executed.len(), 1);
-    assert_eq!(result.manifest.commands_executed[0].exit_code, verify::TIMEOUT_EXIT_CODE);
+    assert_eq!(
+        result.manifest.commands_executed[0].exit_code,
+        verify::TIMEOUT_EXIT_CODE
+    );
     assert!(result.tail_log.contains("timed out"), "{}", result.tail_log);
 }

@@ -825,10 +825,10 @@ async fn remove_container(docker: &Docker, id: &str) {
 
 async fn remove_volume(docker: &Docker, name: &str) {
     let options = RemoveVolumeOptions { force: true };
-    if let Err(error) = docker.remove_volume(name, Some(options)).await {
-        if !is_not_found(&error) {
-            tracing::warn!(volume = name, %error, "removing volume");
-        }
+    if let Err(error) = docker.remove_volume(name, Some(options)).await
+        && !is_not_found(&error)
+    {
+        tracing::warn!(volume = name, %error, "removing volume");
     }
 }
 

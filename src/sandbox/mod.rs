@@ -123,10 +123,10 @@ impl ArtifactDirs {
                 .map(|name| (self.cache.join(name), 0o1777)),
         );
         for (dir, mode) in dirs {
-            if let Ok(meta) = std::fs::symlink_metadata(&dir) {
-                if !meta.is_dir() {
-                    std::fs::remove_file(&dir)?;
-                }
+            if let Ok(meta) = std::fs::symlink_metadata(&dir)
+                && !meta.is_dir()
+            {
+                std::fs::remove_file(&dir)?;
             }
             std::fs::create_dir_all(&dir)?;
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))?;
@@ -236,7 +236,7 @@ pub enum SandboxError {
 #[derive(Debug)]
 pub enum Sandbox {
     None(none::Local),
-    Docker(docker::DockerSandbox),
+    Docker(Box<docker::DockerSandbox>),
 }
 
 impl Sandbox {

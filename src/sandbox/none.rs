@@ -121,10 +121,11 @@ impl Local {
 }
 
 fn kill_group(pid: Option<u32>) {
-    if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok()) {
-        if let Some(group) = rustix::process::Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        }
+    if let Some(group) = pid
+        .and_then(|pid| i32::try_from(pid).ok())
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
     }
 }
 

@@ -421,7 +421,7 @@ async fn missing_image_and_unreachable_engine_are_clear_errors() {
 async fn sequence_runs_in_one_container_and_stops_at_first_failure() {
     let artifacts = tempfile::tempdir().expect("tempdir");
     let repo = repo();
-    let sandbox = Sandbox::Docker(sandbox(artifacts.path(), "seq").await);
+    let sandbox = Sandbox::Docker(Box::new(sandbox(artifacts.path(), "seq").await));
     let job = sh(JobKind::Verify, "");
     let commands: Vec<Vec<String>> = [
         "hostname > /tmp/h; echo one",

@@ -22,11 +22,11 @@ fn steps(list: &[(&str, &str)]) -> Vec<Step> {
 
 async fn docker(artifacts: &Path) -> Sandbox {
     ensure_test_image();
-    Sandbox::Docker(
+    Sandbox::Docker(Box::new(
         DockerSandbox::connect(settings(artifacts), &run_id("verify"))
             .await
             .expect("connects"),
-    )
+    ))
 }
 
 async fn stops_at_first_failure_with_exact_layout(sandbox: Sandbox, artifacts: &Path) {

@@ -109,6 +109,7 @@ runner_binary() {
 }
 
 build_runner() {
+    build_debian
     image=bork-ci:dev
     binary=$(runner_binary) ||
         die "no bork-ci binary found: run 'cargo build --release' or set BORK_CI_BINARY"
@@ -118,7 +119,6 @@ build_runner() {
         say "$image present (binary unchanged)"
         return 0
     fi
-    build_debian
     ctx=$(mktemp -d)
     trap 'rm -rf "$ctx"' EXIT
     cp "$binary" "$ctx/bork-ci"

@@ -89,14 +89,13 @@ pub async fn run(
     timeout: Duration,
     secret_env: &[String],
 ) -> Result<Verdict, SandboxError> {
-    let job = Job {
-        kind: JobKind::Checker,
-        argv: vec![format!("./{checker}")],
-        env: Vec::new(),
-        secret_env: secret_env.to_vec(),
+    let mut job = Job::new(
+        JobKind::Checker,
+        vec![format!("./{checker}")],
         timeout,
-        output_cap: OUTPUT_CAP,
-    };
+        OUTPUT_CAP,
+    );
+    job.secret_env = secret_env.to_vec();
     let output = sandbox.run(repo, &job).await?;
     Ok(judge(&output, timeout))
 }

@@ -123,13 +123,61 @@ fn pack(args: PackArgs) -> Result<ExitCode> {
     Ok(ExitCode::Converged)
 }
 
+/// The docker backend's settings from the `sandbox.*` keys.
+fn docker_settings(resolved: &Resolved) -> Result<crate::sandbox::docker::DockerSettings> {
+    use crate::sandbox::docker::{DockerSettings, PullPolicy, parse_memory};
+    let sandbox = &resolved.config.sandbox;
+    let mut settings = DockerSettings::new(artifact_root(resolved));
+    settings.host = resolved.docker_host.clone();
+    settings.image = sandbox.image.clone();
+    settings.runner_image = sandbox.runner_image.clone();
+    settings.pull = match sandbox.pull.as_str() {
+        "always" => PullPolicy::Always,
+        "never" => PullPolicy::Never,
+        _ => PullPolicy::Missing,
+    };
+    settings.network = sandbox.network.clone();
+    settings.memory =
+        Some(parse_memory(&sandbox.memory).map_err(|error| anyhow::anyhow!("sandbox.memory: {error}"))?);
+    settings.cpus = Some(sandbox.cpus);
+    settings.pids_limit = Some(sandbox.pids_limit);
+    settings.user = sandbox.user.clone();
+    Ok(settings)
+}
+
+/// The artifact root: `sandbox.artifact-dir`, else `AGENT_ARTIFACT_DIR`, else `~/.agent-artifacts`.
+fn artifact_root(resolved: &Resolved) -> PathBuf {
+    resolved
+        .config
+        .sandbox
+        .artifact_dir
+        .as_ref()
+        .map(PathBuf::from)
+        .unwrap_or_else(crate::verify::default_artifact_dir)
+}
+
+/// How long labelled leftovers of a dead run are kept before `gc` removes them regardless.
+const GC_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 async fn sandbox_for(resolved: &Resolved, run_id: &str) -> Result<Sandbox> {
-    let _ = run_id;
     match resolved.config.sandbox.kind {
         SandboxKind::None => Ok(Sandbox::None(crate::sandbox::none::Local)),
-        SandboxKind::Docker => anyhow::bail!(
-            "the docker sandbox is not available in this build; use `--sandbox none` inside an already-isolated CI job"
-        ),
+        SandboxKind::Docker => {
+            let docker = crate::sandbox::docker::DockerSandbox::connect(docker_settings(resolved)?, run_id)
+                .await
+                .map_err(anyhow::Error::new)
+                .context("connecting to the Docker engine")?;
+            match crate::sandbox::docker::gc(&docker, GC_TTL).await {
+                Ok(report) if !report.containers.is_empty() || !report.volumes.is_empty() => tracing::info!(
+                    "removed {} leftover container(s) and {} volume(s) of earlier runs",
+                    report.containers.len(),
+                    report.volumes.len()
+                ),
+                Ok(_) => {}
+                Err(error) => tracing::warn!("removing leftovers of earlier runs: {error}"),
+            }
+            Ok(Sandbox::Docker(Box::new(docker)))
+        }
     }
 }
 

@@ -22,3 +22,4 @@ pub mod report;
 pub mod review;
 pub mod sandbox;
 pub mod sarif;
+pub mod verify;

@@ -308,6 +308,8 @@ pub struct Resolved {
     pub api_key: Option<SecretString>,
     /// The reviewer's key, read from the variable its `api-key-env` names.
     pub review_api_key: Option<SecretString>,
+    /// `DOCKER_HOST`, when set: the engine the docker backend talks to.
+    pub docker_host: Option<String>,
     figment: Figment,
 }
 
@@ -469,6 +471,7 @@ pub fn load(
     let config: Config = figment.extract().map_err(|error| describe(&error, &figment))?;
     let mut resolved = Resolved {
         review_api_key: None,
+        docker_host: env.get("DOCKER_HOST").filter(|host| !host.is_empty()).cloned(),
         api_key: env
             .get(&config.llm.key_env())
             .filter(|key| !key.is_empty())

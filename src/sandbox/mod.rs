@@ -6,9 +6,10 @@
 //! here and one more module; nothing in the loop changes. This module does not interpret output:
 //! judging it is the caller's business (`checker`, `verify`).
 
+pub mod docker;
 pub mod none;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -31,6 +32,20 @@ pub enum JobKind {
     Checker,
     /// One verifier pipeline step (a shell command); same profile as the checker.
     Verify,
+    /// The edit step (pack, call the LLM, parse, apply) in the runner image: working tree
+    /// read-write without `.git`, the state directory at `/state`, host networking, the LLM key.
+    EditStep,
+}
+
+impl JobKind {
+    /// The name used in labels and logs (`checker`, `verify`, `edit-step`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Checker => "checker",
+            JobKind::Verify => "verify",
+            JobKind::EditStep => "edit-step",
+        }
+    }
 }
 
 /// One command to run with the repository root as its working directory.
@@ -48,6 +63,99 @@ pub struct Job {
     pub timeout: Duration,
     /// At most this many bytes of stdout and of stderr are kept; the rest is drained and dropped.
     pub output_cap: usize,
+    /// Checker and verify jobs: the artifact directories on the host. The `docker` backend mounts
+    /// `run` at `/artifacts` and `cache` at `/cache`; `None` means the sandbox's
+    /// default (`<artifact root>/runs/<run id>` and `<artifact root>/cache`). The `none` backend
+    /// does not use it (callers point variables at host paths themselves, see [`artifact_env`]).
+    pub artifacts: Option<ArtifactDirs>,
+    /// Edit step: the host directory holding the loop state, mounted read-write at `/state`.
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Job {
+    /// A job with no extra variables, no secret names, no artifact or state directory.
+    pub fn new(kind: JobKind, argv: Vec<String>, timeout: Duration, output_cap: usize) -> Job {
+        Job {
+            kind,
+            argv,
+            env: Vec::new(),
+            secret_env: Vec::new(),
+            timeout,
+            output_cap,
+            artifacts: None,
+            state_dir: None,
+        }
+    }
+}
+
+/// Where a job's artifacts live on the host: the per-run directory (`runs/<run id>`) and the
+/// cache shared by every run (`cache/`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactDirs {
+    pub run: PathBuf,
+    pub cache: PathBuf,
+}
+
+impl ArtifactDirs {
+    /// The seed's layout under an artifact root: `runs/<run_id>` and `cache`.
+    pub fn under(root: &Path, run_id: &str) -> ArtifactDirs {
+        ArtifactDirs {
+            run: root.join("runs").join(run_id),
+            cache: root.join("cache"),
+        }
+    }
+
+    /// Creates the run's directories (`logs`, `build`, `tmp` and below) and the tool caches.
+    /// Those a job writes to are writable by any user (sticky, like `/tmp`) so that a container
+    /// running as another uid can use them; the run directory itself and `logs/` are not, so a
+    /// job cannot plant the files the runner writes there afterwards. Anything that is not a
+    /// directory in their place (a planted symlink) is removed first.
+    pub fn prepare(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut dirs = vec![(self.run.clone(), 0o755), (self.cache.clone(), 0o1777)];
+        dirs.extend(RUN_SUBDIRS.iter().map(|name| {
+            let mode = if *name == "logs" { 0o755 } else { 0o1777 };
+            (self.run.join(name), mode)
+        }));
+        dirs.extend(CACHE_SUBDIRS.iter().map(|name| (self.cache.join(name), 0o1777)));
+        for (dir, mode) in dirs {
+            if let Ok(meta) = std::fs::symlink_metadata(&dir)
+                && !meta.is_dir()
+            {
+                std::fs::remove_file(&dir)?;
+            }
+            std::fs::create_dir_all(&dir)?;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))?;
+        }
+        Ok(())
+    }
+}
+
+/// Subdirectories of a run's artifact directory that jobs write to.
+pub const RUN_SUBDIRS: &[&str] = &["logs", "build", "tmp", "tmp/home", "tmp/db", "build/snapshots"];
+/// Subdirectories of the shared cache, one per tool.
+pub const CACHE_SUBDIRS: &[&str] = &["xdg", "cargo-target", "cargo-home", "npm", "pip"];
+
+/// The variables that point a job's temporary, test and build output into its artifact
+/// directories: `run` and `cache` are the paths as the job sees them (`/artifacts` and `/cache`
+/// in a container, host paths for the `none` backend).
+pub fn artifact_env(run: &str, cache: &str) -> Vec<(String, String)> {
+    [
+        ("TMPDIR", format!("{run}/tmp")),
+        ("HOME", format!("{run}/tmp/home")),
+        ("TEST_DB_PATH", format!("{run}/tmp/db")),
+        ("SNAPSHOT_DIR", format!("{run}/build/snapshots")),
+        ("AGENT_BUILD_DIR", format!("{run}/build")),
+        ("AGENT_ARTIFACT_DIR", run.to_owned()),
+        ("XDG_CACHE_HOME", format!("{cache}/xdg")),
+        ("CARGO_TARGET_DIR", format!("{cache}/cargo-target")),
+        ("CARGO_HOME", format!("{cache}/cargo-home")),
+        ("npm_config_cache", format!("{cache}/npm")),
+        ("PIP_CACHE_DIR", format!("{cache}/pip")),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value))
+    .collect()
 }
 
 /// How a job ended.
@@ -84,12 +192,31 @@ pub enum SandboxError {
     Io { program: String, source: std::io::Error },
     #[error("{0}")]
     Backend(String),
+    /// The Docker engine could not be reached; the integrator maps this to exit 2.
+    #[error(
+        "cannot reach the Docker engine at {host} ({reason}); start Docker or set DOCKER_HOST, \
+         or use `--sandbox none` inside a CI job that is already isolated"
+    )]
+    Unreachable { host: String, reason: String },
+    /// The image is not available locally and could not (or may not) be pulled.
+    #[error(
+        "image `{image}` is not available: {reason}; build it locally (ci/build-images.sh builds \
+         bork-ci-test/busybox:latest, debian:bookworm-slim and bork-ci:dev) or change sandbox.pull"
+    )]
+    ImageMissing { image: String, reason: String },
+    /// One Docker operation failed.
+    #[error("docker {operation}: {reason}")]
+    Docker { operation: &'static str, reason: String },
+    /// Preparing host-side files for a job (artifact directories, the stripped git config).
+    #[error("preparing {what}: {source}")]
+    Prepare { what: String, source: std::io::Error },
 }
 
 /// The backend chosen for this run.
 #[derive(Debug)]
 pub enum Sandbox {
     None(none::Local),
+    Docker(Box<docker::DockerSandbox>),
 }
 
 impl Sandbox {
@@ -97,6 +224,31 @@ impl Sandbox {
     pub async fn run(&self, repo: &std::path::Path, job: &Job) -> Result<JobOutput, SandboxError> {
         match self {
             Sandbox::None(local) => local.run(repo, job).await,
+            Sandbox::Docker(docker) => docker.run(repo, job).await,
+        }
+    }
+
+    /// Runs `commands` one after another in one environment (one container for `docker`),
+    /// stopping after the first that does not exit 0. `job` gives the kind, variables, artifact
+    /// directories, output cap and the wall-clock limit for the whole sequence; its `argv` is not
+    /// used. Returns one output per command that ran.
+    pub async fn run_sequence(
+        &self,
+        repo: &Path,
+        job: &Job,
+        commands: &[Vec<String>],
+    ) -> Result<Vec<JobOutput>, SandboxError> {
+        match self {
+            Sandbox::None(local) => local.run_sequence(repo, job, commands).await,
+            Sandbox::Docker(docker) => docker.run_sequence(repo, job, commands).await,
+        }
+    }
+
+    /// The image a job of this kind runs in, or `None` for local processes.
+    pub fn image(&self, kind: JobKind) -> Option<String> {
+        match self {
+            Sandbox::None(_) => None,
+            Sandbox::Docker(docker) => Some(docker.image_for(kind).to_owned()),
         }
     }
 
@@ -104,6 +256,11 @@ impl Sandbox {
     pub async fn cleanup(&self) {
         match self {
             Sandbox::None(_) => {}
+            Sandbox::Docker(docker) => {
+                if let Err(error) = docker.cleanup_all().await {
+                    tracing::warn!("removing this run's containers: {error}");
+                }
+            }
         }
     }
 
@@ -111,6 +268,7 @@ impl Sandbox {
     pub fn kind(&self) -> SandboxKind {
         match self {
             Sandbox::None(_) => SandboxKind::None,
+            Sandbox::Docker(_) => SandboxKind::Docker,
         }
     }
 }

@@ -19,6 +19,41 @@ use super::{Job, JobOutput, Outcome, SandboxError};
 pub struct Local;
 
 impl Local {
+    /// Runs `commands` one after another as separate processes, sharing `job`'s time limit,
+    /// stopping after the first that does not exit 0.
+    pub async fn run_sequence(
+        &self,
+        repo: &Path,
+        job: &Job,
+        commands: &[Vec<String>],
+    ) -> Result<Vec<JobOutput>, SandboxError> {
+        let deadline = Instant::now() + job.timeout;
+        let mut outputs = Vec::new();
+        for argv in commands {
+            let mut step = job.clone();
+            step.argv = argv.clone();
+            step.timeout = deadline.saturating_duration_since(Instant::now());
+            let output = if step.timeout.is_zero() {
+                JobOutput {
+                    outcome: Outcome::TimedOut,
+                    stdout: Vec::new(),
+                    stderr: Vec::new(),
+                    stdout_truncated: false,
+                    stderr_truncated: false,
+                    duration: std::time::Duration::ZERO,
+                }
+            } else {
+                self.run(repo, &step).await?
+            };
+            let passed = output.outcome == Outcome::Exited(0);
+            outputs.push(output);
+            if !passed {
+                break;
+            }
+        }
+        Ok(outputs)
+    }
+
     /// Runs `job` in `repo` and waits for it, up to its timeout.
     pub async fn run(&self, repo: &Path, job: &Job) -> Result<JobOutput, SandboxError> {
         let program = job.argv.first().cloned().unwrap_or_default();
@@ -86,8 +121,9 @@ impl Local {
 }
 
 fn kill_group(pid: Option<u32>) {
-    if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok())
-        && let Some(group) = rustix::process::Pid::from_raw(pid)
+    if let Some(group) = pid
+        .and_then(|pid| i32::try_from(pid).ok())
+        .and_then(rustix::process::Pid::from_raw)
     {
         let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
     }
@@ -142,6 +178,8 @@ mod tests {
             secret_env: vec!["BORK_TEST_SECRET".into()],
             timeout,
             output_cap: 16,
+            artifacts: None,
+            state_dir: None,
         }
     }
 

@@ -10,4 +10,6 @@ mod review;
 mod review_cli;
 mod run;
 mod run_github;
+mod sandbox;
 mod support;
+mod verify;

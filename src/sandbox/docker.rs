@@ -1,0 +1,1139 @@
+//! The `docker` backend: every job runs in a fresh, locked-down container, removed afterwards.
+//!
+//! This is the only module that talks to the Docker engine (through `bollard`). It owns the two
+//! container profiles (checker/verify: repo read-only, no network, no secrets; edit step: working
+//! tree read-write without `.git`, host network, the LLM key), image presence and pulls, the
+//! labels on everything it creates, removal on every path (a guard for errors and cancellation,
+//! [`DockerSandbox::cleanup_all`] for signal handlers) and [`gc`] for leftovers of killed runs.
+//! It does not judge what a job printed: that is `checker`'s and `verify`'s business.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write as _;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::exec::{StartExecOptions, StartExecResults};
+use bollard::models::{
+    ContainerCreateBody, ExecConfig, HostConfig, HostConfigLogConfig, Mount, MountTmpfsOptions, MountType,
+};
+use bollard::query_parameters::{
+    AttachContainerOptions, CreateContainerOptions, CreateImageOptions, KillContainerOptions,
+    ListContainersOptions, ListVolumesOptions, RemoveContainerOptions, RemoveVolumeOptions,
+    StartContainerOptions, WaitContainerOptions,
+};
+use futures_util::{Stream, StreamExt};
+use serde::{Deserialize, Serialize};
+
+use super::{ArtifactDirs, Job, JobKind, JobOutput, Outcome, SandboxError};
+
+/// The endpoint used when neither the settings nor `DOCKER_HOST` name one.
+pub const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
+/// Where the repository is mounted in every container; it is the working directory.
+pub const REPO_MOUNT: &str = "/repo";
+/// Where the run's artifact directory is mounted (checker and verify jobs).
+pub const ARTIFACTS_MOUNT: &str = "/artifacts";
+/// Where the cache shared across runs is mounted (checker and verify jobs).
+pub const CACHE_MOUNT: &str = "/cache";
+/// Where the edit step's state directory is mounted.
+pub const STATE_MOUNT: &str = "/state";
+
+/// Label keys put on every container bork-ci creates.
+pub mod labels {
+    /// Always `1`: marks a container as bork-ci's.
+    pub const MARK: &str = "bork-ci";
+    pub const RUN: &str = "bork-ci.run";
+    pub const STEP: &str = "bork-ci.step";
+    pub const CREATED: &str = "bork-ci.created";
+    pub const PID: &str = "bork-ci.pid";
+    pub const HOST: &str = "bork-ci.host";
+}
+
+/// When to pull the image (`sandbox.pull`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum PullPolicy {
+    /// Pull only when the image is not present locally.
+    #[default]
+    Missing,
+    /// Pull before every first use in a run.
+    Always,
+    /// Never pull; a missing image is an error.
+    Never,
+}
+
+/// The `sandbox.*` settings the docker backend needs, as plain values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DockerSettings {
+    /// Engine endpoint (`unix://…`, `tcp://…`); `None` means `DOCKER_HOST`, then the local socket.
+    pub host: Option<String>,
+    /// `sandbox.image`: the toolchain image the checker and the verifier run in.
+    pub image: String,
+    /// `sandbox.runner-image`: the bork-ci image the edit step runs in.
+    pub runner_image: String,
+    /// `sandbox.pull`.
+    pub pull: PullPolicy,
+    /// `sandbox.network` for checker and verify jobs: `none` (default), `bridge`, or a network name.
+    pub network: String,
+    /// `sandbox.memory` in bytes (swap is set to the same value, so there is none).
+    pub memory: Option<u64>,
+    /// `sandbox.cpus` (for example `1.5`).
+    pub cpus: Option<f64>,
+    /// `sandbox.pids-limit`.
+    pub pids_limit: Option<i64>,
+    /// `sandbox.user` for checker and verify jobs, `uid:gid`.
+    pub user: String,
+    /// `sandbox.artifact-dir`: the artifact root (`runs/`, `cache/`).
+    pub artifact_dir: PathBuf,
+    /// Size of the `/tmp` tmpfs in bytes.
+    pub tmpfs_bytes: u64,
+}
+
+impl DockerSettings {
+    /// The defaults, with artifacts under `artifact_dir`.
+    pub fn new(artifact_dir: PathBuf) -> DockerSettings {
+        DockerSettings {
+            host: None,
+            image: "debian:bookworm-slim".to_owned(),
+            runner_image: "bork-ci:dev".to_owned(),
+            pull: PullPolicy::Missing,
+            network: "none".to_owned(),
+            memory: Some(2 << 30),
+            cpus: Some(2.0),
+            pids_limit: Some(512),
+            user: "65534:65534".to_owned(),
+            artifact_dir,
+            tmpfs_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Parses a memory size as `docker run --memory` does: `1073741824`, `512m`, `2g`, `2GiB`.
+pub fn parse_memory(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let lower = trimmed.to_ascii_lowercase();
+    let digits_end = lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len());
+    let (number, unit) = lower.split_at(digits_end);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{trimmed}` is not a memory size (e.g. 512m, 2g)"))?;
+    let shift = match unit.trim() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => return Err(format!("unknown memory unit `{other}` in `{trimmed}`")),
+    };
+    number
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("memory size `{trimmed}` is too large"))
+}
+
+/// Runs jobs in ephemeral containers. One per bork-ci run: its run id labels every container.
+pub struct DockerSandbox {
+    docker: Docker,
+    settings: DockerSettings,
+    endpoint: String,
+    run_id: String,
+    host_label: String,
+    images_ready: Mutex<HashSet<String>>,
+    live: Arc<Mutex<HashSet<String>>>,
+}
+
+impl std::fmt::Debug for DockerSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerSandbox")
+            .field("endpoint", &self.endpoint)
+            .field("run_id", &self.run_id)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+fn docker_error(operation: &'static str) -> impl Fn(bollard::errors::Error) -> SandboxError {
+    move |error| SandboxError::Docker {
+        operation,
+        reason: error.to_string(),
+    }
+}
+
+fn is_not_found(error: &bollard::errors::Error) -> bool {
+    matches!(
+        error,
+        bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }
+    )
+}
+
+impl DockerSandbox {
+    /// Connects to the engine, negotiates the API version and checks that it answers.
+    pub async fn connect(settings: DockerSettings, run_id: &str) -> Result<DockerSandbox, SandboxError> {
+        let endpoint = settings
+            .host
+            .clone()
+            .or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()))
+            .unwrap_or_else(|| DEFAULT_DOCKER_HOST.to_owned());
+        let unreachable = |reason: String| SandboxError::Unreachable {
+            host: endpoint.clone(),
+            reason,
+        };
+        let docker = Docker::connect_with_host(&endpoint).map_err(|e| unreachable(e.to_string()))?;
+        let docker = match tokio::time::timeout(Duration::from_secs(15), docker.negotiate_version()).await {
+            Ok(Ok(docker)) => docker,
+            Ok(Err(error)) => return Err(unreachable(error.to_string())),
+            Err(_) => return Err(unreachable("no answer within 15 s".to_owned())),
+        };
+        Ok(DockerSandbox {
+            docker,
+            settings,
+            endpoint,
+            run_id: run_id.to_owned(),
+            host_label: hostname(),
+            images_ready: Mutex::new(HashSet::new()),
+            live: Arc::new(Mutex::new(HashSet::new())),
+        })
+    }
+
+    /// The run id on this sandbox's labels.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The settings it was built with.
+    pub fn settings(&self) -> &DockerSettings {
+        &self.settings
+    }
+
+    /// The engine endpoint in use.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The image a job of this kind runs in.
+    pub fn image_for(&self, kind: JobKind) -> &str {
+        match kind {
+            JobKind::Checker | JobKind::Verify => &self.settings.image,
+            JobKind::EditStep => &self.settings.runner_image,
+        }
+    }
+
+    /// Makes sure `image` is present, pulling it as `sandbox.pull` says (progress on stderr).
+    pub async fn ensure_image(&self, image: &str) -> Result<(), SandboxError> {
+        if self
+            .images_ready
+            .lock()
+            .map(|ready| ready.contains(image))
+            .unwrap_or(false)
+        {
+            return Ok(());
+        }
+        let present = match self.docker.inspect_image(image).await {
+            Ok(_) => true,
+            Err(error) if is_not_found(&error) => false,
+            Err(error) => return Err(docker_error("inspect image")(error)),
+        };
+        match (self.settings.pull, present) {
+            (PullPolicy::Never, false) => {
+                return Err(SandboxError::ImageMissing {
+                    image: image.to_owned(),
+                    reason: "it is not present locally and sandbox.pull is `never`".to_owned(),
+                });
+            }
+            (PullPolicy::Missing, false) | (PullPolicy::Always, _) => self.pull(image).await?,
+            (_, true) => {}
+        }
+        if let Ok(mut ready) = self.images_ready.lock() {
+            ready.insert(image.to_owned());
+        }
+        Ok(())
+    }
+
+    async fn pull(&self, image: &str) -> Result<(), SandboxError> {
+        let options = CreateImageOptions {
+            from_image: Some(image.to_owned()),
+            ..Default::default()
+        };
+        let mut progress = self.docker.create_image(Some(options), None, None);
+        let mut stderr = std::io::stderr();
+        let _ = writeln!(stderr, "pulling {image}");
+        while let Some(item) = progress.next().await {
+            match item {
+                Ok(info) => {
+                    if let Some(detail) = info.error_detail.and_then(|d| d.message) {
+                        return Err(SandboxError::ImageMissing {
+                            image: image.to_owned(),
+                            reason: format!("pulling it failed: {detail}"),
+                        });
+                    }
+                    let status = info.status.unwrap_or_default();
+                    let id = info.id.unwrap_or_default();
+                    let _ = writeln!(stderr, "  {id} {status}");
+                }
+                Err(error) => {
+                    return Err(SandboxError::ImageMissing {
+                        image: image.to_owned(),
+                        reason: format!("it is not present locally and pulling it failed: {error}"),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `job` in a fresh container and removes the container, whatever happens.
+    pub async fn run(&self, repo: &Path, job: &Job) -> Result<JobOutput, SandboxError> {
+        let started = Instant::now();
+        let prepared = self.prepare(repo, job, job.argv.clone())?;
+        let guard = self.create(&prepared, job.kind).await?;
+        let result = self.run_in(&guard.id, job, started).await;
+        guard.remove().await;
+        drop(prepared);
+        result
+    }
+
+    async fn run_in(&self, id: &str, job: &Job, started: Instant) -> Result<JobOutput, SandboxError> {
+        let attach = AttachContainerOptions {
+            stream: true,
+            stdout: true,
+            stderr: true,
+            ..Default::default()
+        };
+        let attached = self
+            .docker
+            .attach_container(id, Some(attach))
+            .await
+            .map_err(docker_error("attach"))?;
+        let reader = tokio::spawn(read_capped(attached.output, job.output_cap));
+        self.docker
+            .start_container(id, None::<StartContainerOptions>)
+            .await
+            .map_err(docker_error("start"))?;
+        let mut wait = self.docker.wait_container(id, None::<WaitContainerOptions>);
+        let timed_out = tokio::time::timeout(job.timeout, wait.next()).await.is_err();
+        if timed_out {
+            self.kill(id).await;
+        }
+        let output = join_reader(reader).await;
+        let state = self
+            .docker
+            .inspect_container(id, None)
+            .await
+            .map_err(docker_error("inspect"))?
+            .state
+            .unwrap_or_default();
+        let outcome = if timed_out {
+            Outcome::TimedOut
+        } else if state.oom_killed == Some(true) {
+            Outcome::OomKilled
+        } else {
+            Outcome::Exited(exit_code(state.exit_code))
+        };
+        Ok(output.into_job_output(outcome, started.elapsed()))
+    }
+
+    /// Runs `commands` one after another in one fresh container (`docker exec` each), stopping
+    /// after the first that does not exit 0; the container is removed afterwards.
+    pub async fn run_sequence(
+        &self,
+        repo: &Path,
+        job: &Job,
+        commands: &[Vec<String>],
+    ) -> Result<Vec<JobOutput>, SandboxError> {
+        // PID 1 only waits; the steps are `exec`ed so each has its own streams and exit code.
+        let idle = vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done".to_owned(),
+        ];
+        let prepared = self.prepare(repo, job, idle)?;
+        let guard = self.create(&prepared, job.kind).await?;
+        let result = self.sequence_in(&guard.id, job, commands, &prepared).await;
+        guard.remove().await;
+        drop(prepared);
+        result
+    }
+
+    async fn sequence_in(
+        &self,
+        id: &str,
+        job: &Job,
+        commands: &[Vec<String>],
+        prepared: &Prepared,
+    ) -> Result<Vec<JobOutput>, SandboxError> {
+        self.docker
+            .start_container(id, None::<StartContainerOptions>)
+            .await
+            .map_err(docker_error("start"))?;
+        let deadline = Instant::now() + job.timeout;
+        let mut outputs = Vec::new();
+        for argv in commands {
+            let started = Instant::now();
+            let remaining = deadline.saturating_duration_since(started);
+            let output = if remaining.is_zero() {
+                Captured::default().into_job_output(Outcome::TimedOut, Duration::ZERO)
+            } else {
+                self.exec_one(id, argv, remaining, job.output_cap, prepared, started)
+                    .await?
+            };
+            let passed = output.outcome == Outcome::Exited(0);
+            outputs.push(output);
+            if !passed {
+                break;
+            }
+        }
+        Ok(outputs)
+    }
+
+    async fn exec_one(
+        &self,
+        id: &str,
+        argv: &[String],
+        remaining: Duration,
+        cap: usize,
+        prepared: &Prepared,
+        started: Instant,
+    ) -> Result<JobOutput, SandboxError> {
+        let config = ExecConfig {
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            cmd: Some(argv.to_vec()),
+            env: prepared.body.env.clone(),
+            user: prepared.body.user.clone(),
+            working_dir: Some(REPO_MOUNT.to_owned()),
+            privileged: Some(false),
+            ..Default::default()
+        };
+        let exec = self
+            .docker
+            .create_exec(id, config)
+            .await
+            .map_err(docker_error("exec create"))?;
+        let started_exec = self
+            .docker
+            .start_exec(&exec.id, None::<StartExecOptions>)
+            .await
+            .map_err(docker_error("exec start"))?;
+        let StartExecResults::Attached { output, .. } = started_exec else {
+            return Err(SandboxError::Docker {
+                operation: "exec start",
+                reason: "the engine did not attach the exec streams".to_owned(),
+            });
+        };
+        let reader = tokio::spawn(read_capped(output, cap));
+        let mut reader = reader;
+        let captured = match tokio::time::timeout(remaining, &mut reader).await {
+            Ok(Ok(captured)) => captured,
+            Ok(Err(join)) => {
+                return Err(SandboxError::Docker {
+                    operation: "exec output",
+                    reason: join.to_string(),
+                });
+            }
+            Err(_) => {
+                self.kill(id).await;
+                let captured = join_reader(reader).await;
+                return Ok(captured.into_job_output(Outcome::TimedOut, started.elapsed()));
+            }
+        };
+        let inspected = self
+            .docker
+            .inspect_exec(&exec.id)
+            .await
+            .map_err(docker_error("exec inspect"))?;
+        let container_oom = self
+            .docker
+            .inspect_container(id, None)
+            .await
+            .ok()
+            .and_then(|c| c.state)
+            .and_then(|s| s.oom_killed)
+            .unwrap_or(false);
+        let outcome = if container_oom {
+            Outcome::OomKilled
+        } else {
+            Outcome::Exited(exit_code(inspected.exit_code))
+        };
+        Ok(captured.into_job_output(outcome, started.elapsed()))
+    }
+
+    async fn kill(&self, id: &str) {
+        let options = KillContainerOptions {
+            signal: "SIGKILL".to_owned(),
+        };
+        if let Err(error) = self.docker.kill_container(id, Some(options)).await {
+            tracing::debug!(container = id, %error, "kill after timeout");
+        }
+    }
+
+    /// Removes every container and volume of this run (for a SIGINT/SIGTERM handler). Returns
+    /// how many were removed.
+    pub async fn cleanup_all(&self) -> Result<usize, SandboxError> {
+        let filter = format!("{}={}", labels::RUN, self.run_id);
+        let mut removed = 0;
+        for summary in self.list_labelled(&filter).await? {
+            if let Some(id) = summary.0 {
+                remove_container(&self.docker, &id).await;
+                removed += 1;
+            }
+        }
+        for volume in self.list_volumes(&filter).await? {
+            remove_volume(&self.docker, &volume.name).await;
+            removed += 1;
+        }
+        if let Ok(mut live) = self.live.lock() {
+            live.clear();
+        }
+        Ok(removed)
+    }
+
+    async fn list_labelled(
+        &self,
+        label_filter: &str,
+    ) -> Result<Vec<(Option<String>, HashMap<String, String>)>, SandboxError> {
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(HashMap::from([(
+                "label".to_owned(),
+                vec![label_filter.to_owned()],
+            )])),
+            ..Default::default()
+        };
+        let containers = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(docker_error("list containers"))?;
+        Ok(containers
+            .into_iter()
+            .map(|c| (c.id, c.labels.unwrap_or_default()))
+            .collect())
+    }
+
+    async fn list_volumes(&self, label_filter: &str) -> Result<Vec<bollard::models::Volume>, SandboxError> {
+        let options = ListVolumesOptions {
+            filters: Some(HashMap::from([(
+                "label".to_owned(),
+                vec![label_filter.to_owned()],
+            )])),
+        };
+        let listed = self
+            .docker
+            .list_volumes(Some(options))
+            .await
+            .map_err(docker_error("list volumes"))?;
+        Ok(listed.volumes.unwrap_or_default())
+    }
+
+    fn labels(&self, kind: JobKind) -> HashMap<String, String> {
+        let created = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        HashMap::from([
+            (labels::MARK.to_owned(), "1".to_owned()),
+            (labels::RUN.to_owned(), self.run_id.clone()),
+            (labels::STEP.to_owned(), kind.as_str().to_owned()),
+            (labels::CREATED.to_owned(), created.to_string()),
+            (labels::PID.to_owned(), std::process::id().to_string()),
+            (labels::HOST.to_owned(), self.host_label.clone()),
+        ])
+    }
+
+    /// Builds the container description for `job` (its profile) and the host-side files it needs.
+    fn prepare(&self, repo: &Path, job: &Job, cmd: Vec<String>) -> Result<Prepared, SandboxError> {
+        let prepare_error = |what: &str| {
+            let what = what.to_owned();
+            move |source| SandboxError::Prepare { what, source }
+        };
+        let repo = std::fs::canonicalize(repo).map_err(prepare_error("the repository path"))?;
+        let repo_str = path_str(&repo)?;
+        let scratch = tempfile::Builder::new()
+            .prefix("bork-ci-job-")
+            .tempdir()
+            .map_err(prepare_error("a scratch directory"))?;
+        let mut env: Vec<(String, String)> = Vec::new();
+        let mut mounts = Vec::new();
+        let (image, user, network, cmd) = match job.kind {
+            JobKind::Checker | JobKind::Verify => {
+                let dirs = job
+                    .artifacts
+                    .clone()
+                    .unwrap_or_else(|| ArtifactDirs::under(&self.settings.artifact_dir, &self.run_id));
+                dirs.prepare()
+                    .map_err(prepare_error("the artifact directories"))?;
+                mounts.push(bind(&repo_str, REPO_MOUNT, true));
+                if let Some(config) = stripped_git_config(&repo, scratch.path())
+                    .map_err(prepare_error("the stripped .git/config"))?
+                {
+                    mounts.push(bind(
+                        &path_str(&config)?,
+                        &format!("{REPO_MOUNT}/.git/config"),
+                        true,
+                    ));
+                }
+                mounts.push(bind(&path_str(&dirs.run)?, ARTIFACTS_MOUNT, false));
+                mounts.push(bind(&path_str(&dirs.cache)?, CACHE_MOUNT, false));
+                env.extend(super::artifact_env(ARTIFACTS_MOUNT, CACHE_MOUNT));
+                (
+                    self.settings.image.clone(),
+                    self.settings.user.clone(),
+                    self.settings.network.clone(),
+                    cmd,
+                )
+            }
+            JobKind::EditStep => {
+                mounts.push(bind(&repo_str, REPO_MOUNT, false));
+                mask_git(&repo, &mut mounts);
+                if let Some(state) = &job.state_dir {
+                    let state = std::fs::canonicalize(state).map_err(prepare_error("the state directory"))?;
+                    mounts.push(bind(&path_str(&state)?, STATE_MOUNT, false));
+                }
+                env.push(("HOME".to_owned(), "/tmp".to_owned()));
+                let owner = std::fs::metadata(&repo).map_err(prepare_error("the repository owner"))?;
+                // Files the step writes keep the repository owner's ids and get 0644/0755.
+                let mut wrapped = vec![
+                    "sh".to_owned(),
+                    "-c".to_owned(),
+                    "umask 022 && exec \"$@\"".to_owned(),
+                    "sh".to_owned(),
+                ];
+                wrapped.extend(cmd);
+                (
+                    self.settings.runner_image.clone(),
+                    format!("{}:{}", owner.uid(), owner.gid()),
+                    "host".to_owned(),
+                    wrapped,
+                )
+            }
+        };
+        for (name, value) in &job.env {
+            if job.secret_env.iter().any(|secret| secret == name) || name.contains('=') {
+                continue;
+            }
+            env.retain(|(existing, _)| existing != name);
+            env.push((name.clone(), value.clone()));
+        }
+        let host_config = HostConfig {
+            mounts: Some(mounts),
+            tmpfs: Some(HashMap::from([(
+                "/tmp".to_owned(),
+                format!("rw,nosuid,nodev,noexec,size={}", self.settings.tmpfs_bytes),
+            )])),
+            readonly_rootfs: Some(true),
+            cap_drop: Some(vec!["ALL".to_owned()]),
+            security_opt: Some(vec!["no-new-privileges".to_owned()]),
+            privileged: Some(false),
+            network_mode: Some(network),
+            memory: self.settings.memory.and_then(|m| i64::try_from(m).ok()),
+            memory_swap: self.settings.memory.and_then(|m| i64::try_from(m).ok()),
+            nano_cpus: self.settings.cpus.map(|cpus| (cpus * 1e9) as i64),
+            pids_limit: self.settings.pids_limit,
+            init: Some(true),
+            ipc_mode: Some("private".to_owned()),
+            log_config: Some(HostConfigLogConfig {
+                typ: Some("none".to_owned()),
+                config: None,
+            }),
+            ..Default::default()
+        };
+        let body = ContainerCreateBody {
+            image: Some(image),
+            cmd: Some(cmd),
+            entrypoint: Some(Vec::new()),
+            env: Some(env.into_iter().map(|(k, v)| format!("{k}={v}")).collect()),
+            user: Some(user),
+            working_dir: Some(REPO_MOUNT.to_owned()),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            attach_stdin: Some(false),
+            open_stdin: Some(false),
+            tty: Some(false),
+            network_disabled: None,
+            labels: Some(self.labels(job.kind)),
+            host_config: Some(host_config),
+            ..Default::default()
+        };
+        Ok(Prepared {
+            body,
+            _scratch: scratch,
+        })
+    }
+
+    async fn create(&self, prepared: &Prepared, kind: JobKind) -> Result<ContainerGuard, SandboxError> {
+        let image = prepared.body.image.clone().unwrap_or_default();
+        self.ensure_image(&image).await?;
+        let name = format!(
+            "bork-ci-{}-{}",
+            kind.as_str(),
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        );
+        let options = CreateContainerOptions {
+            name: Some(name),
+            ..Default::default()
+        };
+        let created = self
+            .docker
+            .create_container(Some(options), prepared.body.clone())
+            .await
+            .map_err(|error| match error {
+                ref e if is_not_found(e) => SandboxError::ImageMissing {
+                    image: image.clone(),
+                    reason: e.to_string(),
+                },
+                other => docker_error("create")(other),
+            })?;
+        if let Ok(mut live) = self.live.lock() {
+            live.insert(created.id.clone());
+        }
+        Ok(ContainerGuard {
+            docker: self.docker.clone(),
+            id: created.id,
+            live: Arc::clone(&self.live),
+            armed: true,
+        })
+    }
+}
+
+/// What [`gc`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    pub containers: Vec<String>,
+    pub volumes: Vec<String>,
+}
+
+/// Removes labelled containers and volumes whose run is gone: created on this host by a process
+/// that no longer exists, or older than `ttl`. Never touches unlabelled ones, this sandbox's own
+/// run, or another live run's (on this host, or younger than `ttl` elsewhere).
+pub async fn gc(sandbox: &DockerSandbox, ttl: Duration) -> Result<GcReport, SandboxError> {
+    let filter = format!("{}=1", labels::MARK);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let stale = |labels: &HashMap<String, String>| -> bool {
+        if labels.get(labels::MARK).map(String::as_str) != Some("1") {
+            return false;
+        }
+        if labels.get(labels::RUN).map(String::as_str) == Some(sandbox.run_id.as_str()) {
+            return false;
+        }
+        let created = labels
+            .get(labels::CREATED)
+            .and_then(|c| c.parse::<u64>().ok())
+            .unwrap_or(0);
+        if now.saturating_sub(created) > ttl.as_secs() {
+            return true;
+        }
+        let same_host = labels.get(labels::HOST) == Some(&sandbox.host_label);
+        let pid = labels.get(labels::PID).and_then(|p| p.parse::<i32>().ok());
+        same_host && pid.is_some_and(|pid| !process_alive(pid))
+    };
+    let mut report = GcReport::default();
+    for (id, container_labels) in sandbox.list_labelled(&filter).await? {
+        if let Some(id) = id.filter(|_| stale(&container_labels)) {
+            remove_container(&sandbox.docker, &id).await;
+            report.containers.push(id);
+        }
+    }
+    for volume in sandbox.list_volumes(&filter).await? {
+        if stale(&volume.labels) {
+            remove_volume(&sandbox.docker, &volume.name).await;
+            report.volumes.push(volume.name);
+        }
+    }
+    if !report.containers.is_empty() || !report.volumes.is_empty() {
+        tracing::info!(
+            containers = report.containers.len(),
+            volumes = report.volumes.len(),
+            "removed leftovers of runs that are gone"
+        );
+    }
+    Ok(report)
+}
+
+fn process_alive(pid: i32) -> bool {
+    match rustix::process::Pid::from_raw(pid) {
+        Some(pid) => match rustix::process::test_kill_process(pid) {
+            Ok(()) => true,
+            Err(error) => error != rustix::io::Errno::SRCH,
+        },
+        None => false,
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
+
+async fn remove_container(docker: &Docker, id: &str) {
+    let options = RemoveContainerOptions {
+        force: true,
+        v: true,
+        ..Default::default()
+    };
+    match docker.remove_container(id, Some(options)).await {
+        Ok(()) => {}
+        Err(error) if is_not_found(&error) => {}
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => {
+            // Another removal (a dropped job's guard) is under way: wait until it is done.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                match docker.inspect_container(id, None).await {
+                    Err(error) if is_not_found(&error) => return,
+                    _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+            tracing::warn!(container = id, "removal still in progress after 10 s");
+        }
+        Err(error) => tracing::warn!(container = id, %error, "removing container"),
+    }
+}
+
+async fn remove_volume(docker: &Docker, name: &str) {
+    let options = RemoveVolumeOptions { force: true };
+    if let Err(error) = docker.remove_volume(name, Some(options)).await
+        && !is_not_found(&error)
+    {
+        tracing::warn!(volume = name, %error, "removing volume");
+    }
+}
+
+/// A container description and the host files that must outlive the container.
+struct Prepared {
+    body: ContainerCreateBody,
+    _scratch: tempfile::TempDir,
+}
+
+/// Removes its container when dropped (error paths, cancelled futures) unless removed already.
+struct ContainerGuard {
+    docker: Docker,
+    id: String,
+    live: Arc<Mutex<HashSet<String>>>,
+    armed: bool,
+}
+
+impl ContainerGuard {
+    async fn remove(mut self) {
+        remove_container(&self.docker, &self.id).await;
+        self.armed = false;
+        if let Ok(mut live) = self.live.lock() {
+            live.remove(&self.id);
+        }
+    }
+}
+
+impl Drop for ContainerGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Ok(mut live) = self.live.lock() {
+            live.remove(&self.id);
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let docker = self.docker.clone();
+            let id = std::mem::take(&mut self.id);
+            handle.spawn(async move { remove_container(&docker, &id).await });
+        }
+    }
+}
+
+fn bind(source: &str, target: &str, read_only: bool) -> Mount {
+    Mount {
+        source: Some(source.to_owned()),
+        target: Some(target.to_owned()),
+        typ: Some(MountType::BIND),
+        read_only: Some(read_only),
+        ..Default::default()
+    }
+}
+
+/// Hides `.git` from the edit step: an empty read-only tmpfs over a directory, `/dev/null` over a
+/// file (a worktree's `gitdir:` pointer).
+fn mask_git(repo: &Path, mounts: &mut Vec<Mount>) {
+    let target = format!("{REPO_MOUNT}/.git");
+    match std::fs::symlink_metadata(repo.join(".git")) {
+        Ok(meta) if meta.is_dir() => mounts.push(Mount {
+            target: Some(target),
+            typ: Some(MountType::TMPFS),
+            read_only: Some(true),
+            tmpfs_options: Some(MountTmpfsOptions {
+                size_bytes: Some(4096),
+                mode: Some(0o555),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        Ok(_) => mounts.push(bind("/dev/null", &target, true)),
+        Err(_) => {}
+    }
+}
+
+fn path_str(path: &Path) -> Result<String, SandboxError> {
+    path.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| SandboxError::Prepare {
+            what: format!("a mount of {}", path.display()),
+            source: std::io::Error::other("the path is not UTF-8"),
+        })
+}
+
+/// Writes a credential-stripped copy of `repo/.git/config` into `scratch` and returns its path;
+/// `None` when `.git` is not a directory (nothing of it is mounted then but the pointer file).
+fn stripped_git_config(repo: &Path, scratch: &Path) -> std::io::Result<Option<PathBuf>> {
+    let git = repo.join(".git");
+    match std::fs::symlink_metadata(&git) {
+        Ok(meta) if meta.is_dir() => {}
+        _ => return Ok(None),
+    }
+    let config = git.join("config");
+    let original = match std::fs::symlink_metadata(&config) {
+        Ok(meta) if meta.is_file() => std::fs::read(&config)?,
+        Ok(_) => Vec::new(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let stripped = strip_git_credentials(&String::from_utf8_lossy(&original));
+    let copy = scratch.join("git-config");
+    std::fs::write(&copy, stripped)?;
+    std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+    Ok(Some(copy))
+}
+
+/// Returns a git config keeping only what a checker needs to read the history: the `core`,
+/// `remote`, `branch`, `extensions` and `user` sections, with userinfo removed from remote URLs.
+/// Everything else goes, and with it every place a checkout leaves credentials
+/// (`http.*.extraheader`, `credential.*`, `url.*.insteadOf`, `include*`, `lfs.*`).
+pub fn strip_git_credentials(config: &str) -> String {
+    const KEPT: &[&str] = &["core", "remote", "branch", "extensions", "user"];
+    const REMOTE_KEYS: &[&str] = &["url", "pushurl", "fetch", "push", "tagopt", "mirror", "prune"];
+    let mut out = String::new();
+    let mut section: Option<String> = None;
+    let mut continuing = false;
+    for line in config.lines() {
+        let trimmed = line.trim_start();
+        if continuing {
+            continuing = line.ends_with('\\');
+            continue;
+        }
+        if trimmed.starts_with('[') {
+            let header = trimmed.get(1..).unwrap_or_default();
+            let name: String = header
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect::<String>()
+                .to_ascii_lowercase();
+            let keep = KEPT.contains(&name.as_str());
+            // Anything after the closing bracket (an inline `key = value`) is dropped.
+            let header_only = match trimmed.find(']') {
+                Some(end) if keep => trimmed.get(..=end).unwrap_or_default(),
+                _ => "",
+            };
+            section = keep.then_some(name);
+            if keep {
+                out.push_str(&strip_userinfo(header_only));
+                out.push('\n');
+            }
+            continue;
+        }
+        let Some(current) = &section else {
+            continuing = line.ends_with('\\');
+            continue;
+        };
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with(';') {
+            continue;
+        }
+        let key = trimmed
+            .split(|c: char| c == '=' || c.is_whitespace())
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let keep = match current.as_str() {
+            "remote" => REMOTE_KEYS.contains(&key.as_str()),
+            "core" => !matches!(key.as_str(), "askpass" | "sshcommand" | "hookspath" | "fsmonitor"),
+            _ => true,
+        };
+        if keep && !line.ends_with('\\') {
+            out.push('\t');
+            out.push_str(&strip_userinfo(trimmed));
+            out.push('\n');
+        } else {
+            continuing = line.ends_with('\\');
+        }
+    }
+    out
+}
+
+/// Removes `user:password@` from every `scheme://` URL in `text`.
+fn strip_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (before, after) = rest.split_at(at + 3);
+        out.push_str(before);
+        let authority_end = after
+            .find(|c: char| c == '/' || c == '"' || c.is_whitespace())
+            .unwrap_or(after.len());
+        let authority = after.get(..authority_end).unwrap_or_default();
+        match authority.rfind('@') {
+            Some(userinfo_end) => out.push_str(authority.get(userinfo_end + 1..).unwrap_or_default()),
+            None => out.push_str(authority),
+        }
+        rest = after.get(authority_end..).unwrap_or_default();
+    }
+    out.push_str(rest);
+    out
+}
+
+fn exit_code(code: Option<i64>) -> i32 {
+    code.and_then(|c| i32::try_from(c).ok()).unwrap_or(-1)
+}
+
+/// Output kept from a job's two streams.
+#[derive(Debug, Default)]
+struct Captured {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    stdout_truncated: bool,
+    stderr_truncated: bool,
+}
+
+impl Captured {
+    fn into_job_output(self, outcome: Outcome, duration: Duration) -> JobOutput {
+        JobOutput {
+            outcome,
+            stdout: self.stdout,
+            stderr: self.stderr,
+            stdout_truncated: self.stdout_truncated,
+            stderr_truncated: self.stderr_truncated,
+            duration,
+        }
+    }
+}
+
+fn keep(buffer: &mut Vec<u8>, truncated: &mut bool, bytes: &[u8], cap: usize) {
+    let room = cap.saturating_sub(buffer.len());
+    if bytes.len() > room {
+        *truncated = true;
+    }
+    buffer.extend_from_slice(bytes.get(..bytes.len().min(room)).unwrap_or_default());
+}
+
+async fn read_capped<S>(mut stream: S, cap: usize) -> Captured
+where
+    S: Stream<Item = Result<LogOutput, bollard::errors::Error>> + Unpin,
+{
+    let mut captured = Captured::default();
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
+                keep(
+                    &mut captured.stdout,
+                    &mut captured.stdout_truncated,
+                    &message,
+                    cap,
+                );
+            }
+            Ok(LogOutput::StdErr { message }) => {
+                keep(
+                    &mut captured.stderr,
+                    &mut captured.stderr_truncated,
+                    &message,
+                    cap,
+                );
+            }
+            Ok(LogOutput::StdIn { .. }) => {}
+            Err(error) => {
+                tracing::debug!(%error, "output stream ended");
+                break;
+            }
+        }
+    }
+    captured
+}
+
+async fn join_reader(reader: tokio::task::JoinHandle<Captured>) -> Captured {
+    // The stream ends when the container stops; bound the wait in case the engine keeps it open.
+    match tokio::time::timeout(Duration::from_secs(5), reader).await {
+        Ok(Ok(captured)) => captured,
+        Ok(Err(_)) | Err(_) => Captured {
+            stdout_truncated: true,
+            stderr_truncated: true,
+            ..Captured::default()
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_sizes() {
+        assert_eq!(parse_memory("1024"), Ok(1024));
+        assert_eq!(parse_memory("512m"), Ok(512 << 20));
+        assert_eq!(parse_memory("2g"), Ok(2 << 30));
+        assert_eq!(parse_memory("2GiB"), Ok(2 << 30));
+        assert!(parse_memory("lots").is_err());
+        assert!(parse_memory("2x").is_err());
+    }
+
+    #[test]
+    fn git_config_loses_every_credential() {
+        let config = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\
+            \tsshCommand = ssh -i /home/u/.ssh/id\n\
+            [remote \"origin\"]\n\turl = https://x-access-token:ghs_SECRET1@github.com/o/r.git\n\
+            \tfetch = +refs/heads/*:refs/remotes/origin/*\n\tproxy = http://u:SECRET2@proxy\n\
+            [http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic SECRET3\n\
+            [http]\n\textraHeader = Authorization: bearer SECRET4\n\
+            [credential]\n\thelper = store --file /x\n\tusername = SECRET5\n\
+            [url \"https://user:SECRET6@github.com/\"]\n\tinsteadOf = https://github.com/\n\
+            [includeIf \"gitdir:/x\"]\n\tpath = /SECRET7\n\
+            [branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n\
+            [lfs \"https://github.com/o/r.git/info/lfs\"]\n\taccess = SECRET8\n\
+            [remote \"fork\"]\n\turl = https://SECRET9@example.com/o/r\n";
+        let stripped = strip_git_credentials(config);
+        assert!(!stripped.contains("SECRET"), "{stripped}");
+        assert!(
+            stripped.contains("url = https://github.com/o/r.git"),
+            "{stripped}"
+        );
+        assert!(stripped.contains("url = https://example.com/o/r"), "{stripped}");
+        assert!(stripped.contains("[branch \"main\"]"));
+        assert!(stripped.contains("merge = refs/heads/main"));
+        assert!(stripped.contains("repositoryformatversion = 0"));
+    }
+
+    #[test]
+    fn continuation_lines_of_dropped_keys_go_too() {
+        let config = "[http]\n\textraheader = AUTHORIZATION: \\\n  SECRET\n[core]\n\tbare = false\n";
+        let stripped = strip_git_credentials(config);
+        assert!(!stripped.contains("SECRET"), "{stripped}");
+        assert!(stripped.contains("bare = false"));
+    }
+
+    #[test]
+    fn userinfo_is_removed_from_urls_only() {
+        assert_eq!(
+            strip_userinfo("url = https://a:b@host/x and ssh://git@h:22/y"),
+            "url = https://host/x and ssh://h:22/y"
+        );
+        assert_eq!(strip_userinfo("git@github.com:o/r"), "git@github.com:o/r");
+    }
+
+    #[test]
+    fn capped_buffers() {
+        let mut buffer = Vec::new();
+        let mut truncated = false;
+        keep(&mut buffer, &mut truncated, b"0123", 6);
+        keep(&mut buffer, &mut truncated, b"4567", 6);
+        assert_eq!(buffer, b"012345");
+        assert!(truncated);
+    }
+}

@@ -1,0 +1,576 @@
+//! The `docker` backend against the real engine: the checker profile's confinement, limits,
+//! timeouts, the edit-step profile, removal on every path and `gc` of a killed run's leftovers.
+//! Images are built offline by `ci/build-images.sh` (once per test binary).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use bork_ci::sandbox::docker::{self, DockerSandbox, DockerSettings, PullPolicy};
+use bork_ci::sandbox::{ArtifactDirs, Job, JobKind, Outcome, Sandbox, SandboxError};
+
+/// The checker test image (busybox, a non-root user), built by `ci/build-images.sh busybox`.
+pub const TEST_IMAGE: &str = "bork-ci-test/busybox:latest";
+
+/// Builds the busybox test image once; panics with the script's output when it cannot.
+pub fn ensure_test_image() {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    let result = BUILT.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/build-images.sh");
+        let output = Command::new(script)
+            .arg("busybox")
+            .output()
+            .map_err(|e| format!("running ci/build-images.sh: {e}"))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "ci/build-images.sh busybox failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
+    });
+    if let Err(message) = result {
+        panic!("{message}");
+    }
+}
+
+/// Settings for tests: the busybox image for every kind, artifacts under `artifacts`.
+pub fn settings(artifacts: &Path) -> DockerSettings {
+    let mut settings = DockerSettings::new(artifacts.to_owned());
+    settings.image = TEST_IMAGE.to_owned();
+    settings.runner_image = TEST_IMAGE.to_owned();
+    settings.pull = PullPolicy::Never;
+    settings.memory = Some(256 << 20);
+    settings.pids_limit = Some(128);
+    settings.cpus = Some(1.0);
+    settings
+}
+
+pub fn run_id(label: &str) -> String {
+    format!("test-{label}-{}", uuid::Uuid::new_v4().simple())
+}
+
+pub async fn sandbox(artifacts: &Path, label: &str) -> DockerSandbox {
+    ensure_test_image();
+    DockerSandbox::connect(settings(artifacts), &run_id(label))
+        .await
+        .expect("the Docker engine answers")
+}
+
+/// A git repository with one commit and a README.
+pub fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("README.md"), "hello\n").expect("write README");
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    git(dir.path(), &["add", "."]);
+    git(
+        dir.path(),
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    );
+    dir
+}
+
+pub fn git(repo: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(output.status.success(), "git {args:?}: {output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn sh(kind: JobKind, script: &str) -> Job {
+    Job::new(
+        kind,
+        vec!["sh".into(), "-c".into(), script.into()],
+        Duration::from_secs(60),
+        1 << 20,
+    )
+}
+
+/// Containers carrying `label` (as `docker ps -a --filter label=...` lists them).
+pub fn containers_with(label: &str) -> Vec<String> {
+    let output = Command::new("docker")
+        .args(["ps", "-aq", "--filter", &format!("label={label}")])
+        .output()
+        .expect("docker ps runs");
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn tree_listing(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut entries = Vec::new();
+    for entry in ignore::WalkBuilder::new(dir)
+        .hidden(false)
+        .ignore(false)
+        .git_ignore(false)
+        .build()
+        .flatten()
+    {
+        let content = std::fs::read(entry.path()).unwrap_or_default();
+        entries.push((entry.path().to_owned(), content));
+    }
+    entries.sort();
+    entries
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test]
+async fn repo_is_read_only_and_artifacts_are_writable() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    let before = tree_listing(repo.path());
+    let sandbox = sandbox(artifacts.path(), "ro").await;
+    let job = sh(
+        JobKind::Checker,
+        "pwd; touch /repo/x && echo WROTE; rm /repo/README.md && echo REMOVED; \
+         chmod -R 777 /repo && echo CHMOD; touch /usr/bin/x && echo ROOTFS; \
+         echo artifact > \"$TMPDIR/out.txt\" && echo ARTIFACT; \
+         echo cached > \"$XDG_CACHE_HOME/c.txt\" && echo CACHED; exit 1",
+    );
+    let out = sandbox.run(repo.path(), &job).await.expect("runs");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.outcome, Outcome::Exited(1));
+    assert!(stdout.starts_with("/repo\n"), "{stdout}");
+    for forbidden in ["WROTE", "REMOVED", "CHMOD", "ROOTFS"] {
+        assert!(!stdout.contains(forbidden), "{forbidden} in {stdout}");
+    }
+    assert!(
+        text(&out.stderr).contains("Read-only file system"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains("ARTIFACT") && stdout.contains("CACHED"),
+        "{stdout}"
+    );
+    assert_eq!(tree_listing(repo.path()), before, "repo changed");
+    let dirs = ArtifactDirs::under(artifacts.path(), sandbox.run_id());
+    assert_eq!(
+        std::fs::read_to_string(dirs.run.join("tmp/out.txt")).expect("artifact on host"),
+        "artifact\n"
+    );
+    assert!(dirs.cache.join("xdg/c.txt").is_file());
+    assert!(containers_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+}
+
+#[tokio::test]
+async fn confinement_user_capabilities_network_and_secrets() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    git(
+        repo.path(),
+        &[
+            "config",
+            "http.https://github.com/.extraheader",
+            "AUTHORIZATION: basic CANARY-TOKEN-1",
+        ],
+    );
+    git(
+        repo.path(),
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://x-access-token:CANARY-TOKEN-2@github.com/o/r.git",
+        ],
+    );
+    // SAFETY: only containers started by this test could read it; none may.
+    unsafe { std::env::set_var("BORK_TEST_HOST_CANARY", "CANARY-HOST-ENV") };
+    let sandbox = sandbox(artifacts.path(), "confine").await;
+    let mut job = sh(
+        JobKind::Checker,
+        "echo uid=$(id -u); grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; \
+         echo ifaces; tail -n +3 /proc/net/dev | cut -d: -f1; echo env; env; cat /proc/1/environ; \
+         echo gitconfig; cat /repo/.git/config; cat /repo/.git/HEAD; \
+         echo > /repo/.git/config && echo GITWRITE; ls /var/run/docker.sock && echo SOCKET; true",
+    );
+    job.env = vec![
+        ("VISIBLE".into(), "yes".into()),
+        ("OPENAI_API_KEY".into(), "CANARY-LLM-KEY".into()),
+    ];
+    job.secret_env = vec!["OPENAI_API_KEY".into(), "GITHUB_TOKEN".into()];
+    let out = sandbox.run(repo.path(), &job).await.expect("runs");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.outcome, Outcome::Exited(0), "{stdout} {}", text(&out.stderr));
+    assert!(stdout.contains("uid=65534"), "{stdout}");
+    assert!(stdout.contains("CapEff:\t0000000000000000"), "{stdout}");
+    assert!(stdout.contains("NoNewPrivs:\t1"), "{stdout}");
+    let ifaces: Vec<&str> = stdout
+        .split("ifaces\n")
+        .nth(1)
+        .and_then(|rest| rest.split("env\n").next())
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .collect();
+    assert_eq!(ifaces, ["lo"], "{stdout}");
+    assert!(stdout.contains("VISIBLE=yes"));
+    assert!(stdout.contains("TMPDIR=/artifacts/tmp"), "{stdout}");
+    assert!(!stdout.contains("CANARY"), "{stdout}");
+    assert!(stdout.contains("ref: refs/heads/main"), "{stdout}");
+    assert!(stdout.contains("url = https://github.com/o/r.git"), "{stdout}");
+    assert!(!stdout.contains("GITWRITE") && !stdout.contains("SOCKET"));
+    // The host's own config keeps its token: only the container's copy is stripped.
+    assert!(git(repo.path(), &["config", "--list"]).contains("CANARY-TOKEN-1"));
+}
+
+#[tokio::test]
+async fn timeout_kills_and_removes_the_container() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    let sandbox = sandbox(artifacts.path(), "timeout").await;
+    let mut job = sh(JobKind::Checker, "trap '' TERM; echo started; sleep 300");
+    job.timeout = Duration::from_secs(2);
+    let started = Instant::now();
+    let out = sandbox.run(repo.path(), &job).await.expect("runs");
+    assert_eq!(out.outcome, Outcome::TimedOut);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(text(&out.stdout), "started\n");
+    assert!(containers_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+}
+
+#[tokio::test]
+async fn fork_bomb_is_bounded_by_the_pids_limit() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    let mut settings = settings(artifacts.path());
+    settings.pids_limit = Some(32);
+    ensure_test_image();
+    let sandbox = DockerSandbox::connect(settings, &run_id("forkbomb"))
+        .await
+        .expect("connects");
+    let mut job = sh(
+        JobKind::Checker,
+        // Busybox sh gives up at the first failed fork; the outer shell counts without forking.
+        "(for i in $(seq 200); do sleep 30 & done); set -- /proc/[0-9]*; echo running=$#",
+    );
+    job.timeout = Duration::from_secs(20);
+    let out = sandbox.run(repo.path(), &job).await.expect("runs");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("fork"), "stderr: {stderr}");
+    let running: usize = text(&out.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("running="))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("the shell reports");
+    assert!(running <= 32, "{running} processes");
+    assert!(containers_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+}
+
+#[tokio::test]
+async fn memory_bomb_is_reported_as_oom() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    let mut settings = settings(artifacts.path());
+    settings.memory = Some(32 << 20);
+    ensure_test_image();
+    let sandbox = DockerSandbox::connect(settings, &run_id("oom"))
+        .await
+        .expect("connects");
+    let job = sh(
+        JobKind::Checker,
+        "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo ${#x}",
+    );
+    let out = sandbox.run(repo.path(), &job).await.expect("runs");
+    assert_eq!(out.outcome, Outcome::OomKilled, "{}", text(&out.stderr));
+}
+
+#[tokio::test]
+async fn output_is_demultiplexed_and_capped() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    let sandbox = sandbox(artifacts.path(), "cap").await;
+    let mut job = sh(
+        JobKind::Checker,
+        "echo '{\"overall_findings\":[]}'; head -c 100000 /dev/zero | tr '\\0' e >&2; \
+         head -c 3000000 /dev/zero",
+    );
+    job.output_cap = 4096;
+    let out = sandbox.run(repo.path(), &job).await.expect("runs");
+    assert_eq!(out.outcome, Outcome::Exited(0));
+    assert!(out.stdout.starts_with(b"{\"overall_findings\":[]}\n"));
+    assert_eq!(out.stdout.len(), 4096);
+    assert!(out.stdout_truncated && out.stderr_truncated);
+    assert!(out.stderr.iter().all(|b| *b == b'e'));
+}
+
+#[tokio::test]
+async fn edit_step_profile() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    std::fs::write(state.path().join("input.json"), "{}").expect("state file");
+    let repo = repo();
+    let sandbox = sandbox(artifacts.path(), "edit").await;
+    let mut job = sh(
+        JobKind::EditStep,
+        "echo git=$(ls -A /repo/.git | wc -l); touch /repo/.git/hooks-x && echo GITWRITE; \
+         echo new > /repo/new.txt; cat /state/input.json; echo out > /state/output.json; \
+         echo key=$LLM_KEY; echo ifaces=$(tail -n +3 /proc/net/dev | wc -l); \
+         echo uid=$(id -u); umask",
+    );
+    job.env = vec![
+        ("LLM_KEY".into(), "the-llm-key".into()),
+        ("GITHUB_TOKEN".into(), "CANARY-GH".into()),
+    ];
+    job.secret_env = vec!["GITHUB_TOKEN".into()];
+    job.state_dir = Some(state.path().to_owned());
+    let out = sandbox.run(repo.path(), &job).await.expect("runs");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.outcome, Outcome::Exited(0), "{stdout} {}", text(&out.stderr));
+    assert!(stdout.contains("git=0\n"), "{stdout}");
+    assert!(!stdout.contains("GITWRITE") && !stdout.contains("CANARY"));
+    assert!(stdout.contains("key=the-llm-key"));
+    assert!(stdout.contains("{}"));
+    assert!(stdout.contains("0022"), "{stdout}");
+    let owner = std::fs::metadata(repo.path()).expect("repo");
+    assert!(stdout.contains(&format!("uid={}", owner.uid())), "{stdout}");
+    let ifaces: usize = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("ifaces="))
+        .and_then(|n| n.parse().ok())
+        .expect("ifaces");
+    assert!(
+        ifaces > 1,
+        "host networking shows the host's interfaces: {stdout}"
+    );
+    let written = std::fs::metadata(repo.path().join("new.txt")).expect("written on host");
+    assert_eq!(written.permissions().mode() & 0o777, 0o644);
+    assert_eq!((written.uid(), written.gid()), (owner.uid(), owner.gid()));
+    assert!(state.path().join("output.json").is_file());
+    assert!(
+        repo.path().join(".git/HEAD").is_file(),
+        ".git untouched on the host"
+    );
+    assert!(!repo.path().join(".git/hooks-x").exists());
+}
+
+#[tokio::test]
+async fn missing_image_and_unreachable_engine_are_clear_errors() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    for pull in [PullPolicy::Never, PullPolicy::Missing] {
+        let mut settings = settings(artifacts.path());
+        settings.image = "bork-ci-test/absent:nope".to_owned();
+        settings.pull = pull;
+        let sandbox = DockerSandbox::connect(settings, &run_id("missing"))
+            .await
+            .expect("connects");
+        let error = sandbox
+            .run(repo.path(), &sh(JobKind::Checker, "true"))
+            .await
+            .expect_err("no such image");
+        assert!(matches!(error, SandboxError::ImageMissing { .. }), "{error}");
+        let message = error.to_string();
+        assert!(message.contains("bork-ci-test/absent:nope"), "{message}");
+        assert!(message.contains("build-images.sh"), "{message}");
+    }
+    let mut settings = settings(artifacts.path());
+    settings.host = Some("unix:///nonexistent/docker.sock".to_owned());
+    let error = DockerSandbox::connect(settings, "x")
+        .await
+        .expect_err("nothing listens");
+    let message = error.to_string();
+    assert!(matches!(error, SandboxError::Unreachable { .. }));
+    assert!(message.contains("unix:///nonexistent/docker.sock"), "{message}");
+    assert!(message.contains("--sandbox none"), "{message}");
+}
+
+#[tokio::test]
+async fn sequence_runs_in_one_container_and_stops_at_first_failure() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    let sandbox = Sandbox::Docker(Box::new(sandbox(artifacts.path(), "seq").await));
+    let job = sh(JobKind::Verify, "");
+    let commands: Vec<Vec<String>> = ["hostname > /tmp/h; echo one", "cat /tmp/h; exit 3", "echo never"]
+        .iter()
+        .map(|c| vec!["sh".into(), "-c".into(), (*c).into()])
+        .collect();
+    let outputs = sandbox
+        .run_sequence(repo.path(), &job, &commands)
+        .await
+        .expect("runs");
+    assert_eq!(outputs.len(), 2);
+    assert_eq!(outputs[0].outcome, Outcome::Exited(0));
+    assert_eq!(outputs[1].outcome, Outcome::Exited(3));
+    assert!(!outputs[1].stdout.is_empty(), "same container: /tmp/h survives");
+}
+
+/// Child mode of the signal tests: start a long checker, and on SIGTERM remove this run's
+/// containers and exit 143 (what the CLI's handler does). `BORK_TEST_CHILD_RUN` is the run id.
+async fn child_run(run_id: &str, artifacts: &Path) {
+    let repo = repo();
+    ensure_test_image();
+    let sandbox = DockerSandbox::connect(settings(artifacts), run_id)
+        .await
+        .expect("connects");
+    let mut term =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+    let mut job = sh(JobKind::Checker, "echo ready > $TMPDIR/ready; sleep 300");
+    job.timeout = Duration::from_secs(300);
+    tokio::select! {
+        _ = sandbox.run(repo.path(), &job) => std::process::exit(0),
+        _ = term.recv() => {
+            let _ = sandbox.cleanup_all().await;
+            std::process::exit(143);
+        }
+    }
+}
+
+fn spawn_child(test_name: &str, run_id: &str, artifacts: &Path) -> std::process::Child {
+    Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", test_name, "--nocapture", "--test-threads=1"])
+        .env("BORK_TEST_CHILD_RUN", run_id)
+        .env("BORK_TEST_CHILD_ARTIFACTS", artifacts)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("child starts")
+}
+
+fn wait_for_container(label: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let found = containers_with(label);
+        if !found.is_empty() || Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+async fn child_mode() -> bool {
+    match (
+        std::env::var("BORK_TEST_CHILD_RUN"),
+        std::env::var("BORK_TEST_CHILD_ARTIFACTS"),
+    ) {
+        (Ok(run_id), Ok(artifacts)) => {
+            child_run(&run_id, Path::new(&artifacts)).await;
+            true
+        }
+        _ => false,
+    }
+}
+
+#[tokio::test]
+async fn sigterm_mid_check_leaves_no_container() {
+    if child_mode().await {
+        return;
+    }
+    ensure_test_image();
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let run_id = run_id("sigterm");
+    let label = format!("bork-ci.run={run_id}");
+    let mut child = spawn_child(
+        "sandbox::sigterm_mid_check_leaves_no_container",
+        &run_id,
+        artifacts.path(),
+    );
+    assert_eq!(
+        wait_for_container(&label).len(),
+        1,
+        "the checker container starts"
+    );
+    let ready = ArtifactDirs::under(artifacts.path(), &run_id)
+        .run
+        .join("tmp/ready");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pid = i32::try_from(child.id()).expect("pid");
+    let sent = Instant::now();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).expect("pid"),
+        rustix::process::Signal::TERM,
+    )
+    .expect("SIGTERM sent");
+    let status = child.wait().expect("child exits");
+    assert_eq!(status.code(), Some(143));
+    assert!(
+        sent.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert!(containers_with(&label).is_empty(), "container left behind");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_reaps_a_killed_runs_leftovers_only() {
+    if child_mode().await {
+        return;
+    }
+    ensure_test_image();
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let killed_run = run_id("killed");
+    let killed_label = format!("bork-ci.run={killed_run}");
+    let mut child = spawn_child(
+        "sandbox::gc_reaps_a_killed_runs_leftovers_only",
+        &killed_run,
+        artifacts.path(),
+    );
+    assert_eq!(wait_for_container(&killed_label).len(), 1);
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    assert_eq!(containers_with(&killed_label).len(), 1, "kill -9 leaves it");
+
+    // An unlabelled container and a live run's container must survive.
+    let unlabelled = Command::new("docker")
+        .args(["create", TEST_IMAGE, "true"])
+        .output()
+        .expect("docker create");
+    let unlabelled = text(&unlabelled.stdout).trim().to_owned();
+    assert!(!unlabelled.is_empty());
+    let live = sandbox(artifacts.path(), "live").await;
+    let live_label = format!("bork-ci.run={}", live.run_id());
+    let repo = repo();
+    let live_task = {
+        let repo = repo.path().to_owned();
+        tokio::spawn(async move {
+            let mut job = sh(JobKind::Checker, "sleep 20");
+            job.timeout = Duration::from_secs(20);
+            let out = live.run(&repo, &job).await;
+            (live, out)
+        })
+    };
+    assert_eq!(wait_for_container(&live_label).len(), 1);
+
+    let reaper = sandbox(artifacts.path(), "reaper").await;
+    let report = docker::gc(&reaper, Duration::from_secs(3600))
+        .await
+        .expect("gc runs");
+    assert!(containers_with(&killed_label).is_empty(), "leftover reaped");
+    assert!(!report.containers.is_empty());
+    assert_eq!(containers_with(&live_label).len(), 1, "live run untouched");
+    let still_there = Command::new("docker")
+        .args(["inspect", "-f", "{{.Id}}", &unlabelled])
+        .output()
+        .expect("docker inspect");
+    assert!(still_there.status.success(), "unlabelled container untouched");
+    let _ = Command::new("docker").args(["rm", "-f", &unlabelled]).output();
+    let (live, _) = live_task.await.expect("live run ends");
+    live.cleanup_all().await.expect("cleanup");
+    assert!(containers_with(&live_label).is_empty());
+}

@@ -10,7 +10,16 @@
 //! Git is asked for what a directory walk cannot know cheaply and exactly (the tracked set, every
 //! ignore rule git honours, including `core.excludesFile` from any config scope); the files are then
 //! read in parallel straight from the working tree, each opened relative to the repository root with
-//! symlink resolution refused on every path component.
+//! symlink resolution refused on every path component. A walk with the `ignore` crate was the
+//! alternative; it cannot see `core.excludesFile` set in the repository's own config or through
+//! `GIT_CONFIG_GLOBAL`, so its set could differ from git's, and reading the files dominates the
+//! time either way.
+//!
+//! Decisions where the set and the prompt differ on purpose:
+//! - a tracked file missing from the working tree is left out (the pack shows the tree);
+//! - credential-like names ([`is_credential_name`]) are named but never read;
+//! - `specs/` files get [`SPEC_SIZE_FACTOR`] times the size cap; a spec file that git ignores is
+//!   not packed, like any other ignored file.
 
 mod diff;
 mod git;

@@ -8,4 +8,5 @@ mod llm;
 mod pack;
 mod review;
 mod run;
+mod run_http;
 mod support;

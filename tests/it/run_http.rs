@@ -766,3 +766,182 @@ async fn symlinks_to_outside_secrets_are_named_not_read() {
         format!("{outside_secret}\n")
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn trace_logging_never_shows_the_key() {
+    let key = canary("trace");
+    let repo = repo_with_checker();
+    let fake = FakeLlm::anthropic(vec![Reply::Status(529, Some(0)), write_app("DONE\n")]).await;
+    let outcome = Run::new(&fake)
+        .key(&key)
+        .env("BORK_LOG", "trace")
+        .arg("--log-format")
+        .arg("json")
+        .on(&repo)
+        .await;
+
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    assert_eq!(fake.requests().len(), 2);
+    assert!(outcome.stderr.lines().count() >= 3, "{}", outcome.stderr);
+    assert_absent(&key, "trace-level stderr", &outcome.stderr);
+    assert_absent(&key, "stdout", &outcome.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repo_file_holding_the_github_token_is_never_sent() {
+    let token = canary("ghinrepo");
+    let repo = repo_with_checker();
+    repo.write("deploy/token.txt", &format!("{token}\n"));
+    let fake = FakeLlm::openai(vec![write_app("DONE\n")]).await;
+    let outcome = Run::new(&fake).env("GITHUB_TOKEN", token.clone()).on(&repo).await;
+
+    // Either the run stops before asking, or the value is kept out of the prompt.
+    for (index, body) in fake.requests().iter().enumerate() {
+        assert_absent(&token, &format!("request body {index}"), &body.to_string());
+    }
+    assert_absent(&token, "stderr", &outcome.stderr);
+    if fake.requests().is_empty() {
+        assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+        assert!(outcome.stderr.contains("GITHUB_TOKEN"), "{}", outcome.stderr);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_key_is_exit_two_before_any_request() {
+    let repo = repo_with_checker();
+    let fake = FakeLlm::openai(vec![write_app("DONE\n")]).await;
+    let outcome = Run::new(&fake).key("").on(&repo).await;
+
+    assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+    assert!(fake.received().is_empty(), "the fake got a request");
+    assert!(outcome.stderr.contains("OPENAI_API_KEY"), "{}", outcome.stderr);
+    assert_eq!(repo.read("src/app.txt"), "nothing yet\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_redirect_does_not_forward_the_key() {
+    let key = canary("redirect");
+    let repo = repo_with_checker();
+    let elsewhere = FakeLlm::anthropic(vec![write_app("DONE\n")]).await;
+    let fake = FakeLlm::anthropic(vec![Reply::Redirect(format!("{}/v1/messages", elsewhere.url))]).await;
+    let outcome = Run::new(&fake).key(&key).on(&repo).await;
+
+    assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+    assert_eq!(fake.requests().len(), 1);
+    assert!(elsewhere.received().is_empty(), "the second host got a request");
+    assert!(outcome.stderr.contains("redirect"), "{}", outcome.stderr);
+    assert_absent(&key, "stderr", &outcome.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_echoed_key_in_an_error_is_scrubbed() {
+    let key = canary("anthropic-echo");
+    let repo = repo_with_checker();
+    let body = json!({
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": format!("bad header x-api-key: {key}")},
+        "request_id": "req_echo"
+    });
+    let fake = FakeLlm::anthropic(vec![Reply::Raw {
+        status: 400,
+        content_type: "application/json".into(),
+        body: body.to_string().into_bytes(),
+    }])
+    .await;
+    let outcome = Run::new(&fake).key(&key).on(&repo).await;
+
+    assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+    assert_eq!(fake.requests().len(), 1, "a 400 is not retried");
+    assert!(outcome.stderr.contains("400"), "{}", outcome.stderr);
+    assert!(outcome.stderr.contains("anthropic"), "{}", outcome.stderr);
+    assert_absent(&key, "stderr", &outcome.stderr);
+    assert_absent(&key, "the report", &outcome.report_text);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_truncated_answer_then_a_good_one() {
+    let repo = repo_with_checker();
+    let fake = FakeLlm::anthropic(vec![
+        Reply::Truncated("{\"create-or-update\": {\"src/app.txt\": \"DO".into()),
+        write_app("DONE\n"),
+    ])
+    .await;
+    let outcome = Run::new(&fake).on(&repo).await;
+
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    assert_eq!(iterations(&outcome).len(), 1);
+    assert_eq!(iterations(&outcome)[0]["parse-retries"], 1);
+    assert_eq!(fake.requests().len(), 2);
+    assert_eq!(repo.read("src/app.txt"), "DONE\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_model_hits_the_request_timeout_and_is_exit_two() {
+    let repo = repo_with_checker();
+    let fake = FakeLlm::openai(vec![Reply::delayed(
+        std::time::Duration::from_secs(5),
+        write_app("DONE\n"),
+    )])
+    .await;
+    let started = std::time::Instant::now();
+    let outcome = Run::new(&fake)
+        .env("BORK_LLM_TIMEOUT_SECS", "1")
+        .env("BORK_LLM_MAX_RETRIES", "1")
+        .on(&repo)
+        .await;
+
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+    assert_eq!(outcome.report["status"], "error");
+    assert_eq!(fake.requests().len(), 2);
+    assert!(
+        outcome.stderr.contains("did not answer within"),
+        "{}",
+        outcome.stderr
+    );
+    assert_eq!(repo.read("src/app.txt"), "nothing yet\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_run_timeout_ends_needs_human_keeping_the_work() {
+    let repo = repo_with_checker();
+    let fake = FakeLlm::openai(vec![
+        write_app("first\n"),
+        Reply::delayed(std::time::Duration::from_secs(6), write_app("DONE\n")),
+    ])
+    .await;
+    let started = std::time::Instant::now();
+    let outcome = Run::new(&fake).env("BORK_RUN_TIMEOUT_SECS", "2").on(&repo).await;
+
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(outcome.code, 1, "{}", outcome.stderr);
+    assert_eq!(outcome.report["status"], "needs-human");
+    assert!(
+        outcome.report["stop-reason"]
+            .as_str()
+            .expect("stop-reason")
+            .contains("run-timeout-secs"),
+        "{}",
+        outcome.report_text
+    );
+    // The first iteration's change is kept.
+    assert_eq!(repo.read("src/app.txt"), "first\n");
+    assert_eq!(fake.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_token_budget_ends_needs_human_after_one_request() {
+    let repo = repo_with_checker();
+    let replies = (0..5).map(|n| write_app(&format!("try {n}\n"))).collect();
+    let fake = FakeLlm::openai(replies).await;
+    let outcome = Run::new(&fake)
+        .env("BORK_LLM_MAX_TOTAL_TOKENS", "10")
+        .on(&repo)
+        .await;
+
+    assert_eq!(outcome.code, 1, "{}", outcome.stderr);
+    assert_eq!(outcome.report["status"], "needs-human");
+    assert_eq!(fake.requests().len(), 1);
+    assert_eq!(iterations(&outcome).len(), 1);
+    assert_eq!(repo.read("src/app.txt"), "try 0\n");
+}

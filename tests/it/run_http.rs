@@ -473,6 +473,17 @@ async fn anthropic_converges_in_two_with_a_cached_prefix() {
         assert!(iteration["usage"]["output-tokens"].as_u64().expect("output") > 0);
     }
     assert_eq!(iterations[0]["usage"]["cached-input-tokens"], 0);
+    // Input counts cache writes and reads too, not only Anthropic's uncached `input_tokens`.
+    let estimate = outcome.report["prompt-tokens-estimate"]
+        .as_u64()
+        .expect("estimate");
+    for iteration in iterations {
+        let input = iteration["usage"]["input-tokens"].as_u64().expect("input");
+        assert!(
+            input >= estimate / 2,
+            "input {input} vs prompt estimate {estimate}"
+        );
+    }
     assert!(
         iterations[1]["usage"]["cached-input-tokens"]
             .as_u64()
@@ -941,4 +952,35 @@ async fn the_token_budget_ends_needs_human_after_one_request() {
     assert_eq!(fake.requests().len(), 1);
     assert_eq!(iterations(&outcome).len(), 1);
     assert_eq!(repo.read("src/app.txt"), "try 0\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_after_beyond_the_cap_ends_at_once() {
+    let repo = repo_with_checker();
+    let fake = FakeLlm::openai(vec![Reply::Status(429, Some(3600)), write_app("DONE\n")]).await;
+    let started = std::time::Instant::now();
+    let outcome = Run::new(&fake).on(&repo).await;
+
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+    assert_eq!(outcome.report["status"], "error");
+    assert_eq!(fake.requests().len(), 1);
+    assert!(outcome.stderr.contains("429"), "{}", outcome.stderr);
+    assert!(outcome.stderr.contains("rate limited"), "{}", outcome.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_fenced_text_answer_is_accepted() {
+    let repo = repo_with_checker();
+    let answer = format!(
+        "```json\n{}\n```\n",
+        json!({"create-or-update": {"src/app.txt": "DONE\n"}})
+    );
+    let fake = FakeLlm::anthropic(vec![Reply::AnswerText(answer)]).await;
+    let outcome = Run::new(&fake).on(&repo).await;
+
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    assert_eq!(outcome.report["status"], "converged");
+    assert_eq!(fake.requests().len(), 1);
+    assert_eq!(repo.read("src/app.txt"), "DONE\n");
 }

@@ -87,8 +87,8 @@ impl<'a> Run<'a> {
         };
         let mut command = bork();
         command
-            .args(&self.args)
             .arg("run")
+            .args(&self.args)
             .arg("--repo")
             .arg(repo.path())
             .arg("--report")
@@ -635,10 +635,12 @@ async fn secrets_reach_neither_outputs_nor_prompts_nor_the_checker() {
         write_app("DONE\n"),
     ])
     .await;
+    let private_tmp = tempfile::tempdir().expect("tempdir");
     let outcome = Run::new(&fake)
         .key(&key)
         .env("GITHUB_TOKEN", token.clone())
         .env("GH_TOKEN", token.clone())
+        .env("TMPDIR", private_tmp.path().display().to_string())
         .on(&repo)
         .await;
 
@@ -674,6 +676,34 @@ async fn secrets_reach_neither_outputs_nor_prompts_nor_the_checker() {
     }
     assert_absent(&key, "the checker's environment", &env_dump);
     assert_absent(&token, "the checker's environment", &env_dump);
+
+    // No file left on disk holds them: not in the repository (`.git` included), not in temp (X16).
+    for root in [repo.path(), private_tmp.path()] {
+        for (path, contents) in files_below(root) {
+            let text = String::from_utf8_lossy(&contents);
+            assert_absent(&key, &path.display().to_string(), &text);
+            assert_absent(&token, &path.display().to_string(), &text);
+        }
+    }
+}
+
+/// Every regular file below `root` with its contents (links not followed).
+fn files_below(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read_dir").flatten() {
+            let path = entry.path();
+            let meta = std::fs::symlink_metadata(&path).expect("stat");
+            if meta.is_dir() {
+                stack.push(path);
+            } else if meta.is_file() {
+                let contents = std::fs::read(&path).expect("read");
+                files.push((path, contents));
+            }
+        }
+    }
+    files
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1014,3 +1014,28 @@ async fn anthropic_fenced_text_answer_is_accepted() {
     assert_eq!(fake.requests().len(), 1);
     assert_eq!(repo.read("src/app.txt"), "DONE\n");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn progress_lines_show_the_elapsed_time() {
+    let repo = repo_with_checker();
+    let fake = FakeLlm::openai(vec![
+        Reply::delayed(std::time::Duration::from_millis(1_200), write_app("first\n")),
+        write_app("DONE\n"),
+    ])
+    .await;
+    let outcome = Run::new(&fake).on(&repo).await;
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+
+    let line = outcome
+        .stderr
+        .lines()
+        .find(|line| line.contains("iteration 2 of 5: asking the model"))
+        .unwrap_or_else(|| panic!("no progress line: {}", outcome.stderr));
+    let seconds: u64 = line
+        .split('(')
+        .nth(1)
+        .and_then(|rest| rest.split("s elapsed").next())
+        .and_then(|number| number.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no elapsed time in {line:?}"));
+    assert!(seconds >= 1, "{line}");
+}

@@ -315,6 +315,7 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
         &apply_options,
         &mut conversation,
         &mut report,
+        started,
         deadline,
     )
     .await;
@@ -350,6 +351,7 @@ async fn iterate(
     apply_options: &ApplyOptions,
     conversation: &mut Conversation,
     report: &mut RunReport,
+    started: Instant,
     deadline: Instant,
 ) -> Result<()> {
     let config = &resolved.config;
@@ -366,7 +368,7 @@ async fn iterate(
         }
         tracing::info!(
             "iteration {number} of {max}: asking the model ({}s elapsed)",
-            report_elapsed(report)
+            started.elapsed().as_secs()
         );
         let llm_started = Instant::now();
         let step = edit_step(provider, conversation, repo, apply_options, deadline).await?;
@@ -573,11 +575,6 @@ fn durations(llm_ms: u64, check_ms: u64, started: Instant) -> Durations {
         total_ms: started.elapsed().as_millis() as u64,
         ..Durations::default()
     }
-}
-
-fn report_elapsed(report: &RunReport) -> u64 {
-    let _ = report;
-    0
 }
 
 #[cfg(test)]

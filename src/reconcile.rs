@@ -99,6 +99,30 @@ pub fn estimate(conversation: &Conversation) -> u64 {
     pack::estimate_tokens(&conversation.system) + pack::estimate_tokens(&conversation.prefix)
 }
 
+/// The name of the first secret whose value the constant part of the conversation holds: the
+/// LLM key, or the value in `env` of any variable [`Resolved::secret_env_names`] lists (the
+/// `*_URL` ones are endpoints, not secrets). Values under 8 bytes are too short to match safely.
+pub fn secret_in_prompt(
+    resolved: &Resolved,
+    conversation: &Conversation,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Option<String> {
+    let holds = |value: &str| {
+        let value = value.trim();
+        value.len() >= 8 && (conversation.prefix.contains(value) || conversation.system.contains(value))
+    };
+    if let Some(key) = &resolved.api_key
+        && holds(key.expose_secret())
+    {
+        return Some(resolved.config.llm.key_env());
+    }
+    resolved
+        .secret_env_names()
+        .into_iter()
+        .filter(|name| !name.ends_with("_URL"))
+        .find(|name| env.get(name).is_some_and(|value| holds(value)))
+}
+
 /// What one edit step produced.
 struct StepResult {
     changeset: Changeset,
@@ -369,14 +393,8 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
         }
         .into());
     }
-    if let Some(key) = &resolved.api_key {
-        let key = key.expose_secret();
-        if key.len() >= 8 && (conversation.prefix.contains(key) || conversation.system.contains(key)) {
-            return Err(RunError::SecretInPrompt {
-                name: config.llm.key_env(),
-            }
-            .into());
-        }
+    if let Some(name) = secret_in_prompt(resolved, &conversation, &crate::config::process_env()) {
+        return Err(RunError::SecretInPrompt { name }.into());
     }
     let provider = Provider::new(llm_settings(&config.llm, resolved.api_key.clone()))
         .context("setting up the model provider")?;
@@ -412,6 +430,7 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
         &apply_options,
         &mut conversation,
         &mut report,
+        started,
         deadline,
     )
     .await;
@@ -447,6 +466,7 @@ async fn iterate(
     apply_options: &ApplyOptions,
     conversation: &mut Conversation,
     report: &mut RunReport,
+    started: Instant,
     deadline: Instant,
 ) -> Result<()> {
     let config = &resolved.config;
@@ -463,9 +483,7 @@ async fn iterate(
         }
         tracing::info!(
             "iteration {number} of {max}: asking the model ({}s elapsed)",
-            (Instant::now() + Duration::from_secs(config.run_timeout_secs))
-                .saturating_duration_since(deadline)
-                .as_secs()
+            started.elapsed().as_secs()
         );
         let llm_started = Instant::now();
         let step = edit_step(provider, conversation, repo, apply_options, deadline).await?;
@@ -682,5 +700,35 @@ fn durations(llm_ms: u64, check_ms: u64, started: Instant) -> Durations {
         check_ms,
         total_ms: started.elapsed().as_millis() as u64,
         ..Durations::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_known_secret_in_the_prompt_is_found_by_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env: std::collections::BTreeMap<String, String> = [
+            ("OPENAI_API_KEY", "sk-key-value-1234"),
+            ("GITHUB_TOKEN", "ghs_token_value_5678"),
+            ("ACTIONS_RESULTS_URL", "https://results.example/"),
+            ("GH_TOKEN", "short"),
+        ]
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect();
+        let resolved = crate::config::load(dir.path(), None, &env, &vec![]).expect("loads");
+        let with = |prefix: &str| Conversation {
+            system: "instructions".into(),
+            prefix: prefix.into(),
+            turns: Vec::new(),
+        };
+        let found = |prefix: &str| secret_in_prompt(&resolved, &with(prefix), &env);
+        assert_eq!(found("a sk-key-value-1234 b").as_deref(), Some("OPENAI_API_KEY"));
+        assert_eq!(found("x ghs_token_value_5678").as_deref(), Some("GITHUB_TOKEN"));
+        assert_eq!(found("see https://results.example/ and short"), None);
+        assert_eq!(found("nothing secret here"), None);
     }
 }

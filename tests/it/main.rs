@@ -10,6 +10,7 @@ mod review;
 mod review_cli;
 mod run;
 mod run_github;
+mod run_http;
 mod sandbox;
 mod support;
 mod verify;

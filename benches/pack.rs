@@ -4,10 +4,7 @@
 //! `PATH`. Prints the median of several rounds and the ratios. Run: `cargo bench --bench pack`.
 //! `BORK_BENCH_FILES` sets the number of files (default 30000), `BORK_BENCH_ROUNDS` the rounds
 //! (default 7), `BORK_BENCH_REPO` packs an existing repository instead of a generated one.
-#![expect(
-    clippy::unwrap_used,
-    reason = "a benchmark aborts on any setup failure"
-)]
+#![expect(clippy::unwrap_used, reason = "a benchmark aborts on any setup failure")]
 #![expect(clippy::print_stdout, reason = "a benchmark prints its table")]
 
 use std::path::{Path, PathBuf};

@@ -43,6 +43,41 @@ pub enum Command {
     /// Review the working tree's changes against the base branch with the LLM reviewer; a
     /// correctness checker itself (JSON on stdout; exit 0 clean, 1 findings, 2 failed to run).
     Review(ReviewArgs),
+    /// Run the Verifier pipeline once and print its contract JSON (exit 0 PASS, 1 FAIL, 2 error).
+    Verify(VerifyArgs),
+    /// Remove containers and volumes left behind by bork-ci runs that are gone.
+    Gc(GcArgs),
+    /// One edit step of a run (ask, parse, apply), started by `bork-ci run` inside its sandbox.
+    #[command(hide = true)]
+    EditStep(EditStepArgs),
+}
+
+/// `bork-ci verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    #[command(flatten)]
+    pub flags: ConfigFlags,
+}
+
+/// `bork-ci gc`.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// Also remove labelled leftovers older than this many seconds even if their run's process
+    /// still seems alive (default: one day).
+    #[arg(long, value_name = "SECS")]
+    pub older_than_secs: Option<u64>,
+}
+
+/// `bork-ci edit-step`.
+#[derive(Debug, Args)]
+pub struct EditStepArgs {
+    /// The state directory holding `input.json`; `output.json` is written there.
+    #[arg(long, value_name = "DIR")]
+    pub state: PathBuf,
 }
 
 /// `bork-ci review`.

@@ -32,7 +32,10 @@ pub fn init_logging(format: LogFormat) {
 /// Runs the parsed command and returns its exit code.
 pub async fn dispatch(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Run(args) => run(args).await,
+        Command::Run(args) => run(args, cli.log_format == LogFormat::Json).await,
+        Command::EditStep(args) => edit_step(args).await,
+        Command::Verify(args) => verify(args).await,
+        Command::Gc(args) => gc(args).await,
         Command::Pack(args) => pack(args),
         Command::Config(args) => show_config(args),
         Command::Review(args) => review(args).await,
@@ -127,7 +130,7 @@ fn pack(args: PackArgs) -> Result<ExitCode> {
 fn docker_settings(resolved: &Resolved) -> Result<crate::sandbox::docker::DockerSettings> {
     use crate::sandbox::docker::{DockerSettings, PullPolicy, parse_memory};
     let sandbox = &resolved.config.sandbox;
-    let mut settings = DockerSettings::new(artifact_root(resolved));
+    let mut settings = DockerSettings::new(resolved.artifact_root());
     settings.host = resolved.docker_host.clone();
     settings.image = sandbox.image.clone();
     settings.runner_image = sandbox.runner_image.clone();
@@ -143,17 +146,6 @@ fn docker_settings(resolved: &Resolved) -> Result<crate::sandbox::docker::Docker
     settings.pids_limit = Some(sandbox.pids_limit);
     settings.user = sandbox.user.clone();
     Ok(settings)
-}
-
-/// The artifact root: `sandbox.artifact-dir`, else `AGENT_ARTIFACT_DIR`, else `~/.agent-artifacts`.
-fn artifact_root(resolved: &Resolved) -> PathBuf {
-    resolved
-        .config
-        .sandbox
-        .artifact_dir
-        .as_ref()
-        .map(PathBuf::from)
-        .unwrap_or_else(crate::verify::default_artifact_dir)
 }
 
 /// How long labelled leftovers of a dead run are kept before `gc` removes them regardless.
@@ -181,7 +173,7 @@ async fn sandbox_for(resolved: &Resolved, run_id: &str) -> Result<Sandbox> {
     }
 }
 
-async fn run(args: RunArgs) -> Result<ExitCode> {
+async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
     let env = config::process_env();
     let in_actions = env.get("GITHUB_ACTIONS").is_some_and(|value| value == "true");
@@ -225,6 +217,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         stop_token: in_actions.then(crate::actions::random_token),
         preamble: None,
         after_iteration: None,
+        json_logs,
     };
 
     let skipped = github.as_ref().and_then(|ctx| ctx.untrusted_context());
@@ -377,4 +370,71 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         1 => ExitCode::NeedsHuman,
         _ => ExitCode::Error,
     })
+}
+
+async fn edit_step(args: crate::cli::EditStepArgs) -> Result<ExitCode> {
+    use crate::edit_step::{self, EditStepInput};
+    let input: EditStepInput = edit_step::read_json(&args.state, edit_step::INPUT)?;
+    let env = config::process_env();
+    let api_key = env
+        .get(&input.llm.key_env())
+        .filter(|key| !key.is_empty())
+        .map(|key| secrecy::SecretString::from(key.clone()));
+    let repo = std::env::current_dir().context("reading the working directory")?;
+    let output = edit_step::run(&input, &repo, api_key).await;
+    edit_step::write_json(&args.state, edit_step::OUTPUT, &output)?;
+    Ok(ExitCode::Converged)
+}
+
+async fn verify(args: crate::cli::VerifyArgs) -> Result<ExitCode> {
+    let repo = repo_root(&args.repo)?;
+    let resolved = load_config(&repo, &args.repo, &args.flags)?;
+    let steps = crate::verify::load_steps(&repo, &resolved.verification_steps())
+        .context("reading the verification steps")?;
+    if steps.is_empty() {
+        anyhow::bail!(
+            "no verification steps: set `verification.steps` in .config/bork.json or add agent.yaml"
+        );
+    }
+    let run_id = crate::verify::new_run_id();
+    let sandbox = sandbox_for(&resolved, &run_id).await?;
+    let mut options = crate::verify::VerifyOptions::new(resolved.artifact_root());
+    options.timeout = std::time::Duration::from_secs(resolved.config.verification.timeout_secs);
+    options.run_id = Some(run_id);
+    options.secret_env = resolved.secret_env_names();
+    let result = crate::verify::run(&sandbox, &repo, &steps, &options).await;
+    sandbox.cleanup().await;
+    let result = result.context("running the verifier")?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(result.to_json().as_bytes())
+        .context("writing to stdout")?;
+    stdout.write_all(b"\n").context("writing to stdout")?;
+    Ok(match result.status {
+        crate::verify::Status::Pass => ExitCode::Converged,
+        crate::verify::Status::Fail => ExitCode::NeedsHuman,
+    })
+}
+
+async fn gc(args: crate::cli::GcArgs) -> Result<ExitCode> {
+    let repo = repo_root(&args.repo).unwrap_or_else(|_| PathBuf::from("."));
+    let resolved = load_config(&repo, &args.repo, &crate::cli::ConfigFlags::default())?;
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let docker = crate::sandbox::docker::DockerSandbox::connect(docker_settings(&resolved)?, &run_id)
+        .await
+        .map_err(anyhow::Error::new)
+        .context("connecting to the Docker engine")?;
+    let ttl = std::time::Duration::from_secs(args.older_than_secs.unwrap_or(GC_TTL.as_secs()));
+    let report = crate::sandbox::docker::gc(&docker, ttl)
+        .await
+        .map_err(anyhow::Error::new)
+        .context("removing leftovers")?;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(
+        stdout,
+        "removed {} container(s) and {} volume(s)",
+        report.containers.len(),
+        report.volumes.len()
+    );
+    Ok(ExitCode::Converged)
 }

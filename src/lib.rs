@@ -11,6 +11,7 @@ pub mod commands;
 pub mod config;
 pub mod delivery;
 pub mod edit;
+pub mod edit_step;
 pub mod exit;
 pub mod findings;
 pub mod github;

@@ -14,19 +14,18 @@ use secrecy::ExposeSecret;
 
 use crate::checker::{self, Verdict};
 use crate::config::{ProviderName, Resolved};
-use crate::edit::apply::{self, ApplyOptions, Changeset, EditAction};
-use crate::edit::parse::{self, EditPlan, ParseLimits};
+use crate::edit::apply::{Changeset, EditAction};
 use crate::edit::policy::Protection;
+use crate::edit_step::{self, EditStepInput, EditStepOutput};
 use crate::findings::Findings;
 use crate::llm::{
-    self, Completion, Conversation, FinishReason, LlmSettings, Provider, ProviderKind, ResponseFormat, Role,
-    Turn, Usage,
+    self, Conversation, FinishReason, LlmSettings, Provider, ProviderKind, ResponseFormat, Role, Turn, Usage,
 };
 use crate::pack::{self, PackOptions};
 use crate::prompt::{self, Feedback};
 use crate::report::{Durations, IterationReport, JudgeStatus, RunReport, RunStatus};
 use crate::review;
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Job, JobKind, Outcome, Sandbox};
 
 /// Everything a run needs besides the configuration.
 pub struct RunOptions {
@@ -38,6 +37,8 @@ pub struct RunOptions {
     pub preamble: Option<String>,
     /// Called after each iteration that ran (commits it on bork-ci's branch on GitHub).
     pub after_iteration: Option<IterationHook>,
+    /// The edit step logs JSON lines (`--log-format json`).
+    pub json_logs: bool,
 }
 
 /// Called after each iteration with its report.
@@ -131,78 +132,112 @@ struct StepResult {
     usage: Usage,
 }
 
-/// Checks a completion and parses it into an edit plan.
-fn read_answer(completion: &Completion, limits: &ParseLimits) -> std::result::Result<EditPlan, String> {
-    match &completion.finish {
-        FinishReason::Length => {
-            return Err("the answer was cut off at the output token limit (finish reason: length); answer with fewer or smaller files".into());
-        }
-        FinishReason::Refusal => return Err("the model refused to answer".into()),
-        FinishReason::Stop | FinishReason::Other(_) => {}
-    }
-    parse::parse(&completion.text, limits).map_err(|error| error.to_string())
-}
-
-/// The edit step: ask, parse (one corrected retry), apply. Appends the model's turns to the
-/// conversation.
-async fn edit_step(
-    provider: &Provider,
+/// Runs the edit step through the sandbox (see `edit_step`) and appends the model's turns.
+async fn run_edit_step(
+    sandbox: &Sandbox,
+    resolved: &Resolved,
+    options: &RunOptions,
     conversation: &mut Conversation,
-    repo: &Path,
-    options: &ApplyOptions,
+    not_shown: &std::collections::BTreeSet<String>,
     deadline: Instant,
 ) -> Result<StepResult> {
-    let limits = ParseLimits::default();
-    let format = ResponseFormat {
-        name: "bork_edits".into(),
-        schema: prompt::answer_schema(),
+    let config = &resolved.config;
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if remaining.is_zero() {
+        bail!(BudgetExhausted::Time);
+    }
+    let state = tempfile::Builder::new()
+        .prefix("bork-ci-step-")
+        .tempdir()
+        .context("creating the edit step's state directory")?;
+    let mut llm_config = config.llm.clone();
+    if let Some(script) = &llm_config.script {
+        std::fs::copy(script, state.path().join(edit_step::SCRIPT))
+            .with_context(|| format!("reading the scripted model's answers from {script}"))?;
+        llm_config.script = Some(format!(
+            "{}/{}",
+            sandbox.state_path(state.path()),
+            edit_step::SCRIPT
+        ));
+    }
+    let input = EditStepInput {
+        conversation: conversation.clone(),
+        llm: llm_config,
+        checker: config.correctness_checker.clone(),
+        edits_require_approval: config.edits_require_approval.clone(),
+        not_shown: not_shown.clone(),
+        timeout_secs: remaining.as_secs().max(1),
     };
-    let mut usage = Usage::default();
-    let mut parse_retries = 0;
-    let mut last_error = None;
-    for attempt in 0..2 {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            bail!(BudgetExhausted::Time);
+    edit_step::write_json(state.path(), edit_step::INPUT, &input)?;
+    let key_env = config.llm.key_env();
+    let program = sandbox.edit_step_program()?;
+    let log_format = if options.json_logs { "json" } else { "text" };
+    let argv = vec![
+        program,
+        "--log-format".into(),
+        log_format.into(),
+        "edit-step".into(),
+        "--state".into(),
+        sandbox.state_path(state.path()),
+    ];
+    // Grace past the budget so the step can write what it did before it is killed.
+    let mut job = Job::new(
+        JobKind::EditStep,
+        argv,
+        remaining + Duration::from_secs(15),
+        1 << 20,
+    );
+    job.state_dir = Some(state.path().to_owned());
+    if let Some(key) = &resolved.api_key {
+        job.env.push((key_env.clone(), key.expose_secret().to_owned()));
+    }
+    job.secret_env = resolved
+        .secret_env_names()
+        .into_iter()
+        .filter(|name| *name != key_env)
+        .collect();
+    let ran = sandbox
+        .run(&options.repo, &job)
+        .await
+        .context("running the edit step")?;
+    relay_stderr(&ran.stderr);
+    let output: EditStepOutput = match edit_step::read_json(state.path(), edit_step::OUTPUT) {
+        Ok(output) => output,
+        Err(_) if ran.outcome == Outcome::TimedOut => bail!(BudgetExhausted::Time),
+        Err(error) => {
+            return Err(error.context(format!(
+                "the edit step ended ({:?}) without a result; its stderr: {}",
+                ran.outcome,
+                checker::tail(&ran.stderr, 2000)
+            )));
         }
-        let completion = tokio::time::timeout(remaining, provider.complete(conversation, Some(&format)))
-            .await
-            .map_err(|_| anyhow::Error::new(BudgetExhausted::Time))?
-            .with_context(|| format!("asking {}", provider.describe()))?;
-        usage += completion.usage;
-        conversation.turns.push(Turn {
-            role: Role::Assistant,
-            text: completion.text.clone(),
-        });
-        match read_answer(&completion, &limits) {
-            Ok(plan) => {
-                let changeset = apply::apply(repo, &plan, options).context("applying the model's edits")?;
-                return Ok(StepResult {
-                    changeset,
-                    answer_error: None,
-                    parse_retries,
-                    usage,
-                });
-            }
-            Err(error) => {
-                tracing::warn!("the model's answer could not be used: {error}");
-                if attempt == 0 {
-                    parse_retries += 1;
-                    conversation.turns.push(Turn {
-                        role: Role::User,
-                        text: prompt::parse_retry(&error),
-                    });
-                }
-                last_error = Some(error);
-            }
-        }
+    };
+    conversation.turns.extend(output.turns);
+    if let Some(error) = output.error {
+        bail!(error);
+    }
+    if output.out_of_time {
+        bail!(BudgetExhausted::Time);
     }
     Ok(StepResult {
-        changeset: Changeset::default(),
-        answer_error: last_error,
-        parse_retries,
-        usage,
+        changeset: output.changeset,
+        answer_error: output.answer_error,
+        parse_retries: output.parse_retries,
+        usage: output.usage,
     })
+}
+
+/// Passes the edit step's own log lines on to this process's stderr.
+fn relay_stderr(stderr: &[u8]) {
+    if stderr.is_empty() {
+        return;
+    }
+    use std::io::Write;
+    let mut out = std::io::stderr().lock();
+    let _ = out.write_all(stderr);
+    if !stderr.ends_with(b"\n") {
+        let _ = out.write_all(b"\n");
+    }
 }
 
 /// A budget of the run ran out.
@@ -398,15 +433,13 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
     }
     let provider = Provider::new(llm_settings(&config.llm, resolved.api_key.clone()))
         .context("setting up the model provider")?;
-    let protection = Protection::new(
+    // Checked here so that bad globs end the run before any model call.
+    Protection::new(
         config.correctness_checker.as_deref(),
         &config.edits_require_approval,
     )
     .context("building the approval rules")?;
-    let apply_options = ApplyOptions {
-        protection,
-        not_shown: snapshot.not_shown(),
-    };
+    let not_shown = snapshot.not_shown();
 
     let mut report = RunReport::new(
         options.run_id.clone(),
@@ -426,8 +459,7 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
         resolved,
         sandbox,
         options,
-        &provider,
-        &apply_options,
+        &not_shown,
         &mut conversation,
         &mut report,
         started,
@@ -462,8 +494,7 @@ async fn iterate(
     resolved: &Resolved,
     sandbox: &Sandbox,
     options: &RunOptions,
-    provider: &Provider,
-    apply_options: &ApplyOptions,
+    not_shown: &std::collections::BTreeSet<String>,
     conversation: &mut Conversation,
     report: &mut RunReport,
     started: Instant,
@@ -486,7 +517,7 @@ async fn iterate(
             started.elapsed().as_secs()
         );
         let llm_started = Instant::now();
-        let step = edit_step(provider, conversation, repo, apply_options, deadline).await?;
+        let step = run_edit_step(sandbox, resolved, options, conversation, not_shown, deadline).await?;
         let llm_ms = llm_started.elapsed().as_millis() as u64;
         let mut iteration = IterationReport {
             number,

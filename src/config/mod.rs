@@ -652,6 +652,29 @@ impl Resolved {
         format!("{file}\n{}\n", lines.join("\n"))
     }
 
+    /// The artifact root: `sandbox.artifact-dir`, else `AGENT_ARTIFACT_DIR`, else `~/.agent-artifacts`.
+    pub fn artifact_root(&self) -> PathBuf {
+        self.config
+            .sandbox
+            .artifact_dir
+            .as_ref()
+            .map(PathBuf::from)
+            .unwrap_or_else(crate::verify::default_artifact_dir)
+    }
+
+    /// The verifier steps configured in the file (`agent.yaml` is read by `verify::load_steps`).
+    pub fn verification_steps(&self) -> Vec<crate::verify::Step> {
+        self.config
+            .verification
+            .steps
+            .iter()
+            .map(|step| crate::verify::Step {
+                name: step.name.clone(),
+                command: step.command.clone(),
+            })
+            .collect()
+    }
+
     /// Names of variables that hold secrets and must never reach a checker or verifier.
     pub fn secret_env_names(&self) -> Vec<String> {
         let mut names: Vec<String> = [

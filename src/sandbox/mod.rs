@@ -244,6 +244,28 @@ impl Sandbox {
         }
     }
 
+    /// The program that runs `bork-ci edit-step` in this backend: this very executable for
+    /// local processes, `bork-ci` on the runner image's `PATH` for containers.
+    pub fn edit_step_program(&self) -> Result<String, SandboxError> {
+        match self {
+            Sandbox::None(_) => std::env::current_exe()
+                .map(|path| path.display().to_string())
+                .map_err(|source| SandboxError::Prepare {
+                    what: "the path of the bork-ci executable".into(),
+                    source,
+                }),
+            Sandbox::Docker(_) => Ok("bork-ci".into()),
+        }
+    }
+
+    /// Where a job sees the state directory `host` (see [`Job::state_dir`]).
+    pub fn state_path(&self, host: &Path) -> String {
+        match self {
+            Sandbox::None(_) => host.display().to_string(),
+            Sandbox::Docker(_) => docker::STATE_MOUNT.to_owned(),
+        }
+    }
+
     /// The image a job of this kind runs in, or `None` for local processes.
     pub fn image(&self, kind: JobKind) -> Option<String> {
         match self {

@@ -1,0 +1,191 @@
+//! The edit step of one iteration as a unit of work that runs where the sandbox puts it: ask the
+//! model, parse its answer (one corrected retry), apply the edits. The runner writes an
+//! [`EditStepInput`] into a state directory, the sandbox runs `bork-ci edit-step --state DIR`
+//! (a local process for `none`, an ephemeral container from the runner image for `docker`, with
+//! only the working tree mounted and the LLM key passed to that step alone), and the runner reads
+//! the [`EditStepOutput`] back. The loop's state stays with the runner.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use secrecy::SecretString;
+use serde::{Deserialize, Serialize};
+
+use crate::config::LlmConfig;
+use crate::edit::apply::{self, ApplyOptions, Changeset};
+use crate::edit::parse::{self, EditPlan, ParseLimits};
+use crate::edit::policy::Protection;
+use crate::llm::{Completion, Conversation, FinishReason, Provider, ResponseFormat, Role, Turn, Usage};
+use crate::prompt;
+
+/// The input file's name in the state directory.
+pub const INPUT: &str = "input.json";
+/// The output file's name in the state directory.
+pub const OUTPUT: &str = "output.json";
+/// The scripted model's answers, copied into the state directory.
+pub const SCRIPT: &str = "script.json";
+/// Largest output file the runner reads back.
+const OUTPUT_CAP: u64 = 256 * 1024 * 1024;
+
+/// What one edit step needs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct EditStepInput {
+    pub conversation: Conversation,
+    /// The model settings, without the key (it comes by environment, under `llm.key_env()`).
+    pub llm: LlmConfig,
+    pub checker: Option<String>,
+    pub edits_require_approval: Vec<String>,
+    /// Existing files the model never saw (binary, too large): not to be overwritten.
+    pub not_shown: BTreeSet<String>,
+    /// Wall-clock budget left for this step.
+    pub timeout_secs: u64,
+}
+
+/// What one edit step did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct EditStepOutput {
+    /// Turns to append to the conversation: the model's answers (and the retry request).
+    pub turns: Vec<Turn>,
+    pub changeset: Changeset,
+    /// Why the answer could not be used after the corrected retry, if it could not.
+    pub answer_error: Option<String>,
+    pub parse_retries: u32,
+    pub usage: Usage,
+    /// The step itself failed (model unreachable, bad settings); the run ends with an error.
+    pub error: Option<String>,
+    /// The wall-clock budget ran out during the step.
+    pub out_of_time: bool,
+}
+
+/// Checks a completion and parses it into an edit plan.
+fn read_answer(completion: &Completion, limits: &ParseLimits) -> std::result::Result<EditPlan, String> {
+    match &completion.finish {
+        FinishReason::Length => {
+            return Err("the answer was cut off at the output token limit (finish reason: length); answer with fewer or smaller files".into());
+        }
+        FinishReason::Refusal => return Err("the model refused to answer".into()),
+        FinishReason::Stop | FinishReason::Other(_) => {}
+    }
+    parse::parse(&completion.text, limits).map_err(|error| error.to_string())
+}
+
+/// Runs the edit step on `repo` with the key given. Never fails: problems are in the output.
+pub async fn run(input: &EditStepInput, repo: &Path, api_key: Option<SecretString>) -> EditStepOutput {
+    let mut output = EditStepOutput::default();
+    let provider = match Provider::new(crate::reconcile::llm_settings(&input.llm, api_key)) {
+        Ok(provider) => provider,
+        Err(error) => {
+            output.error = Some(format!("setting up the model provider: {error}"));
+            return output;
+        }
+    };
+    let protection = match Protection::new(input.checker.as_deref(), &input.edits_require_approval) {
+        Ok(protection) => protection,
+        Err(error) => {
+            output.error = Some(format!("building the approval rules: {error}"));
+            return output;
+        }
+    };
+    let options = ApplyOptions {
+        protection,
+        not_shown: input.not_shown.clone(),
+    };
+    let limits = ParseLimits::default();
+    let format = ResponseFormat {
+        name: "bork_edits".into(),
+        schema: prompt::answer_schema(),
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(input.timeout_secs);
+    let mut conversation = input.conversation.clone();
+    let first_new = conversation.turns.len();
+    for attempt in 0..2 {
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let completion =
+            match tokio::time::timeout(remaining, provider.complete(&conversation, Some(&format))).await {
+                Err(_) => {
+                    output.out_of_time = true;
+                    break;
+                }
+                Ok(Err(error)) => {
+                    output.error = Some(format!("asking {}: {error}", provider.describe()));
+                    break;
+                }
+                Ok(Ok(completion)) => completion,
+            };
+        output.usage += completion.usage;
+        conversation.turns.push(Turn {
+            role: Role::Assistant,
+            text: completion.text.clone(),
+        });
+        match read_answer(&completion, &limits) {
+            Ok(plan) => {
+                match apply::apply(repo, &plan, &options) {
+                    Ok(changeset) => output.changeset = changeset,
+                    Err(error) => output.error = Some(format!("applying the model's edits: {error}")),
+                }
+                output.answer_error = None;
+                break;
+            }
+            Err(error) => {
+                tracing::warn!("the model's answer could not be used: {error}");
+                if attempt == 0 {
+                    output.parse_retries += 1;
+                    conversation.turns.push(Turn {
+                        role: Role::User,
+                        text: prompt::parse_retry(&error),
+                    });
+                }
+                output.answer_error = Some(error);
+            }
+        }
+    }
+    output.turns = conversation.turns.split_off(first_new);
+    output
+}
+
+/// Writes `value` as JSON to `dir/name` through a temporary file and a rename.
+pub fn write_json<T: Serialize>(dir: &Path, name: &str, value: &T) -> Result<()> {
+    let text = serde_json::to_vec(value).context("serializing the edit step's state")?;
+    let mut temporary = tempfile::NamedTempFile::new_in(dir).context("creating a state file")?;
+    std::io::Write::write_all(&mut temporary, &text).context("writing a state file")?;
+    temporary
+        .persist(dir.join(name))
+        .map_err(|error| error.error)
+        .context("saving a state file")?;
+    Ok(())
+}
+
+/// Reads `dir/name` as JSON: a regular file, never through a symlink, at most 256 MiB. The other
+/// side of the state directory may be a container holding model-written code.
+pub fn read_json<T: for<'de> Deserialize<'de>>(dir: &Path, name: &str) -> Result<T> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(name);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags())
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let metadata = file
+        .metadata()
+        .with_context(|| format!("inspecting {}", path.display()))?;
+    if !metadata.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
+    if metadata.len() > OUTPUT_CAP {
+        bail!("{} is larger than {OUTPUT_CAP} bytes", path.display());
+    }
+    let mut text = Vec::new();
+    file.take(OUTPUT_CAP + 1)
+        .read_to_end(&mut text)
+        .with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+fn libc_flags() -> i32 {
+    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32
+}

@@ -250,6 +250,8 @@ pub enum BudgetExhausted {
 /// What the judges said about the tree after an iteration.
 struct Judgement {
     checker: JudgeStatus,
+    verifier: Option<JudgeStatus>,
+    verify_ms: u64,
     reviewer: Option<JudgeStatus>,
     findings: Findings,
     failures: Vec<(String, String, String)>,
@@ -320,6 +322,8 @@ async fn judge(
     let config = &resolved.config;
     let mut judgement = Judgement {
         checker: JudgeStatus::Absent,
+        verifier: None,
+        verify_ms: 0,
         reviewer: None,
         findings: Findings::default(),
         failures: Vec::new(),
@@ -361,6 +365,47 @@ async fn judge(
                 warnings.push(warning);
             }
         }
+    }
+    let steps = crate::verify::load_steps(repo, &resolved.verification_steps())
+        .context("reading the verification steps")?;
+    if !steps.is_empty() {
+        any = true;
+        let started = Instant::now();
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            bail!(BudgetExhausted::Time);
+        }
+        let mut options = crate::verify::VerifyOptions::new(resolved.artifact_root());
+        options.timeout = Duration::from_secs(config.verification.timeout_secs).min(remaining);
+        options.secret_env = resolved.secret_env_names();
+        match crate::verify::run(sandbox, repo, &steps, &options).await {
+            Ok(result) => {
+                let findings = crate::verify::to_findings(&result);
+                judgement.verifier = Some(match result.status {
+                    crate::verify::Status::Pass if findings.is_empty() => JudgeStatus::Clean,
+                    _ => JudgeStatus::Findings {
+                        count: findings.len().max(1),
+                    },
+                });
+                if result.status == crate::verify::Status::Fail && findings.is_empty() {
+                    // Fail closed: a FAIL always reaches the model, even without a failed step.
+                    judgement.findings.overall_findings.push(crate::findings::Finding::CodeReview {
+                        file: None,
+                        finding: format!("the verifier failed (run {}):\n{}", result.run_id, result.tail_log),
+                    });
+                }
+                judgement.findings.extend(findings);
+            }
+            Err(error) => {
+                let reason = format!("{error:#}");
+                judgement.verifier = Some(JudgeStatus::FailedToRun {
+                    reason: reason.clone(),
+                    stderr_tail: String::new(),
+                });
+                judgement.failures.push(("verifier".into(), reason, String::new()));
+            }
+        }
+        judgement.verify_ms = started.elapsed().as_millis() as u64;
     }
     if config.review.enabled {
         any = true;
@@ -617,6 +662,7 @@ async fn iterate(
         if let Some(judgement) = judged {
             iteration.checker = Some(judgement.checker.clone());
             iteration.reviewer = judgement.reviewer.clone();
+            iteration.verifier = judgement.verifier.clone();
             iteration.review_usage = judgement.review_usage;
             iteration.durations.review_ms = judgement.review_ms;
             report.review_usage += judgement.review_usage;
@@ -624,9 +670,9 @@ async fn iterate(
             iteration.findings = judgement.findings.clone();
             feedback.findings = judgement.findings;
             feedback.failures = judgement.failures;
-            let review_ms = iteration.durations.review_ms;
             iteration.durations = durations(llm_ms, judgement.check_ms, iteration_started);
-            iteration.durations.review_ms = review_ms;
+            iteration.durations.review_ms = judgement.review_ms;
+            iteration.durations.verify_ms = judgement.verify_ms;
             tracing::info!(
                 "iteration {number} of {max}: {} finding(s){}",
                 iteration.findings.len(),
@@ -709,6 +755,7 @@ async fn iterate(
 /// Whether any judge would run on this repository (a checker file, a verifier, a reviewer).
 fn judges_configured(resolved: &Resolved, repo: &Path) -> bool {
     resolved.config.review.enabled
+        || crate::verify::load_steps(repo, &resolved.verification_steps()).is_ok_and(|steps| !steps.is_empty())
         || resolved
             .config
             .correctness_checker

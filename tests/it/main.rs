@@ -9,6 +9,7 @@ mod pack;
 mod review;
 mod review_cli;
 mod run;
+mod run_docker;
 mod run_github;
 mod run_http;
 mod sandbox;

@@ -234,18 +234,28 @@ async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
         report
     } else {
         let sandbox = sandbox_for(&resolved, &run_id).await?;
-        let result = match &github {
-            Some(ctx) => {
-                crate::delivery::run(
-                    ctx,
-                    &resolved,
-                    &sandbox,
-                    options,
-                    github_flags.wait_for_approval.map(Into::into),
-                )
-                .await
+        let work = async {
+            match &github {
+                Some(ctx) => {
+                    crate::delivery::run(
+                        ctx,
+                        &resolved,
+                        &sandbox,
+                        options,
+                        github_flags.wait_for_approval.map(Into::into),
+                    )
+                    .await
+                }
+                None => reconcile::run(&resolved, &sandbox, &options).await,
             }
-            None => reconcile::run(&resolved, &sandbox, &options).await,
+        };
+        let result = tokio::select! {
+            result = work => result,
+            signal = shutdown_signal() => {
+                tracing::warn!("received {signal}: removing this run's containers and stopping");
+                sandbox.cleanup().await;
+                Err(anyhow::anyhow!("interrupted by {signal}"))
+            }
         };
         sandbox.cleanup().await;
         match result {
@@ -437,4 +447,19 @@ async fn gc(args: crate::cli::GcArgs) -> Result<ExitCode> {
         report.volumes.len()
     );
     Ok(ExitCode::Converged)
+}
+
+/// Resolves on SIGINT or SIGTERM (a CI cancel), naming the signal.
+async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) =
+        (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+    else {
+        // Without handlers, never resolve: the default dispositions apply.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => "SIGINT",
+        _ = terminate.recv() => "SIGTERM",
+    }
 }

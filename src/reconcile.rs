@@ -389,10 +389,16 @@ async fn judge(
                 });
                 if result.status == crate::verify::Status::Fail && findings.is_empty() {
                     // Fail closed: a FAIL always reaches the model, even without a failed step.
-                    judgement.findings.overall_findings.push(crate::findings::Finding::CodeReview {
-                        file: None,
-                        finding: format!("the verifier failed (run {}):\n{}", result.run_id, result.tail_log),
-                    });
+                    judgement
+                        .findings
+                        .overall_findings
+                        .push(crate::findings::Finding::CodeReview {
+                            file: None,
+                            finding: format!(
+                                "the verifier failed (run {}):\n{}",
+                                result.run_id, result.tail_log
+                            ),
+                        });
                 }
                 judgement.findings.extend(findings);
             }
@@ -402,7 +408,9 @@ async fn judge(
                     reason: reason.clone(),
                     stderr_tail: String::new(),
                 });
-                judgement.failures.push(("verifier".into(), reason, String::new()));
+                judgement
+                    .failures
+                    .push(("verifier".into(), reason, String::new()));
             }
         }
         judgement.verify_ms = started.elapsed().as_millis() as u64;
@@ -755,7 +763,8 @@ async fn iterate(
 /// Whether any judge would run on this repository (a checker file, a verifier, a reviewer).
 fn judges_configured(resolved: &Resolved, repo: &Path) -> bool {
     resolved.config.review.enabled
-        || crate::verify::load_steps(repo, &resolved.verification_steps()).is_ok_and(|steps| !steps.is_empty())
+        || crate::verify::load_steps(repo, &resolved.verification_steps())
+            .is_ok_and(|steps| !steps.is_empty())
         || resolved
             .config
             .correctness_checker

@@ -87,8 +87,87 @@ async fn the_loop_converges_with_both_steps_in_containers() {
     // Written by the edit step's container: the repository owner's file, mode 0644.
     let meta = std::fs::metadata(repo.path().join("src/app.txt")).expect("stat");
     assert_eq!(meta.permissions().mode() & 0o777, 0o644);
-    assert_eq!(fake.requests().len(), 2, "the edit step reached the host's loopback");
+    assert_eq!(
+        fake.requests().len(),
+        2,
+        "the edit step reached the host's loopback"
+    );
     let run_id = report["run-id"].as_str().expect("run id");
-    assert!(containers_with(&format!("bork-ci.run={run_id}")).is_empty(), "no container left");
+    assert!(
+        containers_with(&format!("bork-ci.run={run_id}")).is_empty(),
+        "no container left"
+    );
     assert!(!stderr.contains("ghs-canary-for-docker-4242"));
+}
+
+#[test]
+fn sigterm_during_the_check_leaves_no_container_and_a_report() {
+    ensure_test_image();
+    ensure_runner_image();
+    let repo = Repo::new(&[
+        ("specs/app.md", "The app prints DONE.\n"),
+        ("check.sh", "#!/bin/sh\nsleep 120\n"),
+    ]);
+    repo.write(
+        ".config/bork.json",
+        &json!({
+            "correctness-checker": "check.sh",
+            "llm": {"provider": "scripted"},
+            "sandbox": {"kind": "docker", "image": TEST_IMAGE, "pull": "never"}
+        })
+        .to_string(),
+    );
+    std::fs::set_permissions(repo.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let answers = crate::support::script(
+        scratch.path(),
+        &[json!({"create-or-update": {"src/app.txt": "DONE\n"}})],
+    );
+    let report_path = scratch.path().join("report.json");
+    let mut child = bork()
+        .args(["run", "--repo"])
+        .arg(repo.path())
+        .arg("--report")
+        .arg(&report_path)
+        .env_remove("BORK_SANDBOX_KIND")
+        .env("BORK_LLM_SCRIPT", &answers)
+        .env("BORK_SANDBOX_ARTIFACT_DIR", scratch.path().join("artifacts"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("bork-ci starts");
+    // Wait until this run's checker container exists (the edit step has run by then).
+    let pid_label = format!("bork-ci.pid={}", child.id());
+    let started = std::time::Instant::now();
+    loop {
+        let running = Command::new("docker")
+            .args(["ps", "-q", "--filter", "label=bork-ci.step=checker", "--filter"])
+            .arg(format!("label={pid_label}"))
+            .output()
+            .expect("docker ps");
+        if !String::from_utf8_lossy(&running.stdout).trim().is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the checker container never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let signalled = std::time::Instant::now();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = child.wait().expect("bork-ci exits");
+    assert!(signalled.elapsed().as_secs() < 10, "cleanup is prompt");
+    assert_eq!(exit.code(), Some(2));
+    assert!(
+        containers_with(&pid_label).is_empty(),
+        "no container of the run is left"
+    );
+    let report = report(&report_path);
+    assert_eq!(report["status"], "error");
+    assert!(report["error"].as_str().expect("error").contains("SIGTERM"));
 }

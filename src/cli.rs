@@ -35,7 +35,7 @@ pub enum LogFormat {
 pub enum Command {
     /// Bring the repository in line with its specs: pack, ask the model, apply, check, loop.
     #[command(after_help = crate::exit::HELP)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print exactly the prompt that would be sent (stdout), with its size and token estimate (stderr).
     Pack(PackArgs),
     /// Print the resolved configuration and where each value came from.

@@ -32,7 +32,7 @@ pub fn init_logging(format: LogFormat) {
 /// Runs the parsed command and returns its exit code.
 pub async fn dispatch(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Run(args) => run(args, cli.log_format == LogFormat::Json).await,
+        Command::Run(args) => run(*args, cli.log_format == LogFormat::Json).await,
         Command::EditStep(args) => edit_step(args).await,
         Command::Verify(args) => verify(args).await,
         Command::Gc(args) => gc(args).await,

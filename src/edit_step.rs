@@ -18,7 +18,9 @@ use crate::config::LlmConfig;
 use crate::edit::apply::{self, ApplyOptions, Changeset};
 use crate::edit::parse::{self, EditPlan, ParseLimits};
 use crate::edit::policy::Protection;
-use crate::llm::{Completion, Conversation, FinishReason, Provider, ResponseFormat, Role, Turn, Usage};
+use crate::llm::{
+    Completion, Conversation, FinishReason, LlmError, Provider, ResponseFormat, Role, Turn, Usage,
+};
 use crate::prompt;
 
 /// The input file's name in the state directory.
@@ -60,6 +62,8 @@ pub struct EditStepOutput {
     pub error: Option<String>,
     /// The wall-clock budget ran out during the step.
     pub out_of_time: bool,
+    /// Time spent applying the edits, in milliseconds.
+    pub apply_ms: u64,
 }
 
 /// Checks a completion and parses it into an edit plan.
@@ -111,6 +115,13 @@ pub async fn run(input: &EditStepInput, repo: &Path, api_key: Option<SecretStrin
                     output.out_of_time = true;
                     break;
                 }
+                // A refusal or an empty answer is an unusable answer, not a broken provider
+                // (J16): the iteration is consumed the same way as for malformed text.
+                Ok(Err(error @ (LlmError::Refused { .. } | LlmError::EmptyAnswer { .. }))) => Completion {
+                    text: String::new(),
+                    usage: Usage::default(),
+                    finish: FinishReason::Other(error.to_string()),
+                },
                 Ok(Err(error)) => {
                     output.error = Some(format!("asking {}: {error}", provider.describe()));
                     break;
@@ -122,12 +133,20 @@ pub async fn run(input: &EditStepInput, repo: &Path, api_key: Option<SecretStrin
             role: Role::Assistant,
             text: completion.text.clone(),
         });
-        match read_answer(&completion, &limits) {
+        let answer = match &completion.finish {
+            FinishReason::Other(reason) if completion.text.is_empty() => {
+                Err(format!("no usable answer: {reason}"))
+            }
+            _ => read_answer(&completion, &limits),
+        };
+        match answer {
             Ok(plan) => {
+                let applying = std::time::Instant::now();
                 match apply::apply(repo, &plan, &options) {
                     Ok(changeset) => output.changeset = changeset,
                     Err(error) => output.error = Some(format!("applying the model's edits: {error}")),
                 }
+                output.apply_ms = applying.elapsed().as_millis() as u64;
                 output.answer_error = None;
                 break;
             }

@@ -126,6 +126,7 @@ pub fn secret_in_prompt(
 
 /// What one edit step produced.
 struct StepResult {
+    apply_ms: u64,
     changeset: Changeset,
     answer_error: Option<String>,
     parse_retries: u32,
@@ -220,6 +221,7 @@ async fn run_edit_step(
         bail!(BudgetExhausted::Time);
     }
     Ok(StepResult {
+        apply_ms: output.apply_ms,
         changeset: output.changeset,
         answer_error: output.answer_error,
         parse_retries: output.parse_retries,
@@ -647,7 +649,7 @@ async fn iterate(
             match judge(sandbox, repo, resolved, deadline, &mut report.warnings).await {
                 Ok(judged) => judged,
                 Err(error) if error.downcast_ref::<BudgetExhausted>().is_some() => {
-                    iteration.durations = durations(llm_ms, 0, iteration_started);
+                    iteration.durations = durations(llm_ms, step.apply_ms, 0, iteration_started);
                     report.iterations.push(iteration);
                     report.finish(
                         RunStatus::NeedsHuman,
@@ -678,7 +680,7 @@ async fn iterate(
             iteration.findings = judgement.findings.clone();
             feedback.findings = judgement.findings;
             feedback.failures = judgement.failures;
-            iteration.durations = durations(llm_ms, judgement.check_ms, iteration_started);
+            iteration.durations = durations(llm_ms, step.apply_ms, judgement.check_ms, iteration_started);
             iteration.durations.review_ms = judgement.review_ms;
             iteration.durations.verify_ms = judgement.verify_ms;
             tracing::info!(
@@ -688,7 +690,7 @@ async fn iterate(
             );
         } else {
             iteration.checker.get_or_insert(JudgeStatus::Absent);
-            iteration.durations = durations(llm_ms, 0, iteration_started);
+            iteration.durations = durations(llm_ms, step.apply_ms, 0, iteration_started);
         }
         if let Some(error) = &step.answer_error {
             report.findings_left = Findings {
@@ -781,9 +783,10 @@ fn written(changeset: &Changeset, action: EditAction) -> Vec<String> {
         .collect()
 }
 
-fn durations(llm_ms: u64, check_ms: u64, started: Instant) -> Durations {
+fn durations(step_ms: u64, apply_ms: u64, check_ms: u64, started: Instant) -> Durations {
     Durations {
-        llm_ms,
+        llm_ms: step_ms.saturating_sub(apply_ms),
+        apply_ms,
         check_ms,
         total_ms: started.elapsed().as_millis() as u64,
         ..Durations::default()

@@ -1039,3 +1039,19 @@ async fn progress_lines_show_the_elapsed_time() {
         .unwrap_or_else(|| panic!("no elapsed time in {line:?}"));
     assert!(seconds >= 1, "{line}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refusal_is_an_unusable_answer_asked_again_within_the_iteration() {
+    let repo = repo_with_checker();
+    let fake = FakeLlm::openai(vec![
+        Reply::Refusal("I cannot help with that.".into()),
+        write_app("DONE\n"),
+    ])
+    .await;
+    let outcome = Run::new(&fake).on(&repo).await;
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    assert_eq!(iterations(&outcome).len(), 1);
+    assert_eq!(iterations(&outcome)[0]["parse-retries"], 1);
+    assert_eq!(fake.received().len(), 2);
+    assert_eq!(repo.read("src/app.txt"), "DONE\n");
+}

@@ -196,6 +196,34 @@ async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
             ctx.branch_prefix = github_config.branch_prefix.clone();
             ctx
         });
+    // On pull-request events the checkout is not trusted yet: the settings that decide where
+    // secrets go and what is protected come from the base branch's configuration file.
+    let resolved = match &github {
+        Some(ctx) if ctx.is_pull_request_event() => {
+            let base = ctx.base_branch().unwrap_or_else(|| resolved.config.base.clone());
+            let path = args
+                .repo
+                .config
+                .as_ref()
+                .map(|path| path.display().to_string())
+                .unwrap_or_else(|| config::CONFIG_PATH.to_owned());
+            let text = crate::github::file_at(ctx, &path, &base)
+                .await
+                .map_err(anyhow::Error::new)
+                .with_context(|| format!("reading {path} from the base branch {base}"))?;
+            tracing::info!("pull-request event: security settings come from {path} on {base}");
+            config::load_with_trusted(
+                &repo,
+                args.repo.config.as_deref(),
+                &env,
+                &args.flags.values(),
+                Some(text.as_deref()),
+            )
+            .map_err(anyhow::Error::new)
+            .context("invalid configuration")?
+        }
+        _ => resolved,
+    };
     if in_actions {
         // Mask every secret before anything else is printed.
         let mut stdout = std::io::stdout().lock();

@@ -403,6 +403,47 @@ pub fn load(
     env: &BTreeMap<String, String>,
     flags: &FlagValues,
 ) -> Result<Resolved, ConfigError> {
+    load_with_trusted(repo_root, config_path, env, flags, None)
+}
+
+/// Keys that decide where secrets go, what runs with the repository, and what needs approval.
+/// On pull-request events they come from the base branch's file, never from the checkout's.
+pub const SECURITY_KEYS: &[&str] = &[
+    "correctness-checker",
+    "edits-require-approval",
+    "llm.provider",
+    "llm.base-url",
+    "llm.api-key-env",
+    "review.llm",
+    "sandbox.kind",
+    "sandbox.image",
+    "sandbox.runner-image",
+    "sandbox.network",
+];
+
+fn take_key(data: &mut Value, path: &str) -> Option<Value> {
+    let mut parts = path.split('.').peekable();
+    let mut node = data;
+    while let Some(part) = parts.next() {
+        let object = node.as_object_mut()?;
+        if parts.peek().is_none() {
+            return object.remove(part);
+        }
+        node = object.get_mut(part)?;
+    }
+    None
+}
+
+/// As [`load`], with `trusted` the base branch's configuration file (`Some(None)` when the base
+/// has none): the [`SECURITY_KEYS`] are taken from it, and the checkout's values for them are
+/// ignored (and logged). Environment and flags, which come from the workflow, still apply.
+pub fn load_with_trusted(
+    repo_root: &Path,
+    config_path: Option<&Path>,
+    env: &BTreeMap<String, String>,
+    flags: &FlagValues,
+    trusted: Option<Option<&str>>,
+) -> Result<Resolved, ConfigError> {
     let file = match config_path {
         Some(path) if path.is_absolute() => path.to_owned(),
         Some(path) => repo_root.join(path),
@@ -443,6 +484,16 @@ pub fn load(
                     message: "the top level must be a JSON object".into(),
                 });
             }
+            let mut data = data;
+            if trusted.is_some() {
+                for key in SECURITY_KEYS {
+                    if take_key(&mut data, key).is_some() {
+                        tracing::warn!(
+                            "ignoring `{key}` from the checked-out {shown}: on pull-request events it comes from the base branch"
+                        );
+                    }
+                }
+            }
             figment = figment.merge(Layer {
                 name: shown.clone(),
                 data,
@@ -454,6 +505,22 @@ pub fn load(
             return Err(ConfigError::Read { file: shown, source });
         }
     };
+    if let Some(Some(text)) = trusted {
+        let mut base: Value = serde_json::from_str(text).map_err(|error| ConfigError::Invalid {
+            file: format!("the base branch's {CONFIG_PATH}"),
+            message: format!("not valid JSON: {error}"),
+        })?;
+        let mut kept = Value::Object(serde_json::Map::new());
+        for key in SECURITY_KEYS {
+            if let Some(value) = take_key(&mut base, key) {
+                kept = merge_json(kept, &nest(key, value));
+            }
+        }
+        figment = figment.merge(Layer {
+            name: format!("the base branch's {CONFIG_PATH}"),
+            data: kept,
+        });
+    }
     for var in env_vars::ALL {
         if let Some(text) = env.get(var.name) {
             figment = figment.merge(Layer {
@@ -866,6 +933,31 @@ mod tests {
         assert!(!shown.contains("sk-canary-42"));
         assert!(shown.contains("MY_KEY"));
         assert!(resolved.secret_env_names().contains(&"MY_KEY".to_owned()));
+    }
+
+    #[test]
+    fn security_keys_come_from_the_base_branch() {
+        let dir = repo_with(
+            r#"{"max-iterations": 2, "correctness-checker": "fake-check", "edits-require-approval": [],
+                "llm": {"base-url": "https://attacker.example", "model": "head-model"}}"#,
+        );
+        let base = r#"{"correctness-checker": "ci/check", "edits-require-approval": ["Cargo.toml"], "max-iterations": 9}"#;
+        let resolved =
+            load_with_trusted(dir.path(), None, &env(&[]), &vec![], Some(Some(base))).expect("loads");
+        assert_eq!(resolved.config.correctness_checker.as_deref(), Some("ci/check"));
+        assert_eq!(resolved.config.edits_require_approval, vec!["Cargo.toml"]);
+        assert_eq!(
+            resolved.config.llm.base_url, None,
+            "the head's endpoint is ignored"
+        );
+        assert_eq!(
+            resolved.config.llm.model, "head-model",
+            "other keys still come from the checkout"
+        );
+        assert_eq!(resolved.config.max_iterations, 2);
+        assert!(resolved.explain().contains("base branch"));
+        let none = load_with_trusted(dir.path(), None, &env(&[]), &vec![], Some(None)).expect("loads");
+        assert_eq!(none.config.correctness_checker, None);
     }
 
     #[test]

@@ -294,6 +294,21 @@ impl GithubContext {
         None
     }
 
+    /// True for the `pull_request*` events, whose checkout holds code that is not yet trusted.
+    pub fn is_pull_request_event(&self) -> bool {
+        self.event_name
+            .as_deref()
+            .is_some_and(|name| name.starts_with("pull_request"))
+    }
+
+    /// The pull request's base branch from the event payload, when there is one.
+    pub fn event_base_ref(&self) -> Option<String> {
+        self.event()?
+            .pointer("/pull_request/base/ref")
+            .and_then(|value| value.as_str())
+            .map(str::to_owned)
+    }
+
     /// True when this run was started by a review (the resume path).
     pub fn is_review_event(&self) -> bool {
         self.event_name.as_deref() == Some("pull_request_review")
@@ -557,6 +572,36 @@ impl Session {
             delay = (delay * 2).min(Duration::from_secs(60));
         }
     }
+}
+
+/// The text of `path` on `git_ref` of the repository, through the contents API; `None` when the
+/// file does not exist there. Used to read the base branch's configuration on pull-request events.
+pub async fn file_at(ctx: &GithubContext, path: &str, git_ref: &str) -> Result<Option<String>, GithubError> {
+    use base64::Engine;
+    let client = client::Client::new(&ctx.api_url, &ctx.token, ctx.retry.clone())?;
+    let route = format!(
+        "/repos/{}/{}/contents/{path}?ref={}",
+        ctx.owner,
+        ctx.repo,
+        git_ref
+            .replace('%', "%25")
+            .replace('&', "%26")
+            .replace('#', "%23")
+    );
+    let answer = client.get(&route).await?;
+    if answer.status == 404 {
+        return Ok(None);
+    }
+    let answer = client::expect_success(answer, &route)?;
+    let Some(encoded) = answer.body.get("content").and_then(|value| value.as_str()) else {
+        return Err(GithubError::Config(format!("{path} on {git_ref} is not a file")));
+    };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded.replace(['\n', '\r'], ""))
+        .map_err(|error| GithubError::Config(format!("{path} on {git_ref}: {error}")))?;
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| GithubError::Config(format!("{path} on {git_ref} is not UTF-8")))
 }
 
 /// Commits iterations on bork-ci's branch without borrowing the [`Session`], so the loop can

@@ -201,3 +201,52 @@ async fn a_fork_pull_request_is_skipped_without_calling_the_model() {
         "colour = red\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_pull_request_events_the_checker_comes_from_the_base_branch() {
+    let sim = GithubSim::start();
+    sim.setup(BOT_TOKEN).await;
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let checkout = scratch.path().join("checkout");
+    sim.clone_into(&checkout);
+    // The pull request's head names its own "checker", which would run with the repository.
+    let marker = scratch.path().join("head-checker-ran");
+    std::fs::write(
+        checkout.join("evil.sh"),
+        format!("#!/bin/sh\ntouch '{}'\necho '{{}}'\n", marker.display()),
+    )
+    .expect("write");
+    std::fs::set_permissions(
+        checkout.join("evil.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    std::fs::create_dir_all(checkout.join(".config")).expect("mkdir");
+    std::fs::write(
+        checkout.join(".config/bork.json"),
+        r#"{"correctness-checker": "evil.sh", "llm": {"base-url": "http://127.0.0.1:9/v1"}}"#,
+    )
+    .expect("write");
+    let answers = script(
+        scratch.path(),
+        &[json!({"create-or-update": {"src/widget.txt": "colour = blue\n"}})],
+    );
+    let event_path = scratch.path().join("event.json");
+    std::fs::write(
+        &event_path,
+        json!({"pull_request": {"number": 7, "base": {"ref": "main"},
+               "head": {"ref": "feature", "repo": {"full_name": "acme/widgets"}}}})
+        .to_string(),
+    )
+    .expect("event");
+    let (code, _stdout, stderr) = run_in_actions(
+        &sim,
+        &checkout,
+        &answers,
+        scratch.path(),
+        Some(("pull_request", &event_path)),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!marker.exists(), "the head's checker must not run");
+    assert!(stderr.contains("ignoring `correctness-checker`"), "{stderr}");
+}

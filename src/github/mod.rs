@@ -578,7 +578,7 @@ impl Session {
 /// file does not exist there. Used to read the base branch's configuration on pull-request events.
 pub async fn file_at(ctx: &GithubContext, path: &str, git_ref: &str) -> Result<Option<String>, GithubError> {
     use base64::Engine;
-    let client = client::Client::new(&ctx.api_url, &ctx.token, ctx.retry.clone())?;
+    let client = client::Client::new(&ctx.api_url, &ctx.token, ctx.retry)?;
     let route = format!(
         "/repos/{}/{}/contents/{path}?ref={}",
         ctx.owner,

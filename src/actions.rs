@@ -32,11 +32,14 @@ pub fn mask(secret: &str) -> String {
     out
 }
 
-/// Makes control characters (ESC, C1, CR, everything but `\n` and `\t`) visible as `\u{..}`.
+/// Makes control characters (ESC, C1, CR, everything but `\n` and `\t`) and bidirectional or
+/// invisible format characters visible as `\u{..}`, so they cannot drive a terminal, hide text
+/// or reorder it.
 pub fn escape_controls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
+        let invisible = matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}');
+        if (c.is_control() && c != '\n' && c != '\t') || invisible {
             let _ = write!(out, "\\u{{{:x}}}", c as u32);
         } else {
             out.push(c);

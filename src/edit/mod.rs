@@ -17,7 +17,7 @@ pub mod policy;
 
 pub use apply::{
     AppliedEdit, ApplyError, ApplyOptions, Changeset, EditAction, PendingApproval, RefusedEdit, apply,
-    apply_approved, render_block, stop_commands_token,
+    apply_approved,
 };
 pub use parse::{EditPlan, ParseError, ParseLimits, ProposedWrite, parse};
 pub use path::{PathRejection, RepoPath, validate};

@@ -253,20 +253,10 @@ pub fn write_json(report: &RunReport, path: &Path) -> std::io::Result<()> {
 /// Most bytes of model-written contents shown for one edit.
 pub const SHOWN_BYTES: usize = 64 * 1024;
 
-/// Escapes control characters (other than newline and tab) as `\u{..}` so they cannot drive a
-/// terminal or a log parser.
+/// Escapes control, bidirectional and invisible characters (other than newline and tab) as
+/// `\u{..}` so they cannot drive a terminal or a log parser.
 pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for character in text.chars() {
-        if (character.is_control() && character != '\n' && character != '\t')
-            || matches!(character, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
-        {
-            out.push_str(&format!("\\u{{{:x}}}", character as u32));
-        } else {
-            out.push(character);
-        }
-    }
-    out
+    crate::actions::escape_controls(text)
 }
 
 /// Renders one block of untrusted contents, bounded, with the sha256 of the whole.
@@ -287,21 +277,21 @@ pub fn untrusted_block(title: &str, contents: &str, stop_token: Option<&str>) ->
         escape(title),
         contents.len()
     );
-    if let Some(token) = stop_token {
-        block.push_str(&format!("::stop-commands::{token}\n"));
-    }
-    block.push_str(&escape(shown));
-    if !block.ends_with('\n') {
-        block.push('\n');
-    }
+    let mut body = shown.to_owned();
     if cut {
-        block.push_str(&format!(
-            "[... {} more bytes not shown ...]\n",
+        body.push_str(&format!(
+            "\n[... {} more bytes not shown ...]\n",
             contents.len() - shown.len()
         ));
     }
-    if let Some(token) = stop_token {
-        block.push_str(&format!("::{token}::\n"));
+    match stop_token {
+        Some(token) => block.push_str(&crate::actions::untrusted_block(&body, token)),
+        None => {
+            block.push_str(&escape(&body));
+            if !block.ends_with('\n') {
+                block.push('\n');
+            }
+        }
     }
     block.push_str("----- bork-ci: end -----\n");
     block
@@ -360,6 +350,35 @@ mod tests {
     fn escape_neutralises_terminal_and_bidi() {
         assert_eq!(escape("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
         assert_eq!(escape("x\u{202e}y\n"), "x\\u{202e}y\n");
+    }
+
+    #[test]
+    fn workflow_commands_stay_inside_the_block() {
+        let contents = "::set-env name=LD_PRELOAD::/tmp/x.so\n::error file=a::pwn\n\
+                        ::add-mask::x\n::stop-commands::abc\n\u{1b}]8;;http://evil\u{7}\u{1b}[2J\u{202e}";
+        let token = crate::actions::random_token();
+        let block = untrusted_block("refused", contents, Some(&token));
+        let lines: Vec<&str> = block.lines().collect();
+        let open = lines
+            .iter()
+            .position(|line| *line == format!("::stop-commands::{token}"))
+            .expect("opening line");
+        let close = lines
+            .iter()
+            .position(|line| *line == format!("::{token}::"))
+            .expect("closing line");
+        for (index, line) in lines.iter().enumerate() {
+            if line.starts_with("::") {
+                assert!(index >= open && index <= close, "{line} outside the block");
+            }
+        }
+        assert!(
+            !block
+                .chars()
+                .any(|c| c != '\n' && (c.is_control() || c == '\u{202e}'))
+        );
+        assert!(block.contains("\\u{1b}]8;;http://evil\\u{7}"), "{block}");
+        assert!(block.contains(&hex::encode(Sha256::digest(contents.as_bytes()))));
     }
 
     #[test]

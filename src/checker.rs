@@ -96,7 +96,18 @@ pub async fn run(
         OUTPUT_CAP,
     );
     job.secret_env = secret_env.to_vec();
-    let output = sandbox.run(repo, &job).await?;
+    let output = match sandbox.run(repo, &job).await {
+        Ok(output) => output,
+        // A checker that cannot even start (not executable, bad interpreter) failed to run,
+        // like one that exits 126 or 127 in a container; the model hears about it.
+        Err(SandboxError::Spawn { source, .. }) => {
+            return Ok(Verdict::FailedToRun {
+                reason: format!("could not start `{checker}`: {source}"),
+                stderr_tail: String::new(),
+            });
+        }
+        Err(error) => return Err(error),
+    };
     Ok(judge(&output, timeout))
 }
 

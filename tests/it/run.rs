@@ -356,3 +356,25 @@ fn a_held_edit_identical_to_the_tree_is_not_pending() {
             .is_empty()
     );
 }
+
+#[test]
+fn a_checker_that_cannot_start_counts_as_failed_to_run() {
+    let repo = Repo::new(&[
+        ("specs/app.md", SPEC),
+        ("check.sh", "not a script, not executable\n"),
+        (
+            ".config/bork.json",
+            r#"{"correctness-checker": "check.sh", "max-iterations": 1, "llm": {"provider": "scripted"}}"#,
+        ),
+    ]);
+    let outcome = run(&repo, &[write_app("a\n")], &[]);
+    assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+    let checker = &outcome.report["iterations"][0]["checker"];
+    assert_eq!(checker["status"], "failed-to-run");
+    assert!(
+        checker["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("could not start")
+    );
+}

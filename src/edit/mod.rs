@@ -1,8 +1,8 @@
 //! Turning the model's answer into changes to the repository, safely.
 //!
-//! Owns the answer format ([`parse`]), the lexical path rules ([`path`]), the classification of
+//! Owns the answer format ([`mod@parse`]), the lexical path rules ([`path`]), the classification of
 //! each edit as allowed, gated or refused ([`policy`]), and the only code that writes to the
-//! target repository ([`apply`]). It does not talk to the model, print refused contents, or
+//! target repository ([`mod@apply`]). It does not talk to the model, print refused contents, or
 //! decide what happens next in the loop: that is `reconcile`'s.
 //!
 //! The rule for failures: a parse error rejects the whole answer (nothing is applied, and the

@@ -3,9 +3,9 @@
 //! This module owns the conversation layout sent to a model ([`Conversation`]: a fixed system
 //! prompt and first user message, so provider prompt caching serves them on every iteration,
 //! followed by the turns each iteration appends), the HTTP exchange with OpenAI-compatible Chat
-//! Completions ([`openai`]) and Anthropic Messages ([`anthropic`]), retries with backoff
+//! Completions (`openai`) and Anthropic Messages (`anthropic`), retries with backoff
 //! ([`retry`]), token usage and its cost, and a scripted model that needs no network
-//! ([`scripted`]). Vendor JSON shapes stay private to the vendor modules.
+//! (`scripted`). Vendor JSON shapes stay private to the vendor modules.
 //!
 //! It deliberately does not build the prompt (`prompt`), parse the model's answer (`edit::parse`:
 //! a fenced or malformed answer is passed through untouched), enforce a run's token or time budget

@@ -151,6 +151,39 @@ fn docker_settings(resolved: &Resolved) -> Result<crate::sandbox::docker::Docker
 /// How long labelled leftovers of a dead run are kept before `gc` removes them regardless.
 const GC_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
+/// The artifact directory must live outside the repository: a checker that can write artifacts
+/// must not be able to write into the tree it judges.
+fn check_artifact_root(resolved: &Resolved, repo: &Path) -> Result<()> {
+    let root = resolved.artifact_root();
+    let absolute = if root.is_absolute() {
+        root.clone()
+    } else {
+        std::env::current_dir()
+            .context("reading the current directory")?
+            .join(&root)
+    };
+    // The directory may not exist yet: compare the nearest existing ancestor.
+    let mut probe = absolute.as_path();
+    let existing = loop {
+        if let Ok(canonical) = probe.canonicalize() {
+            break canonical;
+        }
+        match probe.parent() {
+            Some(parent) => probe = parent,
+            None => break absolute.clone(),
+        }
+    };
+    let repo = repo.canonicalize().unwrap_or_else(|_| repo.to_owned());
+    if existing.starts_with(&repo) {
+        anyhow::bail!(
+            "the artifact directory {} is inside the repository {}; set `sandbox.artifact-dir` or AGENT_ARTIFACT_DIR to a directory outside it",
+            root.display(),
+            repo.display()
+        );
+    }
+    Ok(())
+}
+
 async fn sandbox_for(resolved: &Resolved, run_id: &str) -> Result<Sandbox> {
     match resolved.config.sandbox.kind {
         SandboxKind::None => Ok(Sandbox::None(crate::sandbox::none::Local)),
@@ -261,6 +294,7 @@ async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
         report.finish(report::RunStatus::Skipped, reason);
         report
     } else {
+        check_artifact_root(&resolved, &repo)?;
         let sandbox = sandbox_for(&resolved, &run_id).await?;
         let work = async {
             match &github {
@@ -434,6 +468,7 @@ async fn verify(args: crate::cli::VerifyArgs) -> Result<ExitCode> {
             "no verification steps: set `verification.steps` in .config/bork.json or add agent.yaml"
         );
     }
+    check_artifact_root(&resolved, &repo)?;
     let run_id = crate::verify::new_run_id();
     let sandbox = sandbox_for(&resolved, &run_id).await?;
     let mut options = crate::verify::VerifyOptions::new(resolved.artifact_root());

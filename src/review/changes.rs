@@ -92,7 +92,12 @@ pub fn changed_files(
         }
         diff.push_str(&lossy(git.run(&args, &[0])?.stdout));
     }
-    for path in paths.iter().filter(|path| untracked.contains(path)) {
+    // Credential-looking untracked files (`.env`, `*.pem`, `gha-creds-*.json`) are named but
+    // never read, as in packing.
+    for path in paths
+        .iter()
+        .filter(|path| untracked.contains(path) && !crate::pack::is_credential_name(path))
+    {
         if diff.len() as u64 >= MAX_GIT_OUTPUT_BYTES {
             tracing::warn!("diff cut at {MAX_GIT_OUTPUT_BYTES} bytes: untracked files left out");
             break;
@@ -119,7 +124,10 @@ pub fn changed_files(
     let files = paths
         .into_iter()
         .map(|path| {
-            let contents = if read_budget > 0 {
+            let contents = if crate::pack::is_credential_name(&path) {
+                tracing::warn!(%path, "contents not read: the name looks like a credential file");
+                None
+            } else if read_budget > 0 {
                 read_contents(&root, &path)
             } else {
                 tracing::warn!(%path, "contents not read: the total read limit is reached");

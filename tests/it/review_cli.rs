@@ -145,3 +145,24 @@ async fn loop_with_the_reviewer_converges_after_its_finding_is_fixed() {
     assert_eq!(fake.requests().len(), 2);
     assert_eq!(repo.read("src/lib.txt"), "one\ntwo\nthree\n");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn credential_files_are_never_sent_to_the_reviewer() {
+    let fake = FakeLlm::openai(vec![Reply::json(&json!({
+        "schema_version": "1.0", "prompt_version": "1.0.0", "findings": []
+    }))])
+    .await;
+    let repo = changed_repo();
+    repo.write(".env", "API_TOKEN=canary-dotenv-9911\n");
+    repo.write("deploy.pem", "-----BEGIN canary-pem-7722-----\n");
+    let output = review_command(&fake, &repo).output().expect("runs");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let sent = fake.requests()[0].to_string();
+    assert!(!sent.contains("canary-dotenv-9911") && !sent.contains("canary-pem-7722"));
+    assert!(sent.contains("three"), "ordinary changes are still sent");
+}

@@ -378,3 +378,21 @@ fn a_checker_that_cannot_start_counts_as_failed_to_run() {
             .contains("could not start")
     );
 }
+
+#[test]
+fn an_artifact_directory_inside_the_repository_is_refused() {
+    let repo = repo_with_checker("DONE");
+    let inside = repo.path().join("artifacts");
+    let outcome = run(&repo, &[write_app("DONE\n")], &[]);
+    assert_eq!(outcome.code, 0, "control run: {}", outcome.stderr);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let output = bork()
+        .args(["run", "--repo"])
+        .arg(repo.path())
+        .env("BORK_LLM_SCRIPT", script(scratch.path(), &[write_app("DONE\n")]))
+        .env("AGENT_ARTIFACT_DIR", &inside)
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("inside the repository"));
+}

@@ -245,6 +245,14 @@ impl DockerSandbox {
             (PullPolicy::Missing, false) | (PullPolicy::Always, _) => self.pull(image).await?,
             (_, true) => {}
         }
+        // Record exactly what ran: a tag can move, the image id and digests cannot (K29).
+        if let Ok(inspected) = self.docker.inspect_image(image).await {
+            tracing::info!(
+                "image {image} is {} (digests: {})",
+                inspected.id.as_deref().unwrap_or("unknown"),
+                inspected.repo_digests.as_deref().unwrap_or_default().join(", ")
+            );
+        }
         if let Ok(mut ready) = self.images_ready.lock() {
             ready.insert(image.to_owned());
         }

@@ -116,6 +116,9 @@ pub async fn run(
     mut options: RunOptions,
     wait: Option<Duration>,
 ) -> Result<RunReport> {
+    if let Err(error) = github::check_token_permissions(ctx).await {
+        tracing::warn!("could not read the GitHub token's permissions: {error}");
+    }
     let base = ctx.base_branch().unwrap_or_else(|| resolved.config.base.clone());
     let mut session = github::start(ctx, &options.repo, &base).await.with_context(|| {
         format!(

@@ -574,6 +574,45 @@ impl Session {
     }
 }
 
+/// Logs what the token may do on the repository and warns when that is more than bork-ci needs
+/// (`contents: write` and `pull-requests: write`, i.e. push without admin). Returns the
+/// permission names granted.
+pub async fn check_token_permissions(ctx: &GithubContext) -> Result<Vec<String>, GithubError> {
+    let client = client::Client::new(&ctx.api_url, &ctx.token, ctx.retry)?;
+    let route = format!("/repos/{}/{}", ctx.owner, ctx.repo);
+    let answer = client::expect_success(client.get(&route).await?, &route)?;
+    let granted: Vec<String> = answer
+        .body
+        .get("permissions")
+        .and_then(|permissions| permissions.as_object())
+        .map(|permissions| {
+            permissions
+                .iter()
+                .filter(|(_, value)| value.as_bool() == Some(true))
+                .map(|(name, _)| name.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    tracing::info!(
+        "the GitHub token's permissions on {}/{}: {}",
+        ctx.owner,
+        ctx.repo,
+        if granted.is_empty() {
+            "unknown".to_owned()
+        } else {
+            granted.join(", ")
+        }
+    );
+    if granted.iter().any(|name| name == "admin") {
+        tracing::warn!(
+            "the GitHub token has admin rights on {}/{}; bork-ci needs only contents: write and pull-requests: write",
+            ctx.owner,
+            ctx.repo
+        );
+    }
+    Ok(granted)
+}
+
 /// The text of `path` on `git_ref` of the repository, through the contents API; `None` when the
 /// file does not exist there. Used to read the base branch's configuration on pull-request events.
 pub async fn file_at(ctx: &GithubContext, path: &str, git_ref: &str) -> Result<Option<String>, GithubError> {

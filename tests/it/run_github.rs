@@ -84,6 +84,10 @@ async fn held_spec_edit_exit_three_then_resume_on_approval() {
     let (code, stdout, stderr) = run_in_actions(&sim, &checkout, &answers, scratch.path(), None);
     assert_eq!(code, 3, "{stderr}");
     assert!(
+        stderr.contains("token's permissions on acme/widgets: "),
+        "{stderr}"
+    );
+    assert!(
         stdout.contains(&format!("::add-mask::{BOT_TOKEN}")),
         "masked before use"
     );

@@ -3,7 +3,8 @@
 //! `git ls-files -z | xargs -0 cat > /dev/null`, and `yek` and `code2prompt` when they are on
 //! `PATH`. Prints the median of several rounds and the ratios. Run: `cargo bench --bench pack`.
 //! `BORK_BENCH_FILES` sets the number of files (default 30000), `BORK_BENCH_ROUNDS` the rounds
-//! (default 7), `BORK_BENCH_REPO` packs an existing repository instead of a generated one.
+//! (default 7), `BORK_BENCH_REPO` packs an existing repository instead of a generated one (and generates one there
+//! first when the path does not exist, so several runs can share a tree).
 #![expect(clippy::unwrap_used, reason = "a benchmark aborts on any setup failure")]
 #![expect(clippy::print_stdout, reason = "a benchmark prints its table")]
 
@@ -17,16 +18,13 @@ fn main() {
     let files: usize = env_number("BORK_BENCH_FILES", 30_000);
     let rounds: usize = env_number("BORK_BENCH_ROUNDS", 7);
     let temp = tempfile::tempdir().unwrap();
-    let repo = match std::env::var_os("BORK_BENCH_REPO") {
-        Some(path) => PathBuf::from(path),
-        None => {
-            let started = Instant::now();
-            let repo = temp.path().join("repo");
-            generate(&repo, files);
-            println!("generated {files} files in {:.1?}", started.elapsed());
-            repo
-        }
-    };
+    let repo = std::env::var_os("BORK_BENCH_REPO")
+        .map_or_else(|| temp.path().join("repo"), PathBuf::from);
+    if !repo.exists() {
+        let started = Instant::now();
+        generate(&repo, files);
+        println!("generated {files} files in {:.1?}", started.elapsed());
+    }
 
     let mut tools: Vec<(&str, Runner)> = Vec::new();
     let pack_repo = repo.clone();

@@ -18,8 +18,7 @@ fn main() {
     let files: usize = env_number("BORK_BENCH_FILES", 30_000);
     let rounds: usize = env_number("BORK_BENCH_ROUNDS", 7);
     let temp = tempfile::tempdir().unwrap();
-    let repo = std::env::var_os("BORK_BENCH_REPO")
-        .map_or_else(|| temp.path().join("repo"), PathBuf::from);
+    let repo = std::env::var_os("BORK_BENCH_REPO").map_or_else(|| temp.path().join("repo"), PathBuf::from);
     if !repo.exists() {
         let started = Instant::now();
         generate(&repo, files);

@@ -406,4 +406,53 @@ mod tests {
         assert_eq!(pack("deploy.pem"), Some(FileKind::Credential { size: 3 }));
         assert_eq!(pack("missing"), None);
     }
+
+    #[test]
+    fn reads_whole_files_and_stays_bounded_when_the_size_is_stale() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        std::fs::write(temp.path().join("ten"), "0123456789").expect("write");
+        std::fs::write(temp.path().join("empty"), "").expect("write");
+        let root = root(temp.path());
+        let open =
+            |name: &str| rustix::fs::openat(root.as_fd(), name, file_flags(), Mode::empty()).expect("open");
+        // Size as `fstat` saw it, then a file that grew or shrank since.
+        assert_eq!(read_bounded(&open("ten"), 10, 1000), Ok(b"0123456789".to_vec()));
+        assert_eq!(read_bounded(&open("ten"), 4, 1000), Ok(b"0123456789".to_vec()));
+        assert_eq!(read_bounded(&open("ten"), 40, 1000), Ok(b"0123456789".to_vec()));
+        assert_eq!(read_bounded(&open("ten"), 4, 6), Ok(b"012345".to_vec()));
+        assert_eq!(read_bounded(&open("empty"), 0, 1000), Ok(Vec::new()));
+    }
+
+    #[test]
+    fn splits_paths_and_leaves_odd_names_to_the_slow_route() {
+        assert_eq!(
+            split_parent(b"a/b/c"),
+            Some((Some(b"a/b".as_slice()), b"c".as_slice()))
+        );
+        assert_eq!(split_parent(b"top"), Some((None, b"top".as_slice())));
+        for odd in [b"sub/".as_slice(), b"a/..", b"a/.", b"/x", b""] {
+            assert_eq!(split_parent(odd), None, "{}", String::from_utf8_lossy(odd));
+        }
+    }
+
+    #[test]
+    fn directory_route_names_links_and_reads_files() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(temp.path().join("d")).expect("mkdir");
+        std::fs::write(temp.path().join("d/file"), "hello").expect("write");
+        std::os::unix::fs::symlink("/proc/self/environ", temp.path().join("d/link")).expect("symlink");
+        let root = root(temp.path());
+        let dir = open_dir_no_follow(root.as_fd(), b"d").expect("open dir");
+        let pack = |name: &str| {
+            pack_in(dir.as_fd(), name.as_bytes(), format!("d/{name}").as_bytes(), 100).map(|file| file.kind)
+        };
+        assert_eq!(pack("file"), Some(FileKind::Text("hello".to_owned())));
+        assert_eq!(
+            pack("link"),
+            Some(FileKind::Symlink {
+                target: "/proc/self/environ".to_owned()
+            })
+        );
+        assert_eq!(pack("missing"), None);
+    }
 }

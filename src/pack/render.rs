@@ -29,8 +29,7 @@ const MIN_FENCE: usize = 5;
 /// Searchers for the marker words, built once: `FILE: ` (which `END FILE: ` ends with) and
 /// `SYMLINK: `. Marker words are rare in source, so these scans run at memory speed.
 static FILE_MARKER: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new("FILE: "));
-static SYMLINK_MARKER: LazyLock<memmem::Finder<'static>> =
-    LazyLock::new(|| memmem::Finder::new("SYMLINK: "));
+static SYMLINK_MARKER: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new("SYMLINK: "));
 
 /// The fence for these files: `=====`, or longer when a file has a line that would fake one.
 pub fn fence_for(files: &[PackedFile]) -> String {
@@ -55,7 +54,11 @@ fn longest_fake_fence(text: &[u8]) -> usize {
     let mut longest = 0;
     // `last` is the index of the `=` just before ` <marker>`.
     let mut consider = |last: usize| {
-        let run = text[..=last].iter().rev().take_while(|byte| **byte == b'=').count();
+        let run = text[..=last]
+            .iter()
+            .rev()
+            .take_while(|byte| **byte == b'=')
+            .count();
         let line_start = last + 1 - run;
         if line_start == 0 || text[line_start - 1] == b'\n' {
             longest = longest.max(run);
@@ -104,9 +107,7 @@ pub(super) fn files(snapshot: &RepoSnapshot) -> String {
 /// [`RepoSnapshot::render`]: the files, a blank line and the spec diff, in one allocation.
 pub(super) fn all(snapshot: &RepoSnapshot) -> String {
     let fence = fence_for(&snapshot.files);
-    let capacity = files_capacity(&snapshot.files, fence.len())
-        + 1
-        + spec_diff_capacity(&snapshot.spec_diff);
+    let capacity = files_capacity(&snapshot.files, fence.len()) + 1 + spec_diff_capacity(&snapshot.spec_diff);
     let mut out = String::with_capacity(capacity);
     files_into(&mut out, &fence, snapshot);
     out.push('\n');
@@ -329,5 +330,60 @@ mod tests {
             ..SpecDiff::default()
         };
         insta::assert_snapshot!(spec_diff(&no_base), @"===== SPEC DIFF: no base branch found (neither `main` nor `origin/main`); the spec diff is not available =====");
+    }
+
+    /// The marker scan of [`longest_fake_fence`] against a plain line-by-line reading.
+    #[test]
+    fn fake_fence_scan_matches_a_line_by_line_reading() {
+        fn naive(text: &str) -> usize {
+            text.split('\n')
+                .filter_map(|line| {
+                    let run = line.bytes().take_while(|byte| *byte == b'=').count();
+                    let rest = line[run..].strip_prefix(' ')?;
+                    (run > 0
+                        && ["FILE: ", "END FILE: ", "SYMLINK: "]
+                            .iter()
+                            .any(|m| rest.starts_with(m)))
+                    .then_some(run)
+                })
+                .max()
+                .unwrap_or(0)
+        }
+        for text in [
+            "",
+            "= FILE: x",
+            "x = FILE: y\n",
+            "a\n=== END FILE: b\n",
+            "a\n==== SYMLINK: b\n== FILE: c",
+            "=== == FILE: x\n",
+            "==FILE: x\n= END  FILE: y\n",
+            "\n\n========= FILE: \n",
+            "=\n= FILE:x\n== SYMLINK:\n",
+        ] {
+            assert_eq!(longest_fake_fence(text.as_bytes()), naive(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn whole_rendering_is_files_then_spec_diff() {
+        let mut snapshot = snapshot(vec![
+            file(
+                "a.txt",
+                FileKind::Text("one\n===== END FILE: a.txt =====\n".to_owned()),
+            ),
+            file("b (x)", FileKind::Binary { size: 3 }),
+        ]);
+        snapshot.spec_diff = SpecDiff {
+            base_ref: Some("main".to_owned()),
+            diff: "diff --git a/specs/x.md b/specs/x.md\n".to_owned(),
+            newly_added: vec!["specs/new\u{7}.md".to_owned()],
+            requested_base: "main".to_owned(),
+        };
+        let whole = all(&snapshot);
+        assert_eq!(
+            whole,
+            format!("{}\n{}", files(&snapshot), spec_diff(&snapshot.spec_diff))
+        );
+        assert!(whole.starts_with("====== FILE: a.txt ======\n"), "{whole}");
     }
 }

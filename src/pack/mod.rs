@@ -166,6 +166,17 @@ impl RepoSnapshot {
         render::spec_diff(&self.spec_diff)
     }
 
+    /// Appends [`Self::render_files`] to `out`, reserving the room first: a caller that builds a
+    /// larger text around the pack copies the contents once instead of twice.
+    pub fn render_files_into(&self, out: &mut String) {
+        render::files_append(out, self);
+    }
+
+    /// Appends [`Self::render_spec_diff`] to `out`.
+    pub fn render_spec_diff_into(&self, out: &mut String) {
+        render::spec_diff_append(out, &self.spec_diff);
+    }
+
     /// [`Self::render_files`] followed by [`Self::render_spec_diff`]: what `bork-ci pack` prints
     /// inside the prompt.
     pub fn render(&self) -> String {

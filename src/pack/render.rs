@@ -37,15 +37,52 @@ pub fn fence_for(files: &[PackedFile]) -> String {
 }
 
 fn fence_len(files: &[PackedFile]) -> usize {
-    let longest = files
+    MIN_FENCE.max(longest_fake_fence_in(files) + 1)
+}
+
+/// Below this many bytes of text the marker scan runs on the calling thread.
+const PARALLEL_SCAN_BYTES: usize = 8 << 20;
+
+/// The longest fake fence of any inlined file; large packs are scanned on several threads.
+fn longest_fake_fence_in(files: &[PackedFile]) -> usize {
+    let scan = |files: &[PackedFile]| {
+        files
+            .iter()
+            .filter_map(|file| match &file.kind {
+                FileKind::Text(text) => Some(longest_fake_fence(text.as_bytes())),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let text_bytes: usize = files
         .iter()
-        .filter_map(|file| match &file.kind {
-            FileKind::Text(text) => Some(longest_fake_fence(text.as_bytes())),
-            _ => None,
+        .map(|file| match &file.kind {
+            FileKind::Text(text) => text.len(),
+            _ => 0,
         })
-        .max()
-        .unwrap_or(0);
-    MIN_FENCE.max(longest + 1)
+        .sum();
+    let threads = std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1)
+        .clamp(1, 16);
+    if threads == 1 || text_bytes < PARALLEL_SCAN_BYTES {
+        return scan(files);
+    }
+    let per_thread = files.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let mut parts = files.chunks(per_thread);
+        let first = parts.next().unwrap_or_default();
+        let workers: Vec<_> = parts.map(|part| scope.spawn(move || scan(part))).collect();
+        let mut longest = scan(first);
+        for worker in workers {
+            match worker.join() {
+                Ok(found) => longest = longest.max(found),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        longest
+    })
 }
 
 /// The longest run of `=` that starts a line and is followed by a space and a marker word
@@ -102,6 +139,17 @@ pub(super) fn files(snapshot: &RepoSnapshot) -> String {
     let mut out = String::with_capacity(files_capacity(&snapshot.files, fence.len()));
     files_into(&mut out, &fence, snapshot);
     out
+}
+
+pub(super) fn files_append(out: &mut String, snapshot: &RepoSnapshot) {
+    let fence = fence_for(&snapshot.files);
+    out.reserve(files_capacity(&snapshot.files, fence.len()));
+    files_into(out, &fence, snapshot);
+}
+
+pub(super) fn spec_diff_append(out: &mut String, diff: &SpecDiff) {
+    out.reserve(spec_diff_capacity(diff));
+    spec_diff_into(out, diff);
 }
 
 /// [`RepoSnapshot::render`]: the files, a blank line and the spec diff, in one allocation.
@@ -385,5 +433,31 @@ mod tests {
             format!("{}\n{}", files(&snapshot), spec_diff(&snapshot.spec_diff))
         );
         assert!(whole.starts_with("====== FILE: a.txt ======\n"), "{whole}");
+    }
+
+    #[test]
+    fn appending_renders_the_same_text() {
+        let snapshot = snapshot(vec![file("a.txt", FileKind::Text("== FILE: x\n".to_owned()))]);
+        let mut out = "before\n".to_owned();
+        files_append(&mut out, &snapshot);
+        spec_diff_append(&mut out, &snapshot.spec_diff);
+        assert_eq!(
+            out,
+            format!("before\n{}{}", files(&snapshot), spec_diff(&snapshot.spec_diff))
+        );
+    }
+
+    #[test]
+    fn large_packs_are_scanned_in_parallel_with_the_same_fence() {
+        let filler = "x".repeat(3 << 20);
+        let mut files_list: Vec<PackedFile> = (0..3)
+            .map(|index| file(&format!("f{index}"), FileKind::Text(filler.clone())))
+            .collect();
+        assert_eq!(fence_for(&files_list), "=====");
+        files_list.push(file(
+            "last",
+            FileKind::Text(format!("{filler}\n======== END FILE: f0 x")),
+        ));
+        assert_eq!(fence_for(&files_list), "=========");
     }
 }

@@ -8,12 +8,14 @@
 //! context budget (`reconcile`), or write anything.
 //!
 //! Git is asked for what a directory walk cannot know cheaply and exactly (the tracked set, every
-//! ignore rule git honours, including `core.excludesFile` from any config scope); the files are then
-//! read in parallel straight from the working tree, each opened relative to the repository root with
-//! symlink resolution refused on every path component. A walk with the `ignore` crate was the
-//! alternative; it cannot see `core.excludesFile` set in the repository's own config or through
-//! `GIT_CONFIG_GLOBAL`, so its set could differ from git's, and reading the files dominates the
-//! time either way.
+//! ignore rule git honours, including `core.excludesFile` from any config scope), in two calls: the
+//! tracked paths come from the index at once and are read while git walks the tree for the
+//! untracked ones. Files are read in parallel straight from the working tree, each directory opened
+//! once relative to the repository root with symlink resolution refused on every component, each
+//! file relative to it with `O_NOFOLLOW` (see `read`). Rendering allocates the prompt once. A
+//! walk with the `ignore` crate was the alternative; it cannot see `core.excludesFile` set in the
+//! repository's own config or through `GIT_CONFIG_GLOBAL`, so its set could differ from git's, and
+//! reading the files dominates the time either way.
 //!
 //! Decisions where the set and the prompt differ on purpose:
 //! - a tracked file missing from the working tree is left out (the pack shows the tree);

@@ -1,9 +1,11 @@
 //! Packing benchmark (issue 2, item 13): generates a large repository in a temp dir and times,
-//! side by side in one run, `pack::snapshot` plus rendering the whole prompt, the floor
-//! `git ls-files -z | xargs -0 cat > /dev/null`, and `yek` and `code2prompt` when they are on
-//! `PATH`. Prints the median of several rounds and the ratios. Run: `cargo bench --bench pack`.
+//! side by side in one run, `pack::snapshot` plus rendering the whole prompt, the `bork-ci pack`
+//! binary writing to `/dev/null`, the floor `git ls-files -z | xargs -0 cat > /dev/null`, and
+//! `yek` and `code2prompt` when they are on `PATH`. Rounds are interleaved (every tool once per
+//! round); prints the median of the rounds and the ratios. Run: `cargo bench --bench pack`.
 //! `BORK_BENCH_FILES` sets the number of files (default 30000), `BORK_BENCH_ROUNDS` the rounds
-//! (default 7), `BORK_BENCH_REPO` packs an existing repository instead of a generated one.
+//! (default 7), `BORK_BENCH_REPO` packs an existing repository instead of a generated one (and
+//! generates one there first when the path does not exist, so several runs can share a tree).
 #![expect(clippy::unwrap_used, reason = "a benchmark aborts on any setup failure")]
 #![expect(clippy::print_stdout, reason = "a benchmark prints its table")]
 
@@ -17,16 +19,12 @@ fn main() {
     let files: usize = env_number("BORK_BENCH_FILES", 30_000);
     let rounds: usize = env_number("BORK_BENCH_ROUNDS", 7);
     let temp = tempfile::tempdir().unwrap();
-    let repo = match std::env::var_os("BORK_BENCH_REPO") {
-        Some(path) => PathBuf::from(path),
-        None => {
-            let started = Instant::now();
-            let repo = temp.path().join("repo");
-            generate(&repo, files);
-            println!("generated {files} files in {:.1?}", started.elapsed());
-            repo
-        }
-    };
+    let repo = std::env::var_os("BORK_BENCH_REPO").map_or_else(|| temp.path().join("repo"), PathBuf::from);
+    if !repo.exists() {
+        let started = Instant::now();
+        generate(&repo, files);
+        println!("generated {files} files in {:.1?}", started.elapsed());
+    }
 
     let mut tools: Vec<(&str, Runner)> = Vec::new();
     let pack_repo = repo.clone();
@@ -42,6 +40,23 @@ fn main() {
         "floor: git ls-files -z | xargs -0 cat",
         Box::new(move || {
             shell(&floor_repo, "git ls-files -z | xargs -0 cat > /dev/null");
+            0
+        }),
+    ));
+    // The whole command as a user runs it: configuration, the prompt around the pack, stdout.
+    let binary_repo = repo.clone();
+    tools.push((
+        "bork-ci pack (binary, > /dev/null)",
+        Box::new(move || {
+            let status = Command::new(env!("CARGO_BIN_EXE_bork-ci"))
+                .arg("pack")
+                .current_dir(&binary_repo)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success(), "bork-ci pack failed");
             0
         }),
     ));

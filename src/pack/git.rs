@@ -71,43 +71,36 @@ fn command(repo: &Path) -> Command {
     command
 }
 
-/// Every path `git ls-files --cached --others --exclude-standard` selects, with its tracked flag.
-/// Paths with a `.git` component (any case) are dropped defensively: git never lists them from
-/// the index, and nothing inside a repository's metadata may be packed.
-pub(super) fn list_files(repo: &Path) -> Result<Vec<Listed>, PackError> {
-    let stdout = run(
-        repo,
-        &[
-            "ls-files",
-            "-z",
-            "-t",
-            "--cached",
-            "--others",
-            "--exclude-standard",
-        ],
-    )?;
-    Ok(parse_ls_files(&stdout))
+/// The tracked paths (`git ls-files --cached`), sorted. Together with [`list_untracked`] this is
+/// exactly the set `git ls-files --cached --others --exclude-standard` selects; the two are asked
+/// separately so that the index, read at once, can be packed while git walks the tree for the
+/// untracked paths.
+pub(super) fn list_tracked(repo: &Path) -> Result<Vec<Listed>, PackError> {
+    let stdout = run(repo, &["ls-files", "-z", "--cached"])?;
+    Ok(parse_ls_files(&stdout, true))
 }
 
-/// Parses `ls-files -z -t` records: a one-byte tag, a space, the path. `?` marks an untracked
-/// path; every other tag (`H`, `S`, `M`, ...) a tracked one.
-fn parse_ls_files(stdout: &[u8]) -> Vec<Listed> {
+/// The untracked, not ignored paths (`git ls-files --others --exclude-standard`), sorted; an
+/// untracked nested repository is one path ending with `/`.
+pub(super) fn list_untracked(repo: &Path) -> Result<Vec<Listed>, PackError> {
+    let stdout = run(repo, &["ls-files", "-z", "--others", "--exclude-standard"])?;
+    Ok(parse_ls_files(&stdout, false))
+}
+
+/// Parses `ls-files -z` records, sorted by bytes, without duplicates (an unmerged path is listed
+/// once per stage). Paths with a `.git` component (any case) are dropped defensively: git never
+/// lists them from the index, and nothing inside a repository's metadata may be packed.
+fn parse_ls_files(stdout: &[u8], tracked: bool) -> Vec<Listed> {
     let mut listed: Vec<Listed> = stdout
         .split(|byte| *byte == 0)
-        .filter_map(|record| {
-            let (tag, rest) = record.split_first()?;
-            let raw = rest.strip_prefix(b" ")?;
-            if raw.is_empty() || has_dot_git_component(raw) {
-                return None;
-            }
-            Some(Listed {
-                raw: raw.to_vec(),
-                tracked: *tag != b'?',
-            })
+        .filter(|raw| !raw.is_empty() && !has_dot_git_component(raw))
+        .map(|raw| Listed {
+            raw: raw.to_vec(),
+            tracked,
         })
         .collect();
+    // Git lists in this order already; sorting a sorted list is one pass.
     listed.sort_unstable_by(|a, b| a.raw.cmp(&b.raw));
-    // Unmerged paths are listed once per stage.
     listed.dedup_by(|a, b| a.raw == b.raw);
     listed
 }
@@ -122,22 +115,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_tags_sorts_and_drops_git_metadata() {
-        let stdout = b"? b\0H a\0M c\0M c\0? sub/\0H x/.GIT/config\0S z\0";
-        let listed = parse_ls_files(stdout);
-        let summary: Vec<(String, bool)> = listed
+    fn parses_sorts_dedups_and_drops_git_metadata() {
+        let stdout = b"b\0a\0c\0c\0sub/\0x/.GIT/config\0.git\0z\0";
+        let listed = parse_ls_files(stdout, false);
+        let paths: Vec<String> = listed
             .iter()
-            .map(|entry| (String::from_utf8_lossy(&entry.raw).into_owned(), entry.tracked))
+            .map(|entry| String::from_utf8_lossy(&entry.raw).into_owned())
             .collect();
-        assert_eq!(
-            summary,
-            vec![
-                ("a".to_owned(), true),
-                ("b".to_owned(), false),
-                ("c".to_owned(), true),
-                ("sub/".to_owned(), false),
-                ("z".to_owned(), true),
-            ]
-        );
+        assert_eq!(paths, ["a", "b", "c", "sub/", "z"]);
+        assert!(listed.iter().all(|entry| !entry.tracked));
+        assert!(parse_ls_files(b"a\0", true).iter().all(|entry| entry.tracked));
     }
 }

@@ -8,12 +8,14 @@
 //! context budget (`reconcile`), or write anything.
 //!
 //! Git is asked for what a directory walk cannot know cheaply and exactly (the tracked set, every
-//! ignore rule git honours, including `core.excludesFile` from any config scope); the files are then
-//! read in parallel straight from the working tree, each opened relative to the repository root with
-//! symlink resolution refused on every path component. A walk with the `ignore` crate was the
-//! alternative; it cannot see `core.excludesFile` set in the repository's own config or through
-//! `GIT_CONFIG_GLOBAL`, so its set could differ from git's, and reading the files dominates the
-//! time either way.
+//! ignore rule git honours, including `core.excludesFile` from any config scope), in two calls: the
+//! tracked paths come from the index at once and are read while git walks the tree for the
+//! untracked ones. Files are read in parallel straight from the working tree, each directory opened
+//! once relative to the repository root with symlink resolution refused on every component, each
+//! file relative to it with `O_NOFOLLOW` (see `read`). Rendering allocates the prompt once. A
+//! walk with the `ignore` crate was the alternative; it cannot see `core.excludesFile` set in the
+//! repository's own config or through `GIT_CONFIG_GLOBAL`, so its set could differ from git's, and
+//! reading the files dominates the time either way.
 //!
 //! Decisions where the set and the prompt differ on purpose:
 //! - a tracked file missing from the working tree is left out (the pack shows the tree);
@@ -166,16 +168,21 @@ impl RepoSnapshot {
         render::spec_diff(&self.spec_diff)
     }
 
+    /// Appends [`Self::render_files`] to `out`, reserving the room first: a caller that builds a
+    /// larger text around the pack copies the contents once instead of twice.
+    pub fn render_files_into(&self, out: &mut String) {
+        render::files_append(out, self);
+    }
+
+    /// Appends [`Self::render_spec_diff`] to `out`.
+    pub fn render_spec_diff_into(&self, out: &mut String) {
+        render::spec_diff_append(out, &self.spec_diff);
+    }
+
     /// [`Self::render_files`] followed by [`Self::render_spec_diff`]: what `bork-ci pack` prints
     /// inside the prompt.
     pub fn render(&self) -> String {
-        let files = self.render_files();
-        let spec_diff = self.render_spec_diff();
-        let mut out = String::with_capacity(files.len() + spec_diff.len() + 1);
-        out.push_str(&files);
-        out.push('\n');
-        out.push_str(&spec_diff);
-        out
+        render::all(self)
     }
 
     /// Total bytes of inlined contents.
@@ -192,17 +199,21 @@ impl RepoSnapshot {
 
 /// Packs the repository at `repo_root` (the top of a git work tree).
 ///
-/// The file list and the spec diff are computed concurrently; files are read in parallel.
+/// Three things run at once: the spec diff, git's walk for the untracked paths, and the reading
+/// of the tracked paths (listed from the index, which is quick); the untracked paths are read
+/// once the walk is done. Files are read in parallel.
 pub fn snapshot(repo_root: &Path, options: &PackOptions) -> Result<RepoSnapshot, PackError> {
     let (files, spec_diff) = std::thread::scope(|scope| {
         let diff_job = scope.spawn(|| diff::spec_diff(repo_root, &options.base));
-        let files = git::list_files(repo_root)
-            .and_then(|listed| read::read_all(repo_root, listed, options.max_file_bytes));
-        let spec_diff = match diff_job.join() {
-            Ok(result) => result,
-            Err(panic) => std::panic::resume_unwind(panic),
-        };
-        (files, spec_diff)
+        let untracked_job = scope.spawn(|| git::list_untracked(repo_root));
+        let files = read::Reader::open(repo_root).and_then(|reader| {
+            let tracked = git::list_tracked(repo_root)?;
+            let tracked_files = reader.read_all(&tracked, options.max_file_bytes);
+            let untracked = join(untracked_job)?;
+            let untracked_files = reader.read_all(&untracked, options.max_file_bytes);
+            Ok(merge(tracked, tracked_files, untracked, untracked_files))
+        });
+        (files, join(diff_job))
     });
     let (files, untracked_specs) = files?;
     let mut spec_diff = spec_diff?;
@@ -217,6 +228,53 @@ pub fn snapshot(repo_root: &Path, options: &PackOptions) -> Result<RepoSnapshot,
         spec_diff,
         max_file_bytes: options.max_file_bytes,
     })
+}
+
+fn join<T>(job: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    match job.join() {
+        Ok(result) => result,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+/// Merges the tracked and the untracked files (each sorted by raw path bytes, one entry per
+/// listed path) into one list sorted the same way, and collects the untracked paths under
+/// `specs/`. Paths missing from the working tree (`None`) are left out.
+fn merge(
+    tracked: Vec<git::Listed>,
+    tracked_files: Vec<Option<PackedFile>>,
+    untracked: Vec<git::Listed>,
+    untracked_files: Vec<Option<PackedFile>>,
+) -> (Vec<PackedFile>, Vec<String>) {
+    let mut files = Vec::with_capacity(tracked.len() + untracked.len());
+    let mut untracked_specs = Vec::new();
+    let mut left = tracked.into_iter().zip(tracked_files).peekable();
+    let mut right = untracked.into_iter().zip(untracked_files).peekable();
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (Some((a, _)), Some((b, _))) => match a.raw.cmp(&b.raw) {
+                std::cmp::Ordering::Less => true,
+                std::cmp::Ordering::Greater => false,
+                // Listed as both (it cannot be): tracked wins, once.
+                std::cmp::Ordering::Equal => {
+                    right.next();
+                    true
+                }
+            },
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let next = if take_left { left.next() } else { right.next() };
+        let Some((listed, Some(packed))) = next else {
+            continue;
+        };
+        if !listed.tracked && is_spec_path(&packed.path) {
+            untracked_specs.push(packed.path.clone());
+        }
+        files.push(packed);
+    }
+    (files, untracked_specs)
 }
 
 /// Token estimate of a text: UTF-8 bytes divided by 4, rounded up. Tokenizers of current models

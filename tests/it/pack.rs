@@ -568,3 +568,69 @@ proptest! {
         prop_assert_eq!(packed_paths(&snapshot), git_selection(&repo));
     }
 }
+
+/// Files are read through one descriptor per directory; links inside subdirectories, a directory
+/// swapped for a link (to the outside or into `.git`) and directories larger than a reader's
+/// chunk must come out exactly as from the root, with nothing read through a link.
+#[test]
+fn links_below_the_top_are_named_and_large_directories_read_whole() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let repo = temp.path().join("repo");
+    init_repo(&repo);
+    write(temp.path(), "outside/secret", CANARY);
+    write(temp.path(), "outside/dir/inner.txt", CANARY);
+    for index in 0..300 {
+        write(&repo, &format!("big/f{index:03}.txt"), format!("file {index}\n"));
+    }
+    write(&repo, "deep/a/b/tracked.txt", "tracked");
+    write(&repo, "docs/config", "tracked docs");
+    write(&repo, "sub/plain.txt", "plain\n");
+    commit_all(&repo, "initial");
+    std::os::unix::fs::symlink("../../outside/secret", repo.join("sub/leak.txt")).expect("symlink");
+    std::os::unix::fs::symlink(temp.path().join("outside/dir"), repo.join("sub/vendor")).expect("symlink");
+    std::os::unix::fs::symlink("../outside/secret", repo.join("big/f150.link")).expect("symlink");
+    // Directories swapped for links after the commit: one to the outside, one into `.git`.
+    std::fs::remove_dir_all(repo.join("deep/a")).expect("rm");
+    std::os::unix::fs::symlink(temp.path().join("outside"), repo.join("deep/a")).expect("symlink");
+    std::fs::create_dir_all(temp.path().join("outside/b")).expect("mkdir");
+    std::fs::write(temp.path().join("outside/b/tracked.txt"), CANARY).expect("write");
+    std::fs::remove_dir_all(repo.join("docs")).expect("rm");
+    std::os::unix::fs::symlink(".git", repo.join("docs")).expect("symlink");
+
+    let snapshot = snap(&repo);
+    let rendered = snapshot.render();
+    assert!(!rendered.contains(CANARY), "canary leaked");
+    assert!(!rendered.contains("[core]"), ".git/config leaked");
+    assert_eq!(packed_paths(&snapshot), git_selection(&repo));
+    assert_eq!(
+        kind_of(&snapshot, "sub/leak.txt"),
+        &FileKind::Symlink {
+            target: "../../outside/secret".to_owned()
+        }
+    );
+    assert!(matches!(
+        kind_of(&snapshot, "sub/vendor"),
+        FileKind::Symlink { .. }
+    ));
+    assert!(matches!(
+        kind_of(&snapshot, "big/f150.link"),
+        FileKind::Symlink { .. }
+    ));
+    assert_eq!(kind_of(&snapshot, "deep/a/b/tracked.txt"), &FileKind::NotRegular);
+    assert_eq!(kind_of(&snapshot, "docs/config"), &FileKind::NotRegular);
+    assert_eq!(
+        kind_of(&snapshot, "sub/plain.txt"),
+        &FileKind::Text("plain\n".to_owned())
+    );
+    for index in (0..300).filter(|index| *index != 150) {
+        assert_eq!(
+            kind_of(&snapshot, &format!("big/f{index:03}.txt")),
+            &FileKind::Text(format!("file {index}\n"))
+        );
+    }
+    let paths: Vec<&str> = snapshot.files.iter().map(|file| file.path.as_str()).collect();
+    let mut sorted = paths.clone();
+    sorted.sort_unstable();
+    assert_eq!(paths, sorted, "sorted by path");
+    assert_eq!(snap(&repo).render(), rendered, "deterministic");
+}

@@ -101,21 +101,24 @@ fn pack(args: PackArgs) -> Result<ExitCode> {
     let (conversation, snapshot) = reconcile::initial_prompt(&repo, &resolved)?;
     let estimate = reconcile::estimate(&conversation);
     let mut stdout = std::io::stdout().lock();
-    let text = format!(
-        "===== SYSTEM (prompt version {}) =====\n{}\n===== USER =====\n{}",
+    let head = format!(
+        "===== SYSTEM (prompt version {}) =====\n{}\n===== USER =====\n",
         crate::prompt::PROMPT_VERSION,
         conversation.system,
-        conversation.prefix
     );
-    stdout.write_all(text.as_bytes()).context("writing to stdout")?;
+    stdout.write_all(head.as_bytes()).context("writing to stdout")?;
+    stdout
+        .write_all(conversation.prefix.as_bytes())
+        .context("writing to stdout")?;
     stdout.flush().context("writing to stdout")?;
+    let total = head.len() + conversation.prefix.len();
     let budget = resolved.config.context_budget_tokens;
     let mut stderr = std::io::stderr().lock();
     let _ = writeln!(
         stderr,
         "bork-ci pack: {} files, {} bytes, about {estimate} tokens (budget {budget})",
         snapshot.files.len(),
-        text.len(),
+        total,
     );
     if estimate > budget {
         let _ = writeln!(

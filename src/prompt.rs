@@ -48,18 +48,28 @@ Answer with exactly one JSON object and nothing else (no prose, no Markdown fenc
 /// The first user message: the packed repository, then the spec diff.
 pub fn prefix(files: &str, spec_diff: &str) -> String {
     let mut text = String::with_capacity(files.len() + spec_diff.len() + 512);
+    prefix_into(
+        &mut text,
+        |out| out.push_str(files),
+        |out| out.push_str(spec_diff),
+    );
+    text
+}
+
+/// [`prefix`] written into `text`, with the two sections rendered in place by the callers'
+/// closures, so a prompt of many megabytes is built without copying it again.
+pub fn prefix_into(text: &mut String, files: impl FnOnce(&mut String), spec_diff: impl FnOnce(&mut String)) {
     text.push_str("# The repository\n\nEvery file of the repository (ignored files omitted), each delimited by its path.\n\n");
-    text.push_str(files);
+    files(text);
     if !text.ends_with('\n') {
         text.push('\n');
     }
     text.push_str("\n# The spec diff against the base branch\n\n");
-    text.push_str(spec_diff);
+    spec_diff(text);
     if !text.ends_with('\n') {
         text.push('\n');
     }
     text.push_str("\n# Task\n\nBring the code into line with the specs. Answer with the JSON object described in your instructions.\n");
-    text
 }
 
 /// What happened to one iteration's answer, for the next message.

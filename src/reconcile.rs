@@ -89,7 +89,15 @@ pub fn initial_prompt(repo: &Path, resolved: &Resolved) -> Result<(Conversation,
     .with_context(|| format!("packing the repository at {}", repo.display()))?;
     let conversation = Conversation {
         system: prompt::system(),
-        prefix: prompt::prefix(&snapshot.render_files(), &snapshot.render_spec_diff()),
+        prefix: {
+            let mut prefix = String::with_capacity(snapshot.text_bytes() as usize + 64 * 1024);
+            prompt::prefix_into(
+                &mut prefix,
+                |out| snapshot.render_files_into(out),
+                |out| snapshot.render_spec_diff_into(out),
+            );
+            prefix
+        },
         turns: Vec::new(),
     };
     Ok((conversation, snapshot))

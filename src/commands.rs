@@ -297,6 +297,10 @@ async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
         report.finish(report::RunStatus::Skipped, reason);
         report
     } else {
+        resolved
+            .validate_llm()
+            .map_err(anyhow::Error::new)
+            .context("invalid configuration")?;
         check_artifact_root(&resolved, &repo)?;
         let sandbox = sandbox_for(&resolved, &run_id).await?;
         let work = async {
@@ -416,6 +420,10 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         ));
     }
     let resolved = config::load(&repo, args.repo.config.as_deref(), &config::process_env(), &flags)
+        .map_err(anyhow::Error::new)
+        .context("invalid configuration")?;
+    resolved
+        .validate_llm()
         .map_err(anyhow::Error::new)
         .context("invalid configuration")?;
     let min_severity: crate::review::Severity = resolved

@@ -639,18 +639,6 @@ impl Resolved {
         {
             return Err(self.bad("llm.base-url", "must start with http:// or https://"));
         }
-        match config.llm.provider {
-            ProviderName::Scripted if config.llm.script.is_none() => {
-                return Err(self.bad(
-                    "llm.script",
-                    "the scripted provider needs `llm.script`, the file of canned answers",
-                ));
-            }
-            ProviderName::Openai | ProviderName::Anthropic if config.llm.model.trim().is_empty() => {
-                return Err(self.bad("llm.model", "must not be empty"));
-            }
-            _ => {}
-        }
         if !["critical", "high", "medium", "low", "info"].contains(&config.review.min_severity.as_str()) {
             return Err(self.bad(
                 "review.min-severity",
@@ -676,6 +664,25 @@ impl Resolved {
             if let Err(error) = serde_json::from_value::<LlmConfig>(merged) {
                 return Err(self.bad("review.llm", error.to_string()));
             }
+        }
+        Ok(())
+    }
+
+    /// Checks what only a model call needs (the scripted model's file, a model name), so that
+    /// `pack` and `config` work without any model settings.
+    pub fn validate_llm(&self) -> Result<(), ConfigError> {
+        let config = &self.config;
+        match config.llm.provider {
+            ProviderName::Scripted if config.llm.script.is_none() => {
+                return Err(self.bad(
+                    "llm.script",
+                    "the scripted provider needs `llm.script`, the file of canned answers",
+                ));
+            }
+            ProviderName::Openai | ProviderName::Anthropic if config.llm.model.trim().is_empty() => {
+                return Err(self.bad("llm.model", "must not be empty"));
+            }
+            _ => {}
         }
         Ok(())
     }

@@ -396,3 +396,30 @@ fn an_artifact_directory_inside_the_repository_is_refused() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("inside the repository"));
 }
+
+#[test]
+fn pack_and_config_need_no_model_settings_but_run_does() {
+    let repo = Repo::new(&[
+        ("specs/app.md", SPEC),
+        (".config/bork.json", r#"{"llm": {"provider": "scripted"}}"#),
+    ]);
+    for command in ["pack", "config"] {
+        let output = bork()
+            .args([command, "--repo"])
+            .arg(repo.path())
+            .output()
+            .expect("runs");
+        assert!(
+            output.status.success(),
+            "{command}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let output = bork()
+        .args(["run", "--repo"])
+        .arg(repo.path())
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("llm.script"));
+}

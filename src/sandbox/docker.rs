@@ -111,6 +111,40 @@ impl DockerSettings {
     }
 }
 
+/// Fails early, with a way out, when the checker's user could not even enter the repository
+/// (a checkout in a `0700` directory owned by someone else): otherwise every check would fail
+/// with "permission denied" inside the container.
+fn check_readable(repo: &Path, user: &str) -> Result<(), SandboxError> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(metadata) = std::fs::metadata(repo) else {
+        return Ok(());
+    };
+    let uid = user.split(':').next().and_then(|uid| uid.parse::<u32>().ok());
+    let gid = user.split(':').nth(1).and_then(|gid| gid.parse::<u32>().ok());
+    let mode = metadata.mode();
+    let readable = match (uid, gid) {
+        (Some(0), _) => true,
+        (Some(uid), _) if uid == metadata.uid() => mode & 0o500 == 0o500,
+        (_, Some(gid)) if gid == metadata.gid() => mode & 0o050 == 0o050,
+        (Some(_), _) => mode & 0o005 == 0o005,
+        // A user name: let the engine resolve it.
+        (None, _) => true,
+    };
+    if readable {
+        return Ok(());
+    }
+    Err(SandboxError::Docker {
+        operation: "checking the repository's permissions",
+        reason: format!(
+            "the checker runs as {user} (`sandbox.user`), which cannot read {} (mode {:o}, owner {}:{}); make the checkout readable (chmod o+rx) or set `sandbox.user` to its owner",
+            repo.display(),
+            mode & 0o7777,
+            metadata.uid(),
+            metadata.gid()
+        ),
+    })
+}
+
 /// Parses a memory size as `docker run --memory` does: `1073741824`, `512m`, `2g`, `2GiB`.
 pub fn parse_memory(text: &str) -> Result<u64, String> {
     let trimmed = text.trim();
@@ -566,6 +600,7 @@ impl DockerSandbox {
         let mut mounts = Vec::new();
         let (image, user, network, cmd) = match job.kind {
             JobKind::Checker | JobKind::Verify => {
+                check_readable(&repo, &self.settings.user)?;
                 let dirs = job
                     .artifacts
                     .clone()

@@ -171,3 +171,42 @@ fn sigterm_during_the_check_leaves_no_container_and_a_report() {
     assert_eq!(report["status"], "error");
     assert!(report["error"].as_str().expect("error").contains("SIGTERM"));
 }
+
+#[test]
+fn a_checkout_the_checker_cannot_read_is_a_clear_error() {
+    ensure_test_image();
+    ensure_runner_image();
+    let repo = Repo::new(&[
+        ("specs/app.md", "The app prints DONE.\n"),
+        ("check.sh", &checker_wanting("src/app.txt", "DONE")),
+    ]);
+    repo.write(
+        ".config/bork.json",
+        &json!({
+            "correctness-checker": "check.sh",
+            "llm": {"provider": "scripted"},
+            "sandbox": {"kind": "docker", "image": TEST_IMAGE, "pull": "never"}
+        })
+        .to_string(),
+    );
+    std::fs::set_permissions(repo.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let answers = crate::support::script(
+        scratch.path(),
+        &[json!({"create-or-update": {"src/app.txt": "DONE\n"}})],
+    );
+    let output = bork()
+        .args(["run", "--repo"])
+        .arg(repo.path())
+        .env_remove("BORK_SANDBOX_KIND")
+        .env("BORK_LLM_SCRIPT", &answers)
+        .env("BORK_SANDBOX_ARTIFACT_DIR", scratch.path().join("artifacts"))
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("sandbox.user") && stderr.contains("chmod o+rx"),
+        "{stderr}"
+    );
+}

@@ -98,7 +98,7 @@ pub fn annotations(findings: &Findings) -> Vec<String> {
         .take(MAX_ANNOTATIONS)
         .map(|(_, (file, text))| {
             let mut properties = format!("file={}", escape_property(file));
-            if let Some(line) = line_number(text) {
+            if let Some(line) = crate::findings::line_hint(text) {
                 let _ = write!(properties, ",line={line}");
             }
             let text: String = escape_controls(text).chars().take(4000).collect();
@@ -113,16 +113,6 @@ pub fn annotations(findings: &Findings) -> Vec<String> {
         ));
     }
     lines
-}
-
-fn line_number(text: &str) -> Option<u32> {
-    let lower = text.to_ascii_lowercase();
-    let index = lower.find("line ")?;
-    let digits: String = lower[index + 5..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok().filter(|line| *line > 0)
 }
 
 /// A pull request shown in the summary.

@@ -54,6 +54,18 @@ impl Findings {
     }
 }
 
+/// The line a finding's text points at, when it says `line N` (any case): annotations and SARIF
+/// locations use it.
+pub fn line_hint(text: &str) -> Option<u32> {
+    let lower = text.to_ascii_lowercase();
+    let index = lower.find("line ")?;
+    let digits: String = lower[index + 5..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok().filter(|line| *line > 0)
+}
+
 /// The placeholder the contract prescribes for command output that is not UTF-8.
 pub const NON_UTF8_OUTPUT: &str = "<non-UTF8 output>";
 

@@ -27,7 +27,7 @@ pub fn render(findings: &Findings, tool_version: &str) -> Value {
                     result["locations"] = json!([{
                         "physicalLocation": {
                             "artifactLocation": { "uri": uri(file), "uriBaseId": "%SRCROOT%" },
-                            "region": { "startLine": line_of(finding).unwrap_or(1) }
+                            "region": { "startLine": crate::findings::line_hint(finding).unwrap_or(1) }
                         }
                     }]);
                 }
@@ -89,16 +89,6 @@ fn uri(path: &str) -> String {
         }
     }
     out
-}
-
-fn line_of(text: &str) -> Option<u64> {
-    let lower = text.to_ascii_lowercase();
-    let index = lower.find("line ")?;
-    let digits: String = lower[index + 5..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok().filter(|line| *line > 0)
 }
 
 #[cfg(test)]

@@ -588,7 +588,6 @@ fn delete_file(root: &Dir, path: &RepoPath, not_shown: Option<&BTreeSet<String>>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::edit::parse::ProposedWrite;
 
     fn options() -> ApplyOptions {
         ApplyOptions {
@@ -598,16 +597,7 @@ mod tests {
     }
 
     fn plan(writes: &[(&str, &str)], deletes: &[&str]) -> EditPlan {
-        EditPlan {
-            writes: writes
-                .iter()
-                .map(|(path, contents)| ProposedWrite {
-                    path: (*path).to_owned(),
-                    contents: (*contents).to_owned(),
-                })
-                .collect(),
-            deletes: deletes.iter().map(|d| (*d).to_owned()).collect(),
-        }
+        EditPlan::from_pairs(writes, deletes)
     }
 
     #[test]

@@ -32,6 +32,20 @@ pub struct EditPlan {
 }
 
 impl EditPlan {
+    /// A plan from (path, contents) writes and paths to delete, as given (no validation).
+    pub fn from_pairs(writes: &[(&str, &str)], deletes: &[&str]) -> EditPlan {
+        EditPlan {
+            writes: writes
+                .iter()
+                .map(|(path, contents)| ProposedWrite {
+                    path: (*path).to_owned(),
+                    contents: (*contents).to_owned(),
+                })
+                .collect(),
+            deletes: deletes.iter().map(|path| (*path).to_owned()).collect(),
+        }
+    }
+
     /// Whether the plan asks for nothing.
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty() && self.deletes.is_empty()
@@ -513,16 +527,7 @@ mod tests {
     }
 
     fn plan(writes: &[(&str, &str)], deletes: &[&str]) -> EditPlan {
-        EditPlan {
-            writes: writes
-                .iter()
-                .map(|(path, contents)| ProposedWrite {
-                    path: (*path).to_owned(),
-                    contents: (*contents).to_owned(),
-                })
-                .collect(),
-            deletes: deletes.iter().map(|d| (*d).to_owned()).collect(),
-        }
+        EditPlan::from_pairs(writes, deletes)
     }
 
     #[test]

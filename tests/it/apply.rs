@@ -118,16 +118,7 @@ fn options() -> ApplyOptions {
 }
 
 fn plan(writes: &[(&str, &str)], deletes: &[&str]) -> EditPlan {
-    EditPlan {
-        writes: writes
-            .iter()
-            .map(|(path, contents)| ProposedWrite {
-                path: (*path).to_owned(),
-                contents: (*contents).to_owned(),
-            })
-            .collect(),
-        deletes: deletes.iter().map(|d| (*d).to_owned()).collect(),
-    }
+    EditPlan::from_pairs(writes, deletes)
 }
 
 /// Applies `plan` and checks the invariants that hold for every case: nothing outside changed,

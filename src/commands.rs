@@ -282,6 +282,7 @@ async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
         preamble: None,
         after_iteration: None,
         json_logs,
+        spent: crate::budget::Spent::default(),
     };
 
     let skipped = github.as_ref().and_then(|ctx| ctx.untrusted_context());

@@ -3,20 +3,19 @@
 //! and approval pull requests, and waits for reviewers when asked to. It orders these steps only;
 //! the loop itself is `reconcile`, the talking to GitHub is `github`.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use crate::budget;
 use crate::config::Resolved;
 use crate::edit::apply::EditAction;
-use crate::github::{self, ApprovalDecision, GithubContext, IterationSummary, PendingEdit, PublishInput};
+use crate::github::{
+    self, ApprovalDecision, ApprovalState, GithubContext, IterationSummary, PendingEdit, PublishInput,
+};
 use crate::reconcile::{self, RunOptions};
 use crate::report::{IterationReport, PullRequestRef, RunReport, RunStatus};
 use crate::sandbox::Sandbox;
-
-/// Most rounds of "run the loop, publish, wait for reviewers" in one job.
-const MAX_ROUNDS: usize = 10;
 
 /// The one-line commit message and summary of an iteration (bork-ci's words, not the model's).
 pub fn iteration_summary(iteration: &IterationReport) -> IterationSummary {
@@ -72,15 +71,12 @@ pub fn publish_input(report: &RunReport) -> PublishInput {
         ),
         cost_usd: report.cost_usd,
         prompt_version: report.prompt_version.clone(),
+        spent: report.run_totals,
     }
 }
 
-fn decision_kind(decision: &ApprovalDecision) -> &'static str {
-    match decision {
-        ApprovalDecision::Approved { .. } => "approved",
-        ApprovalDecision::Rejected { .. } => "rejected",
-        ApprovalDecision::Pending { .. } => "pending",
-    }
+fn is_decided(decision: &ApprovalDecision) -> bool {
+    !matches!(decision, ApprovalDecision::Pending { .. })
 }
 
 /// Renders new decisions for the model: approvals as facts, rejections quoting the reviewer.
@@ -135,27 +131,33 @@ pub async fn run(
             .map_err(anyhow::Error::new)
     }));
 
+    // Decisions the model was already told about (earlier jobs or rounds): only new ones start
+    // a round. The budgets count on from what the run spent before.
+    let mut told: Vec<ApprovalDecision> = Vec::new();
     if let Some(saved) = session.resume_state() {
-        let before: BTreeMap<String, String> = saved
+        options.spent = saved.spent;
+        let was_pending: Vec<bool> = saved
             .approvals
             .iter()
-            .map(|record| (record.path.clone(), format!("{:?}", record.state)))
+            .map(|record| record.state == ApprovalState::Pending)
             .collect();
         let decisions = session
             .decide_approvals()
             .await
             .context("deciding held edits from reviews")?;
-        let new: Vec<ApprovalDecision> = decisions
-            .iter()
-            .filter(|decision| {
-                decision_kind(decision) != "pending"
-                    && before
-                        .get(decision.path())
-                        .is_none_or(|state| state.starts_with("Pending"))
-            })
-            .cloned()
-            .collect();
-        if new.is_empty() && decisions.iter().any(|d| decision_kind(d) == "pending") {
+        // One decision per saved record, in order: new are those whose record was pending.
+        let mut new = Vec::new();
+        for (index, decision) in decisions.iter().enumerate() {
+            if !is_decided(decision) {
+                continue;
+            }
+            if was_pending.get(index).copied().unwrap_or(true) {
+                new.push(decision.clone());
+            } else {
+                told.push(decision.clone());
+            }
+        }
+        if new.is_empty() && decisions.iter().any(|d| !is_decided(d)) {
             let mut report = RunReport::new(
                 options.run_id.clone(),
                 resolved.config.llm.provider_name(),
@@ -163,6 +165,7 @@ pub async fn run(
                 format!("{:?}", sandbox.kind()).to_lowercase(),
                 resolved.config.max_iterations,
             );
+            report.run_totals = options.spent;
             report.finish(
                 RunStatus::AwaitingApproval,
                 "edits held for approval have no decision yet",
@@ -172,21 +175,31 @@ pub async fn run(
         }
         if !new.is_empty() {
             tracing::info!("resuming with {} new decision(s) on held edits", new.len());
-            options.preamble = Some(decisions_text(&new));
+            told.extend(new);
+            options.preamble = Some(decisions_text(&told));
         }
     }
 
-    let mut report = None;
-    for _round in 0..MAX_ROUNDS {
-        let mut this = reconcile::run(resolved, sandbox, &options).await?;
+    let mut whole: Option<RunReport> = None;
+    for _round in 0..budget::MAX_ROUNDS {
+        let this = reconcile::run(resolved, sandbox, &options).await?;
+        options.spent = this.run_totals;
+        let waiting = this.status == RunStatus::AwaitingApproval;
+        let mut report = match whole.take() {
+            Some(mut earlier) => {
+                earlier.absorb(this);
+                earlier
+            }
+            None => this,
+        };
+        report.pull_requests.clear();
         let outcome = session
-            .publish(&publish_input(&this))
+            .publish(&publish_input(&report))
             .await
             .context("publishing the result on GitHub")?;
-        this.warnings.extend(outcome.warnings.iter().cloned());
-        attach_prs(&mut this, &session, &outcome.approval_prs);
-        let waiting = this.status == RunStatus::AwaitingApproval;
-        report = Some(this);
+        report.warnings.extend(outcome.warnings.iter().cloned());
+        attach_prs(&mut report, &session, &outcome.approval_prs);
+        whole = Some(report);
         let Some(wait) = wait.filter(|_| waiting) else {
             break;
         };
@@ -195,16 +208,17 @@ pub async fn run(
             .wait_for_approvals(wait)
             .await
             .context("waiting for reviewers")?;
-        let decided: Vec<ApprovalDecision> = decisions
+        let new: Vec<ApprovalDecision> = decisions
             .into_iter()
-            .filter(|decision| decision_kind(decision) != "pending")
+            .filter(|decision| is_decided(decision) && !told.contains(decision))
             .collect();
-        if decided.is_empty() {
+        if new.is_empty() {
             break;
         }
-        options.preamble = Some(decisions_text(&decided));
+        told.extend(new);
+        options.preamble = Some(decisions_text(&told));
     }
-    report.context("the delivery loop ran no round")
+    whole.context("the delivery loop ran no round")
 }
 
 fn attach_prs(report: &mut RunReport, session: &github::Session, approvals: &[(String, github::PullRef)]) {

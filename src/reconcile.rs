@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use secrecy::ExposeSecret;
 
+use crate::budget::Spent;
 use crate::checker::{self, Verdict};
 use crate::config::{ProviderName, Resolved};
 use crate::edit::apply::{Changeset, EditAction};
@@ -39,6 +40,9 @@ pub struct RunOptions {
     pub after_iteration: Option<IterationHook>,
     /// The edit step logs JSON lines (`--log-format json`).
     pub json_logs: bool,
+    /// What earlier rounds and jobs of this run spent: the budgets count it, iterations are
+    /// numbered on from it.
+    pub spent: Spent,
 }
 
 /// Called after each iteration with its report.
@@ -475,7 +479,11 @@ async fn judge(
 pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -> Result<RunReport> {
     let config = &resolved.config;
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(config.run_timeout_secs);
+    let remaining = Duration::from_secs(config.run_timeout_secs)
+        .saturating_sub(Duration::from_millis(options.spent.elapsed_ms));
+    let deadline = started
+        .checked_add(remaining)
+        .unwrap_or_else(|| started + Duration::from_secs(100 * 365 * 24 * 3600));
     let repo = &options.repo;
 
     let (mut conversation, snapshot) = initial_prompt(repo, resolved)?;
@@ -518,17 +526,35 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
         provider.describe()
     );
 
-    let outcome = iterate(
-        resolved,
-        sandbox,
-        options,
-        &not_shown,
-        &mut conversation,
-        &mut report,
-        started,
-        deadline,
-    )
-    .await;
+    let outcome = if remaining.is_zero() {
+        report.finish(
+            RunStatus::NeedsHuman,
+            "the run's wall-clock budget (`run-timeout-secs`) ran out",
+        );
+        Ok(())
+    } else if config
+        .llm
+        .max_total_tokens
+        .is_some_and(|budget| options.spent.tokens() >= budget)
+    {
+        report.finish(
+            RunStatus::NeedsHuman,
+            "the run's token budget (`llm.max-total-tokens`) ran out",
+        );
+        Ok(())
+    } else {
+        iterate(
+            resolved,
+            sandbox,
+            options,
+            &not_shown,
+            &mut conversation,
+            &mut report,
+            started,
+            deadline,
+        )
+        .await
+    };
     if let Err(error) = outcome {
         match error.downcast_ref::<BudgetExhausted>() {
             Some(budget) => report.finish(RunStatus::NeedsHuman, budget.to_string()),
@@ -549,7 +575,20 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
         )
     });
     report.duration_ms = started.elapsed().as_millis() as u64;
+    report.run_totals = options.spent.plus(report.spent());
     Ok(report)
+}
+
+/// Whether the run's tokens (earlier rounds and jobs, then this round's model and reviewer
+/// calls) are past `llm.max-total-tokens`.
+fn over_token_budget(config: &crate::config::Config, spent: &Spent, report: &RunReport) -> bool {
+    config.llm.max_total_tokens.is_some_and(|budget| {
+        let this_round = report
+            .usage
+            .total_tokens()
+            .saturating_add(report.review_usage.total_tokens());
+        spent.tokens().saturating_add(this_round) > budget
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -564,9 +603,10 @@ async fn iterate(
     deadline: Instant,
 ) -> Result<()> {
     let config = &resolved.config;
-    let max = config.max_iterations;
+    let first = options.spent.iterations;
+    let max = first.saturating_add(config.max_iterations);
     let repo = &options.repo;
-    for number in 1..=max {
+    for number in first.saturating_add(1)..=max {
         let iteration_started = Instant::now();
         if Instant::now() >= deadline {
             report.finish(
@@ -622,11 +662,6 @@ async fn iterate(
             step.usage.output_tokens,
             step.usage.cached_input_tokens,
         );
-
-        let over_tokens = config
-            .llm
-            .max_total_tokens
-            .is_some_and(|budget| report.usage.input_tokens + report.usage.output_tokens > budget);
 
         let mut feedback = Feedback {
             iteration: number,
@@ -737,7 +772,7 @@ async fn iterate(
             );
             return Ok(());
         }
-        if over_tokens {
+        if over_token_budget(config, &options.spent, report) {
             report.finish(
                 RunStatus::NeedsHuman,
                 "the run's token budget (`llm.max-total-tokens`) ran out",

@@ -414,6 +414,8 @@ pub struct PublishInput {
     pub tokens: (u64, u64, u64),
     pub cost_usd: Option<f64>,
     pub prompt_version: String,
+    /// What the whole run spent so far (every round and job), saved for a resume.
+    pub spent: crate::budget::Spent,
 }
 
 /// A pull request bork-ci opened or updated.

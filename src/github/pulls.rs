@@ -513,7 +513,8 @@ impl Session {
         state.base = self.base.clone();
         state.base_sha = self.base_sha.clone();
         state.status = input.status.clone();
-        state.iterations = state.iterations.saturating_add(input.iterations.len() as u32);
+        state.iterations = input.spent.iterations;
+        state.spent = input.spent;
         for edit in &input.pending {
             match self.open_approval(&head, edit, &state).await {
                 Ok(Some(record)) => {

@@ -48,6 +48,9 @@ pub struct SavedState {
     pub status: String,
     pub iterations: u32,
     pub approvals: Vec<ApprovalRecord>,
+    /// What the run spent before this state was saved; a resumed run counts on from it.
+    #[serde(default)]
+    pub spent: crate::budget::Spent,
 }
 
 impl SavedState {
@@ -85,6 +88,11 @@ mod tests {
             base_sha: "abc".into(),
             status: "awaiting-approval".into(),
             iterations: 2,
+            spent: crate::budget::Spent {
+                iterations: 2,
+                input_tokens: 100,
+                ..Default::default()
+            },
             approvals: vec![ApprovalRecord {
                 path: "specs/a --> b.md".into(),
                 delete: false,

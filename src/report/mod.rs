@@ -12,6 +12,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::budget::Spent;
 use crate::checker::Verdict;
 use crate::edit::apply::{AppliedEdit, EditAction, PendingApproval, RefusedEdit};
 use crate::exit::ExitCode;
@@ -162,6 +163,9 @@ pub struct RunReport {
     pub pull_requests: Vec<PullRequestRef>,
     pub started_at: String,
     pub duration_ms: u64,
+    /// What the whole run spent so far: earlier jobs of a resumed run, every approval round of
+    /// this one. The budgets are checked against this, not against this job alone.
+    pub run_totals: Spent,
 }
 
 impl RunReport {
@@ -196,6 +200,7 @@ impl RunReport {
             pull_requests: Vec::new(),
             started_at: now_rfc3339(),
             duration_ms: 0,
+            run_totals: Spent::default(),
         }
     }
 
@@ -204,6 +209,44 @@ impl RunReport {
         self.status = status;
         self.exit_code = status.exit_code().code();
         self.stop_reason = reason.into();
+    }
+
+    /// What this report's own iterations spent (one round).
+    pub fn spent(&self) -> Spent {
+        Spent {
+            rounds: 1,
+            iterations: u32::try_from(self.iterations.len()).unwrap_or(u32::MAX),
+            input_tokens: self.usage.input_tokens,
+            output_tokens: self.usage.output_tokens,
+            cached_input_tokens: self.usage.cached_input_tokens,
+            review_input_tokens: self.review_usage.input_tokens,
+            review_output_tokens: self.review_usage.output_tokens,
+            elapsed_ms: self.duration_ms,
+        }
+    }
+
+    /// Appends a later round of the same run: its iterations (already numbered on from these),
+    /// its refusals and warnings; its status, held edits and findings replace these; usage,
+    /// cost and time add up.
+    pub fn absorb(&mut self, later: RunReport) {
+        self.iterations.extend(later.iterations);
+        self.refused.extend(later.refused);
+        self.warnings.extend(later.warnings);
+        self.pending_approvals = later.pending_approvals;
+        self.findings_left = later.findings_left;
+        self.usage += later.usage;
+        self.review_usage += later.review_usage;
+        self.cost_usd = match (self.cost_usd, later.cost_usd) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        self.prompt_tokens_estimate = later.prompt_tokens_estimate;
+        self.error = later.error;
+        self.duration_ms = self.duration_ms.saturating_add(later.duration_ms);
+        self.run_totals = later.run_totals;
+        self.status = later.status;
+        self.exit_code = later.exit_code;
+        self.stop_reason = later.stop_reason;
     }
 
     /// One line for stderr at the end of a run.

@@ -105,6 +105,8 @@ struct Log {
     received: Vec<Received>,
     violations: Vec<String>,
     previous_prompt_tokens: Option<u64>,
+    /// Input and output tokens of every answer with a `usage` (200s), in order.
+    usage: Vec<(u64, u64)>,
 }
 
 struct State {
@@ -210,6 +212,15 @@ impl FakeLlm {
         self.state.log().received.clone()
     }
 
+    /// Input and output tokens the fake reported, summed over every answer it gave.
+    pub fn usage_returned(&self) -> (u64, u64) {
+        self.state
+            .log()
+            .usage
+            .iter()
+            .fold((0, 0), |(input, output), (i, o)| (input + i, output + o))
+    }
+
     /// OpenAI only: why request bodies failed the request schema, one line per request.
     pub fn schema_violations(&self) -> Vec<String> {
         self.state.log().violations.clone()
@@ -265,6 +276,12 @@ impl Respond for Responder {
             .previous_prompt_tokens
             .map_or(0, |previous| previous.min(prompt_tokens));
         log.previous_prompt_tokens = Some(prompt_tokens);
+        if let Reply::Answer(text) | Reply::AnswerText(text) | Reply::Truncated(text) | Reply::Refusal(text) =
+            innermost(&reply)
+        {
+            let output_tokens = (text.len() as u64).div_ceil(4);
+            log.usage.push((prompt_tokens, output_tokens));
+        }
         drop(log);
         let context = Context {
             number,
@@ -274,6 +291,14 @@ impl Respond for Responder {
             cached,
         };
         render(state.api, &reply, &context)
+    }
+}
+
+/// The reply a `Delay` wraps, or the reply itself.
+fn innermost(reply: &Reply) -> &Reply {
+    match reply {
+        Reply::Delay(_, inner) => innermost(inner),
+        other => other,
     }
 }
 

@@ -1,0 +1,199 @@
+//! Run-level budgets across approval rounds: with `--wait-for-approval`, a reviewer's decision
+//! starts a second round of the loop in the same job, and `llm.max-total-tokens` counts both
+//! rounds; the report covers every round and its totals equal what the model server reported.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::fake_llm::{FakeLlm, Reply, TEST_KEY};
+use crate::ghsim::GithubSim;
+use crate::support::{bork, report};
+
+const BOT_TOKEN: &str = "t-bot-budget-7070";
+
+/// Clean until the spec asks for a round widget that the code does not describe.
+const CHECKER: &str = "#!/bin/sh\n\
+if grep -q round specs/widget.md && ! grep -q round src/widget.txt; then\n\
+  echo '{\"per_file_findings\":[{\"provenance\":\"code-review\",\"file\":\"src/widget.txt\",\"finding\":\"the spec says round\"}],\"overall_findings\":[]}'\n\
+  exit 1\n\
+fi\n\
+echo '{\"per_file_findings\":[],\"overall_findings\":[]}'\n";
+
+fn answers() -> Vec<Reply> {
+    vec![
+        // Round 1: the code changes, the spec edit is held for approval; the checker is clean.
+        Reply::json(&json!({"create-or-update": {
+            "src/widget.txt": "colour = blue\n",
+            "specs/widget.md": "A widget is blue and round.\n"
+        }})),
+        // Round 2 (after approval) and any later call: the code still misses the spec.
+        Reply::json(&json!({"create-or-update": {"src/widget.txt": "colour = blue\n"}})),
+    ]
+}
+
+fn checkout_with_checker(sim: &GithubSim, dir: &Path) {
+    sim.clone_into(dir);
+    let checker = dir.join("check.sh");
+    std::fs::write(&checker, CHECKER).expect("write checker");
+    std::fs::set_permissions(&checker, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+}
+
+fn command(sim: &GithubSim, fake: &FakeLlm, checkout: &Path, scratch: &Path) -> std::process::Command {
+    let mut command = bork();
+    command
+        .args(["run", "--repo"])
+        .arg(checkout)
+        .arg("--report")
+        .arg(scratch.join("report.json"))
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_REPOSITORY", "acme/widgets")
+        .env("GITHUB_API_URL", &sim.url)
+        .env("GITHUB_SERVER_URL", &sim.url)
+        .env("GITHUB_TOKEN", BOT_TOKEN)
+        .env("GITHUB_REF", "refs/heads/main")
+        .env("GITHUB_EVENT_NAME", "push")
+        .env("GITHUB_OUTPUT", scratch.join("github-output"))
+        .env("GITHUB_STEP_SUMMARY", scratch.join("step-summary"))
+        .env("BORK_CORRECTNESS_CHECKER", "check.sh")
+        .env("BORK_LLM_PROVIDER", "openai")
+        .env("BORK_LLM_MODEL", "gpt-4.1")
+        .env("BORK_LLM_BASE_URL", fake.base_url())
+        .env("OPENAI_API_KEY", TEST_KEY)
+        .stdin(Stdio::null());
+    command
+}
+
+/// The tokens one round takes: a run that stops after round 1, awaiting approval.
+async fn tokens_of_one_round() -> u64 {
+    let sim = GithubSim::start();
+    sim.setup(BOT_TOKEN).await;
+    let fake = FakeLlm::openai(answers()).await;
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let checkout = scratch.path().join("checkout");
+    checkout_with_checker(&sim, &checkout);
+    let output = command(&sim, &fake, &checkout, scratch.path())
+        .output()
+        .expect("bork-ci runs");
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let (input, output) = fake.usage_returned();
+    input + output
+}
+
+fn approval_pr(state: &Value) -> Option<u64> {
+    let pulls = state["repos"]["acme/widgets"]["pulls"]
+        .as_array()
+        .cloned()
+        .or_else(|| {
+            state["repos"]
+                .as_array()
+                .and_then(|repos| repos.iter().find(|r| r["full_name"] == "acme/widgets"))
+                .and_then(|repo| repo["pulls"].as_array().cloned())
+        })?;
+    pulls
+        .iter()
+        .find(|pull| pull["base"]["ref"] == "bork/main" || pull["base"] == "bork/main")
+        .and_then(|pull| pull["number"].as_u64())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_token_budget_spans_approval_rounds_and_the_report_adds_up() {
+    let one_round = tokens_of_one_round().await;
+    // Round 1 fits; rounds 1 and 2 together do not.
+    let budget = one_round + one_round / 2;
+
+    let sim = GithubSim::start();
+    sim.setup(BOT_TOKEN).await;
+    let fake = FakeLlm::openai(answers()).await;
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let checkout = scratch.path().join("checkout");
+    checkout_with_checker(&sim, &checkout);
+    let child = command(&sim, &fake, &checkout, scratch.path())
+        .args(["--wait-for-approval", "2m"])
+        .env("BORK_LLM_MAX_TOTAL_TOKENS", budget.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bork-ci starts");
+
+    // A writer approves the held spec edit while the job waits for reviewers.
+    let mut number = None;
+    for _ in 0..600 {
+        if let Some(found) = approval_pr(&sim.state().await) {
+            number = Some(found);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let number = number.expect("an approval pull request was opened");
+    let review = sim
+        .call(
+            "POST",
+            &format!("/repos/acme/widgets/pulls/{number}/reviews"),
+            Some(json!({"event": "APPROVE"})),
+            Some("t-alice"),
+        )
+        .await;
+    assert_eq!(review["state"], "APPROVED", "{review}");
+
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("bork-ci ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "needs-human: {stderr}");
+
+    let report = report(&scratch.path().join("report.json"));
+    assert_eq!(report["status"], "needs-human", "{report:#}");
+    assert!(
+        report["stop-reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("llm.max-total-tokens")),
+        "{report:#}"
+    );
+    // Two rounds, one model call each: the second round did not start with a fresh budget.
+    assert_eq!(fake.requests().len(), 2, "{stderr}");
+    let numbers: Vec<u64> = report["iterations"]
+        .as_array()
+        .expect("iterations")
+        .iter()
+        .filter_map(|iteration| iteration["number"].as_u64())
+        .collect();
+    assert_eq!(numbers, vec![1, 2], "iterations are numbered across rounds");
+
+    // The report's totals are exactly what the model server reported.
+    let (input, output_tokens) = fake.usage_returned();
+    let field = |section: &str, key: &str| report[section][key].as_u64().unwrap_or(0);
+    assert_eq!(
+        field("usage", "input-tokens") + field("review-usage", "input-tokens"),
+        input
+    );
+    assert_eq!(
+        field("usage", "output-tokens") + field("review-usage", "output-tokens"),
+        output_tokens
+    );
+    let per_iteration: u64 = report["iterations"]
+        .as_array()
+        .expect("iterations")
+        .iter()
+        .map(|iteration| {
+            iteration["usage"]["input-tokens"].as_u64().unwrap_or(0)
+                + iteration["usage"]["output-tokens"].as_u64().unwrap_or(0)
+        })
+        .sum();
+    assert_eq!(per_iteration, input + output_tokens);
+    assert_eq!(field("run-totals", "iterations"), 2);
+    assert_eq!(field("run-totals", "rounds"), 2);
+    assert_eq!(
+        field("run-totals", "input-tokens") + field("run-totals", "output-tokens"),
+        input + output_tokens
+    );
+    assert!(input + output_tokens > budget && one_round <= budget);
+}

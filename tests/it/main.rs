@@ -1,6 +1,8 @@
 //! The one integration-test binary: each area of bork-ci has a module here.
 
+mod action;
 mod apply;
+mod ci_setup;
 mod fake_llm;
 mod ghsim;
 mod github;

@@ -90,6 +90,14 @@ impl ProviderName {
             ProviderName::Openai | ProviderName::Scripted => "OPENAI_API_KEY",
         }
     }
+
+    /// The model used when `llm.model` is not set anywhere: each provider's own default.
+    pub fn default_model(self) -> &'static str {
+        match self {
+            ProviderName::Anthropic => "claude-sonnet-4-5",
+            ProviderName::Openai | ProviderName::Scripted => "gpt-4.1",
+        }
+    }
 }
 
 /// The model and how to reach it.
@@ -535,7 +543,11 @@ pub fn load_with_trusted(
             data: nest(key, value.clone()),
         });
     }
-    let config: Config = figment.extract().map_err(|error| describe(&error, &figment))?;
+    let mut config: Config = figment.extract().map_err(|error| describe(&error, &figment))?;
+    // An unset model follows the provider (the built-in default names an OpenAI model).
+    if model_is_default(&figment, "llm.model") {
+        config.llm.model = config.llm.provider.default_model().to_owned();
+    }
     let mut resolved = Resolved {
         review_api_key: None,
         docker_host: env.get("DOCKER_HOST").filter(|host| !host.is_empty()).cloned(),
@@ -553,6 +565,13 @@ pub fn load_with_trusted(
         .filter(|key| !key.is_empty())
         .map(|key| SecretString::from(key.clone()));
     Ok(resolved)
+}
+
+/// Whether `key` was set by no layer but the built-in defaults.
+fn model_is_default(figment: &Figment, key: &str) -> bool {
+    figment
+        .find_metadata(key)
+        .is_none_or(|meta| meta.name == "default")
 }
 
 fn describe(error: &figment::Error, figment: &Figment) -> ConfigError {
@@ -696,7 +715,16 @@ impl Resolved {
                     serde_json::to_value(&self.config.llm).unwrap_or_default(),
                     overrides,
                 );
-                serde_json::from_value(merged).unwrap_or_else(|_| self.config.llm.clone())
+                let mut llm: LlmConfig =
+                    serde_json::from_value(merged).unwrap_or_else(|_| self.config.llm.clone());
+                // Another provider without a model: its default, not the main model's name.
+                if llm.provider != self.config.llm.provider
+                    && overrides.get("model").is_none()
+                    && model_is_default(&self.figment, "llm.model")
+                {
+                    llm.model = llm.provider.default_model().to_owned();
+                }
+                llm
             }
         }
     }

@@ -80,7 +80,8 @@ pub enum GithubError {
 /// falls back to the Actions variable of the same meaning.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct GithubFlags {
-    /// Repository as `owner/name`; without it (or without a token) the run stays local.
+    /// Repository as `owner/name`; without it the run stays local. Named without a token, or set
+    /// but empty while a token is: an error.
     #[arg(long, env = "GITHUB_REPOSITORY", value_name = "OWNER/NAME")]
     pub github_repo: Option<String>,
     /// REST API root (GitHub Enterprise Server: `https://HOST/api/v3`).
@@ -167,7 +168,9 @@ impl std::fmt::Debug for GithubContext {
 
 impl GithubContext {
     /// Builds the context from flags (which clap already filled from the Actions variables) and
-    /// the token variable. `Ok(None)` means a local run: no repository, or no token.
+    /// the token variable. `Ok(None)` means a local run: neither a repository nor a token, or a
+    /// token alone (said in one line). Half a setup is an error naming the missing setting: a
+    /// repository without a token, or a token with a repository setting that is set but empty.
     pub fn from_env_and_flags(flags: &GithubFlags) -> Result<Option<Self>, GithubError> {
         Self::from_flags_with(flags, |name| std::env::var(name).ok())
     }
@@ -177,27 +180,70 @@ impl GithubContext {
         flags: &GithubFlags,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<Self>, GithubError> {
-        let Some(repository) = flags.github_repo.as_deref().filter(|r| !r.is_empty()) else {
-            return Ok(None);
-        };
-        let (owner, repo) = repository
-            .split_once('/')
-            .filter(|(owner, repo)| !owner.is_empty() && !repo.is_empty() && !repo.contains('/'))
-            .ok_or_else(|| GithubError::Config(format!("repository `{repository}` is not OWNER/NAME")))?;
         let names: Vec<&str> = match flags.github_token_env.as_deref() {
             Some(name) => vec![name],
             None => vec!["BORK_GITHUB_TOKEN", "GITHUB_TOKEN"],
         };
-        let Some(token) = names
-            .iter()
-            .find_map(|name| lookup(name).filter(|value| !value.trim().is_empty()))
-        else {
-            tracing::warn!(
-                variables = ?names,
-                "a GitHub repository is set but no token is: the run stays local"
-            );
-            return Ok(None);
+        let token = names.iter().find_map(|name| {
+            lookup(name)
+                .filter(|value| !value.trim().is_empty())
+                .map(|value| (*name, value))
+        });
+        // Clap fills the flag from `GITHUB_REPOSITORY`; an empty variable may reach us as absent,
+        // so look at it directly: set-but-empty is what CI plugins pass for an unset variable.
+        let from_variable = flags.github_repo.is_none() || flags.github_repo == lookup("GITHUB_REPOSITORY");
+        let setting = if from_variable {
+            "GITHUB_REPOSITORY"
+        } else {
+            "--github-repo"
         };
+        let repository = flags
+            .github_repo
+            .clone()
+            .or_else(|| lookup("GITHUB_REPOSITORY"))
+            .map(|value| value.trim().to_owned());
+        let (repository, (token_name, token)) = match (repository, token) {
+            (None, None) => return Ok(None),
+            (Some(repository), None) if repository.is_empty() => return Ok(None),
+            (None, Some((name, _))) => {
+                tracing::info!(
+                    "{name} is set but no repository is (--github-repo or GITHUB_REPOSITORY): local run, no pull requests"
+                );
+                return Ok(None);
+            }
+            (Some(repository), Some((name, _))) if repository.is_empty() => {
+                return Err(GithubError::Config(format!(
+                    "{setting} is set but empty while a GitHub token is ({name}): set it to OWNER/NAME for pull requests, or unset {name} for a local run"
+                )));
+            }
+            (Some(repository), None) => {
+                let empty: Vec<&str> = names
+                    .iter()
+                    .copied()
+                    .filter(|name| lookup(name).is_some())
+                    .collect();
+                let state = if empty.is_empty() {
+                    "no token is set".to_owned()
+                } else {
+                    format!("{} is set but empty", empty.join(" and "))
+                };
+                return Err(GithubError::Config(format!(
+                    "{setting} names `{repository}` but {state}: set {} to a token that may push and open pull requests{}, or unset {setting} for a local run",
+                    names.join(" or "),
+                    if flags.github_token_env.is_none() {
+                        " (or name its variable with --github-token-env)"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+            (Some(repository), Some(token)) => (repository, token),
+        };
+        let (owner, repo) = repository
+            .split_once('/')
+            .filter(|(owner, repo)| !owner.is_empty() && !repo.is_empty() && !repo.contains('/'))
+            .ok_or_else(|| GithubError::Config(format!("{setting} `{repository}` is not OWNER/NAME")))?;
+        tracing::debug!("GitHub delivery to {repository} with the token in {token_name}");
         let api_url = flags
             .github_api_url
             .clone()
@@ -714,8 +760,8 @@ mod tests {
         assert_eq!(ctx.base_branch().as_deref(), Some("main"));
         assert_eq!(ctx.label, DEFAULT_LABEL);
         assert!(!format!("{ctx:?}").contains("t-1"));
-        let local = GithubContext::from_flags_with(&flags, |_| None).expect("ok");
-        assert!(local.is_none());
+        let half = GithubContext::from_flags_with(&flags, |_| None).expect_err("no token");
+        assert!(half.to_string().contains("no token is set"), "{half}");
         let bad = GithubFlags {
             github_repo: Some("acme".into()),
             ..GithubFlags::default()

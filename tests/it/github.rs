@@ -510,13 +510,16 @@ fn action_yml_has_the_documented_shape() {
         "max-iterations",
         "label",
         "wait-for-approval",
+        "sarif",
+        "release-url",
+        "version",
     ] {
         assert!(
             action["inputs"][input]["description"].is_string(),
             "input {input}"
         );
     }
-    for output in ["status", "pr-number", "pr-url", "iterations"] {
+    for output in ["status", "pr-number", "pr-url", "iterations", "sarif-file"] {
         let value = action["outputs"][output]["value"]
             .as_str()
             .expect("composite output value");
@@ -528,23 +531,33 @@ fn action_yml_has_the_documented_shape() {
         if step.get("run").is_some() {
             assert!(step["shell"].is_string(), "a run step needs a shell: {step}");
         }
-        // The key travels in the environment only.
+        // Inputs and keys travel in the environment only.
         if let Some(run) = step["run"].as_str() {
             assert!(!run.contains("inputs.api-key") && !run.contains("${{"), "{run}");
         }
     }
     let run = steps.last().expect("run step");
     let script = run["run"].as_str().expect("run");
-    assert!(script.contains("exec bork-ci \"${args[@]}\""), "{script}");
-    assert!(script.contains("--api-key-env BORK_LLM_API_KEY"), "{script}");
+    assert!(script.contains("exec \"$BORK_CI\" \"${args[@]}\""), "{script}");
+    assert!(script.contains("--api-key-env BORK_ACTION_LLM_KEY"), "{script}");
     assert!(
-        run["env"]["BORK_LLM_API_KEY"]
+        run["env"]["BORK_ACTION_LLM_KEY"]
             .as_str()
             .expect("env")
             .contains("inputs.api-key")
     );
+    // Empty inputs pass no flag: every flag is behind a test for a non-empty value.
+    for line in script.lines().filter(|line| line.contains("args+=(--")) {
+        assert!(
+            line.contains("[ -n \"$") || line.trim_start().starts_with("args+=(--sarif"),
+            "{line}"
+        );
+    }
     let install = steps[0]["run"].as_str().expect("install");
-    assert!(install.contains("sha256sum --check"), "the download is verified");
+    assert!(
+        install.contains("ci/release-sums.txt") && install.contains("checksum mismatch"),
+        "the download is checked against the sums pinned in the action"
+    );
 }
 
 /// The structure SchemaStore's github-workflow.json requires plus issue 4's rules: push on
@@ -557,21 +570,46 @@ fn the_workflow_is_least_privilege_and_resumes_on_review() {
     assert_eq!(on["push"]["paths"], json!(["specs/**"]));
     assert!(on.get("pull_request_review").is_some());
     assert!(on.get("pull_request_target").is_none());
+    assert_eq!(on["push"]["branches-ignore"], json!(["bork/**"]));
     assert_eq!(workflow["permissions"], json!({}));
     let group = workflow["concurrency"]["group"].as_str().expect("group");
-    assert!(group.contains("ref"), "{group}");
+    assert!(
+        group.contains("ref_name") && group.contains("pull_request.base.ref"),
+        "{group}"
+    );
+    assert_eq!(workflow["concurrency"]["cancel-in-progress"], json!(false));
+    let pinned = |uses: &str| {
+        uses.split_once('@').is_some_and(|(action, sha)| {
+            action.contains('/') && sha.len() == 40 && sha.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+    };
     let jobs = workflow["jobs"].as_object().expect("jobs");
     for (name, job) in jobs {
         assert!(job["runs-on"].is_string(), "{name}");
         let permissions = job["permissions"].as_object().expect("job permissions");
+        let steps = job["steps"].as_array().expect("steps");
+        let uploads_sarif = steps.iter().any(|step| {
+            step["uses"]
+                .as_str()
+                .is_some_and(|uses| uses.contains("upload-sarif"))
+        });
         for (scope, level) in permissions {
-            assert!(
-                ["contents", "pull-requests"].contains(&scope.as_str()) && level == "write",
-                "{scope}: {level}"
-            );
+            let allowed = match scope.as_str() {
+                "contents" | "pull-requests" => true,
+                // Only the job that uploads SARIF may write security events.
+                "security-events" | "actions" => uploads_sarif,
+                _ => false,
+            };
+            assert!(allowed, "{name}: {scope}: {level}");
         }
-        for step in job["steps"].as_array().expect("steps") {
+        for step in steps {
             assert!(step.get("uses").is_some() || step.get("run").is_some(), "{step}");
+            if let Some(uses) = step["uses"].as_str() {
+                assert!(pinned(uses), "pinned by commit SHA: {uses}");
+                if uses.starts_with("actions/checkout@") {
+                    assert_eq!(step["with"]["fetch-depth"], json!(0));
+                }
+            }
         }
     }
     let text =

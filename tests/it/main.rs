@@ -1,7 +1,9 @@
 //! The one integration-test binary: each area of bork-ci has a module here.
 
+mod action;
 mod apply;
 mod budgets;
+mod ci_setup;
 mod fake_llm;
 mod ghsim;
 mod github;

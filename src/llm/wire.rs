@@ -390,6 +390,7 @@ pub(super) fn cut(text: &str, limit: usize) -> String {
 mod tests {
     use super::*;
     use crate::llm::endpoint::{shown_url, shown_url_text};
+    use reqwest::Url;
 
     #[test]
     fn shown_urls_hide_user_info_and_query() {

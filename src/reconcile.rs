@@ -588,6 +588,12 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
         resolved.llm_credentials.clone(),
     ))
     .context("setting up the model provider")?;
+    if config.llm.seed.is_some() && !provider.sends_seed() {
+        tracing::warn!(
+            "llm.seed is set, but {} has no seed parameter; it is not sent",
+            provider.describe()
+        );
+    }
     // Checked here so that bad globs end the run before any model call.
     Protection::new(
         config.correctness_checker.as_deref(),

@@ -404,12 +404,6 @@ impl Endpoint {
                 format!("google/{model}")
             }
         });
-        if extra.seed.is_some() && format == WireFormat::Anthropic {
-            tracing::warn!("llm.seed is set, but the Anthropic Messages API has no seed; it is not sent");
-        }
-        if extra.seed.is_some() && format == WireFormat::Bedrock {
-            tracing::warn!("llm.seed is set, but the Bedrock Converse API has no seed; it is not sent");
-        }
         Ok(Self {
             kind,
             format,
@@ -425,6 +419,11 @@ impl Endpoint {
             seed: extra.seed,
             extra_body: extra.extra_body.clone(),
         })
+    }
+
+    /// Whether `llm.seed` reaches the server (only OpenAI-compatible bodies have a seed).
+    pub(super) fn sends_seed(&self) -> bool {
+        self.format == WireFormat::Openai
     }
 
     /// The URL as shown in messages: scheme, host, port, path and the query's names (values

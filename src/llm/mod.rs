@@ -423,6 +423,14 @@ impl Provider {
         }
     }
 
+    /// Whether a configured seed is sent (Anthropic Messages and Bedrock Converse have none).
+    pub fn sends_seed(&self) -> bool {
+        match &self.inner {
+            Inner::Http(http) => http.sends_seed(),
+            Inner::Scripted(_) => false,
+        }
+    }
+
     /// Environment for a separate process that calls this model itself (the edit step):
     /// credentials that come from files (AWS web identity, a Google external account) are
     /// exchanged here for short-lived ones the process can use without the file.

@@ -107,6 +107,10 @@ impl HttpProvider {
         format!("{} {} at {}", self.kind, self.model, self.endpoint.shown_base)
     }
 
+    pub(super) fn sends_seed(&self) -> bool {
+        self.endpoint.sends_seed()
+    }
+
     pub(super) async fn handoff_env(&self) -> Result<Vec<(String, SecretString)>, LlmError> {
         self.endpoint
             .handoff_env(&self.client)

@@ -261,9 +261,9 @@ async fn a_404_names_the_full_url_path_but_no_key() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn anthropic_base_url_ending_in_v1_is_not_doubled_and_plain_strings_without_caching() {
+async fn anthropic_base_url_ending_in_v1_plain_strings_seed_warning_and_context_window() {
     let fake = Fake::start(|seen| {
-        if seen.path == "/v1/messages" {
+        if seen.path == "/v1/messages" && seen.json().get("seed").is_none() {
             anthropic_answer(ANSWER)
         } else {
             ResponseTemplate::new(404).set_body_json(
@@ -273,11 +273,22 @@ async fn anthropic_base_url_ending_in_v1_is_not_doubled_and_plain_strings_withou
     })
     .await;
     let repo = repo_with(&format!(
-        r#"{{"correctness-checker": "check.sh", "llm": {{"provider": "anthropic", "model": "claude-x", "base-url": "{}/v1", "prompt-caching": false}}}}"#,
+        r#"{{"correctness-checker": "check.sh", "llm": {{"provider": "anthropic", "model": "claude-x", "base-url": "{}/v1", "prompt-caching": false, "seed": 7, "context-window": 50}}}}"#,
         fake.url
     ));
     let outcome = run(&repo, &[("ANTHROPIC_API_KEY", "anthropic-key-01")]).await;
     assert_converged(&outcome, &repo);
+    assert_eq!(
+        outcome.stderr.matches("llm.seed is set").count(),
+        1,
+        "the seed warning comes once: {}",
+        outcome.stderr
+    );
+    assert!(
+        outcome.stderr.contains("llm.context-window"),
+        "{}",
+        outcome.stderr
+    );
     let seen = fake.seen();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].path, "/v1/messages");

@@ -1,9 +1,9 @@
 //! Where a request goes and how it is authenticated, per provider: the URL, the auth and extra
 //! headers, the provider-specific touches on the body, and the credentials behind them.
 //!
-//! One [`Endpoint`] is built per provider from [`LlmSettings`]; `wire` asks it for the URL, for the
-//! headers of each attempt ([`Endpoint::request_headers`]: static keys, a fresh SigV4 signature for
-//! Bedrock, an exchanged token for Vertex) and to finish the body ([`Endpoint::finish_body`]:
+//! One `Endpoint` is built per provider from [`LlmSettings`]; `wire` asks it for the URL, for the
+//! headers of each attempt (`Endpoint::request_headers`: static keys, a fresh SigV4 signature for
+//! Bedrock, an exchanged token for Vertex) and to finish the body (`Endpoint::finish_body`:
 //! Vertex's `anthropic_version`, plain Anthropic strings without prompt caching, `temperature`,
 //! `seed`, `llm.extra-body`). It does not send the request, retry, or read answers.
 //!
@@ -18,7 +18,7 @@
 //!
 //! Secrets (keys, tokens, AWS secrets, header values read from `${NAME}`) stay in
 //! [`SecretString`]s, go out only in headers marked sensitive, and are scrubbed from every error
-//! message ([`Endpoint::scrub`]).
+//! message (`Endpoint::scrub`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -240,12 +240,15 @@ impl Endpoint {
             ),
             _ => None,
         };
-        for part in [&region, &Some(settings.model.clone())].into_iter().flatten() {
-            if part.contains(['/', '?', '#']) || part.chars().any(char::is_control) {
-                return Err(settings_error(format!(
-                    "`{part}` cannot be part of a URL path (llm.model, llm.region)"
-                )));
-            }
+        if let Some(region) = &region
+            && !region.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return Err(settings_error(format!(
+                "llm.region `{region}` is not a region name (letters, digits and `-`)"
+            )));
+        }
+        if settings.model.chars().any(char::is_control) {
+            return Err(settings_error("llm.model contains control characters".to_owned()));
         }
         let base = match (&settings.base_url, kind, region.as_deref()) {
             (Some(base), ..) => base.clone(),
@@ -764,6 +767,25 @@ mod tests {
         assert_eq!(body["top_k"], 5);
         assert_eq!(body["temperature"], 0.2);
         assert_eq!(body["seed"], 7);
+    }
+
+    #[test]
+    fn a_region_cannot_move_the_host() {
+        for region in ["x.evil.example/", "us-east-1@evil.example", "eu west"] {
+            let mut settings = settings(ProviderKind::Bedrock, "m", None);
+            settings.endpoint.region = Some(region.into());
+            settings
+                .endpoint
+                .credentials
+                .secrets
+                .insert("AWS_ACCESS_KEY_ID".into(), "AKIDEXAMPLE".into());
+            settings
+                .endpoint
+                .credentials
+                .secrets
+                .insert("AWS_SECRET_ACCESS_KEY".into(), "secret".into());
+            assert!(Endpoint::new(&settings).is_err(), "{region}");
+        }
     }
 
     #[test]

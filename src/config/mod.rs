@@ -1196,6 +1196,73 @@ mod tests {
     }
 
     #[test]
+    fn the_reviewer_inherits_endpoint_keys_and_their_secrets() {
+        let dir = repo_with(
+            r#"{"llm": {"provider": "azure", "base-url": "https://res.openai.azure.com", "model": "dep",
+                "auth": "bearer", "extra-headers": {"X-Tenant": "${TENANT_TOKEN}"}, "temperature": 0.1},
+                "review": {"enabled": true, "llm": {"model": "review-dep"}}}"#,
+        );
+        let resolved = load(
+            dir.path(),
+            None,
+            &env(&[
+                ("AZURE_OPENAI_AD_TOKEN", "entra-token-1234"),
+                ("TENANT_TOKEN", "tenant-secret-99"),
+            ]),
+            &vec![],
+        )
+        .expect("loads");
+        resolved.validate_llm().expect("valid");
+        let review = resolved.review_llm();
+        assert_eq!(review.model, "review-dep");
+        assert_eq!(review.auth, "bearer");
+        assert_eq!(review.key_env(), "AZURE_OPENAI_AD_TOKEN");
+        assert_eq!(review.temperature, Some(0.1));
+        assert!(
+            resolved
+                .review_llm_credentials
+                .secrets
+                .contains_key("TENANT_TOKEN")
+        );
+        assert!(resolved.review_api_key.is_some());
+        let names = resolved.secret_env_names();
+        assert!(
+            names.contains(&"TENANT_TOKEN".to_owned()) && names.contains(&"AZURE_OPENAI_AD_TOKEN".to_owned())
+        );
+        let shown = resolved.explain();
+        assert!(
+            !shown.contains("tenant-secret-99") && !shown.contains("entra-token-1234"),
+            "{shown}"
+        );
+        assert!(resolved.llm_secrets().len() >= 4);
+    }
+
+    #[test]
+    fn endpoint_keys_are_validated_naming_the_key() {
+        for (config, key) in [
+            (r#"{"llm": {"provider": "bedrock", "model": "m"}}"#, "llm.region"),
+            (r#"{"llm": {"provider": "azure", "model": "m"}}"#, "llm.base-url"),
+            (r#"{"llm": {"auth": "basic"}}"#, "llm.auth"),
+            (r#"{"llm": {"extra-body": {"model": "x"}}}"#, "llm.extra-body"),
+            (
+                r#"{"llm": {"extra-headers": {"X-A": "Bearer ${TOKEN}"}}}"#,
+                "llm.extra-headers",
+            ),
+            (
+                r#"{"review": {"llm": {"temperature": 9}}}"#,
+                "review.llm.temperature",
+            ),
+        ] {
+            let dir = repo_with(config);
+            let text = match load(dir.path(), None, &env(&[]), &vec![]) {
+                Err(error) => error.to_string(),
+                Ok(resolved) => resolved.validate_llm().expect_err(config).to_string(),
+            };
+            assert!(text.contains(key), "{config}: {text}");
+        }
+    }
+
+    #[test]
     fn security_keys_come_from_the_base_branch() {
         let dir = repo_with(
             r#"{"max-iterations": 2, "correctness-checker": "fake-check", "edits-require-approval": [],

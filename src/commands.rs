@@ -263,10 +263,7 @@ async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
     if in_actions {
         // Mask every secret before anything else is printed.
         let mut stdout = std::io::stdout().lock();
-        for secret in [resolved.api_key.as_ref(), resolved.review_api_key.as_ref()]
-            .into_iter()
-            .flatten()
-        {
+        for secret in resolved.llm_secrets() {
             let _ = stdout.write_all(crate::actions::mask(secret.expose_secret()).as_bytes());
         }
         if let Some(ctx) = &github {
@@ -464,8 +461,9 @@ async fn edit_step(args: crate::cli::EditStepArgs) -> Result<ExitCode> {
         .get(&input.llm.key_env())
         .filter(|key| !key.is_empty())
         .map(|key| secrecy::SecretString::from(key.clone()));
+    let credentials = input.llm.credentials(&env);
     let repo = std::env::current_dir().context("reading the working directory")?;
-    let output = edit_step::run(&input, &repo, api_key).await;
+    let output = edit_step::run(&input, &repo, api_key, credentials).await;
     edit_step::write_json(&args.state, edit_step::OUTPUT, &output)?;
     Ok(ExitCode::Converged)
 }

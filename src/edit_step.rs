@@ -79,9 +79,18 @@ fn read_answer(completion: &Completion, limits: &ParseLimits) -> std::result::Re
 }
 
 /// Runs the edit step on `repo` with the key given. Never fails: problems are in the output.
-pub async fn run(input: &EditStepInput, repo: &Path, api_key: Option<SecretString>) -> EditStepOutput {
+pub async fn run(
+    input: &EditStepInput,
+    repo: &Path,
+    api_key: Option<SecretString>,
+    credentials: crate::llm::Credentials,
+) -> EditStepOutput {
     let mut output = EditStepOutput::default();
-    let provider = match Provider::new(crate::reconcile::llm_settings(&input.llm, api_key)) {
+    let provider = match Provider::new(crate::reconcile::llm_settings_with(
+        &input.llm,
+        api_key,
+        credentials,
+    )) {
         Ok(provider) => provider,
         Err(error) => {
             output.error = Some(format!("setting up the model provider: {error}"));

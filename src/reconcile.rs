@@ -14,13 +14,13 @@ use secrecy::ExposeSecret;
 
 use crate::budget::Spent;
 use crate::checker::{self, Verdict};
-use crate::config::{ProviderName, Resolved};
+use crate::config::Resolved;
 use crate::edit::apply::{Changeset, EditAction};
 use crate::edit::policy::Protection;
 use crate::edit_step::{self, EditStepInput, EditStepOutput};
 use crate::findings::Findings;
 use crate::llm::{
-    self, Conversation, FinishReason, LlmSettings, Provider, ProviderKind, ResponseFormat, Role, Turn, Usage,
+    self, Conversation, FinishReason, LlmSettings, Provider, ResponseFormat, Role, Turn, Usage,
 };
 use crate::pack::{self, PackOptions};
 use crate::prompt::{self, Feedback};
@@ -65,11 +65,7 @@ pub fn llm_settings(
     api_key: Option<secrecy::SecretString>,
 ) -> LlmSettings {
     LlmSettings {
-        provider: match config.provider {
-            ProviderName::Openai => ProviderKind::Openai,
-            ProviderName::Anthropic => ProviderKind::Anthropic,
-            ProviderName::Scripted => ProviderKind::Scripted,
-        },
+        provider: config.provider.kind(),
         model: config.model.clone(),
         base_url: config.base_url.clone(),
         api_key,
@@ -78,7 +74,35 @@ pub fn llm_settings(
         timeout: Duration::from_secs(config.timeout_secs),
         max_retries: config.max_retries,
         script: config.script.as_ref().map(PathBuf::from),
+        endpoint: llm::EndpointSettings {
+            api_version: config.api_version.clone(),
+            auth: if config.auth == "bearer" {
+                llm::AuthMode::Bearer
+            } else {
+                llm::AuthMode::Key
+            },
+            region: config.region.clone(),
+            project: config.project.clone(),
+            sts_url: config.sts_url.clone(),
+            extra_headers: config.extra_headers.clone(),
+            extra_body: config.extra_body.clone(),
+            temperature: config.temperature,
+            seed: config.seed,
+            prompt_caching: config.prompt_caching,
+            credentials: llm::Credentials::default(),
+        },
     }
+}
+
+/// [`llm_settings`] with the provider's other credentials (AWS, Google, extra headers).
+pub fn llm_settings_with(
+    config: &crate::config::LlmConfig,
+    api_key: Option<secrecy::SecretString>,
+    credentials: llm::Credentials,
+) -> LlmSettings {
+    let mut settings = llm_settings(config, api_key);
+    settings.endpoint.credentials = credentials;
+    settings
 }
 
 /// Packs the repository and renders the constant part of the conversation.
@@ -128,6 +152,15 @@ pub fn secret_in_prompt(
         && holds(key.expose_secret())
     {
         return Some(resolved.config.llm.key_env());
+    }
+    for credentials in [&resolved.llm_credentials, &resolved.review_llm_credentials] {
+        if let Some((name, _)) = credentials
+            .secrets
+            .iter()
+            .find(|(_, value)| holds(value.expose_secret()))
+        {
+            return Some(name.clone());
+        }
     }
     resolved
         .secret_env_names()
@@ -204,10 +237,11 @@ async fn run_edit_step(
     if let Some(key) = &resolved.api_key {
         job.env.push((key_env.clone(), key.expose_secret().to_owned()));
     }
+    job.env.extend(edit_step_credentials(resolved).await?);
     job.secret_env = resolved
         .secret_env_names()
         .into_iter()
-        .filter(|name| *name != key_env)
+        .filter(|name| *name != key_env && !job.env.iter().any(|(passed, _)| passed == name))
         .collect();
     let ran = sandbox
         .run(&options.repo, &job)
@@ -239,6 +273,49 @@ async fn run_edit_step(
         parse_retries: output.parse_retries,
         usage: output.usage,
     })
+}
+
+/// The model credentials the edit step needs besides the key, as variables: those read from the
+/// environment, except credential files (they may not be reachable from the step), which are
+/// exchanged here for short-lived credentials instead.
+async fn edit_step_credentials(resolved: &Resolved) -> Result<Vec<(String, String)>> {
+    let credentials = &resolved.llm_credentials;
+    let mut env: Vec<(String, String)> = credentials
+        .secrets
+        .iter()
+        .map(|(name, value)| (name.clone(), value.expose_secret().to_owned()))
+        .collect();
+    env.extend(
+        credentials
+            .plain
+            .iter()
+            .filter(|(name, _)| {
+                !matches!(
+                    name.as_str(),
+                    "AWS_WEB_IDENTITY_TOKEN_FILE" | "AWS_ROLE_ARN" | "GOOGLE_APPLICATION_CREDENTIALS"
+                )
+            })
+            .map(|(name, value)| (name.clone(), value.clone())),
+    );
+    let needs_exchange = credentials.plain.contains_key("AWS_WEB_IDENTITY_TOKEN_FILE")
+        || credentials.plain.contains_key("GOOGLE_APPLICATION_CREDENTIALS");
+    if needs_exchange {
+        let provider = Provider::new(llm_settings_with(
+            &resolved.config.llm,
+            resolved.api_key.clone(),
+            credentials.clone(),
+        ))
+        .context("setting up the model provider")?;
+        for (name, value) in provider
+            .handoff_env()
+            .await
+            .context("getting short-lived credentials for the edit step")?
+        {
+            env.retain(|(existing, _)| *existing != name);
+            env.push((name, value.expose_secret().to_owned()));
+        }
+    }
+    Ok(env)
 }
 
 /// Passes the edit step's own log lines on to this process's stderr.
@@ -288,8 +365,12 @@ pub async fn review_once(
     let (changed, diff) = review::changed_files(repo, &resolved.config.base, files)
         .context("collecting the changes to review")?;
     let llm_config = resolved.review_llm();
-    let provider = Provider::new(llm_settings(&llm_config, resolved.review_api_key.clone()))
-        .context("setting up the reviewer's model provider")?;
+    let provider = Provider::new(llm_settings_with(
+        &llm_config,
+        resolved.review_api_key.clone(),
+        resolved.review_llm_credentials.clone(),
+    ))
+    .context("setting up the reviewer's model provider")?;
     let policy = review::VersionPolicy {
         allow_prompt_patch_drift: resolved.config.review.allow_prompt_patch_drift,
     };
@@ -499,11 +580,28 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
         }
         .into());
     }
+    if let Some(window) = config.llm.context_window
+        && estimate > window
+    {
+        tracing::warn!(
+            "the packed prompt is about {estimate} tokens, over the model's context window of {window} (`llm.context-window`); the server may refuse it or silently drop its start"
+        );
+    }
     if let Some(name) = secret_in_prompt(resolved, &conversation, &crate::config::process_env()) {
         return Err(RunError::SecretInPrompt { name }.into());
     }
-    let provider = Provider::new(llm_settings(&config.llm, resolved.api_key.clone()))
-        .context("setting up the model provider")?;
+    let provider = Provider::new(llm_settings_with(
+        &config.llm,
+        resolved.api_key.clone(),
+        resolved.llm_credentials.clone(),
+    ))
+    .context("setting up the model provider")?;
+    if config.llm.seed.is_some() && !provider.sends_seed() {
+        tracing::warn!(
+            "llm.seed is set, but {} has no seed parameter; it is not sent",
+            provider.describe()
+        );
+    }
     // Checked here so that bad globs end the run before any model call.
     Protection::new(
         config.correctness_checker.as_deref(),

@@ -80,6 +80,13 @@ pub enum ProviderName {
     Anthropic,
     /// A scripted model reading canned answers from `llm.script`: for demos and tests.
     Scripted,
+    /// Azure OpenAI: `llm.base-url` is the resource endpoint, `llm.model` the deployment.
+    Azure,
+    /// AWS Bedrock's Converse API, SigV4-signed with the standard AWS environment credentials.
+    Bedrock,
+    /// Google Vertex AI: Claude models through `rawPredict`, others through its
+    /// OpenAI-compatible endpoint.
+    Vertex,
 }
 
 impl ProviderName {
@@ -88,6 +95,21 @@ impl ProviderName {
         match self {
             ProviderName::Anthropic => "ANTHROPIC_API_KEY",
             ProviderName::Openai | ProviderName::Scripted => "OPENAI_API_KEY",
+            ProviderName::Azure => "AZURE_OPENAI_API_KEY",
+            ProviderName::Bedrock | ProviderName::Vertex => "",
+        }
+    }
+
+    /// The provider kind `llm` speaks.
+    pub fn kind(self) -> crate::llm::ProviderKind {
+        use crate::llm::ProviderKind;
+        match self {
+            ProviderName::Openai => ProviderKind::Openai,
+            ProviderName::Anthropic => ProviderKind::Anthropic,
+            ProviderName::Scripted => ProviderKind::Scripted,
+            ProviderName::Azure => ProviderKind::Azure,
+            ProviderName::Bedrock => ProviderKind::Bedrock,
+            ProviderName::Vertex => ProviderKind::Vertex,
         }
     }
 
@@ -95,7 +117,10 @@ impl ProviderName {
     pub fn default_model(self) -> &'static str {
         match self {
             ProviderName::Anthropic => "claude-sonnet-4-5",
-            ProviderName::Openai | ProviderName::Scripted => "gpt-4.1",
+            // Azure: the deployment name; deployments are usually named after their model.
+            ProviderName::Openai | ProviderName::Scripted | ProviderName::Azure => "gpt-4.1",
+            ProviderName::Bedrock => "anthropic.claude-sonnet-4-5-20250929-v1:0",
+            ProviderName::Vertex => "claude-sonnet-4-5@20250929",
         }
     }
 }
@@ -125,6 +150,39 @@ pub struct LlmConfig {
     /// The scripted model's file of canned answers, relative to the working directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,
+    /// Azure: the `api-version` query parameter; absent: the latest GA version bork-ci knows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// Azure: `key` (the `api-key` header) or `bearer` (an Entra ID token as `Authorization: Bearer`).
+    pub auth: String,
+    /// Bedrock and Vertex: the region; Bedrock falls back to `AWS_REGION`, `AWS_DEFAULT_REGION`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Vertex: the Google Cloud project; absent: `GOOGLE_CLOUD_PROJECT`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Bedrock web identity: the STS endpoint; absent: `https://sts.{region}.amazonaws.com`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sts_url: Option<String>,
+    /// Headers added to every model request; a value written `${NAME}` is read from the
+    /// environment variable NAME and treated as a secret.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra_headers: BTreeMap<String, String>,
+    /// Fields merged into the top level of every request body.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra_body: serde_json::Map<String, Value>,
+    /// Sampling temperature; absent: the server's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Sampling seed (OpenAI-compatible servers); absent: none sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    /// Anthropic: mark the constant prompt for caching (`cache_control` blocks); `false` sends
+    /// plain string contents.
+    pub prompt_caching: bool,
+    /// The model's context window in tokens; a packed prompt estimated above it is warned about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
 }
 
 impl Default for LlmConfig {
@@ -140,6 +198,17 @@ impl Default for LlmConfig {
             max_total_tokens: None,
             prices: None,
             script: None,
+            api_version: None,
+            auth: "key".into(),
+            region: None,
+            project: None,
+            sts_url: None,
+            extra_headers: BTreeMap::new(),
+            extra_body: serde_json::Map::new(),
+            temperature: None,
+            seed: None,
+            prompt_caching: true,
+            context_window: None,
         }
     }
 }
@@ -147,19 +216,49 @@ impl Default for LlmConfig {
 impl LlmConfig {
     /// The provider's name as written in the configuration.
     pub fn provider_name(&self) -> String {
-        match self.provider {
-            ProviderName::Openai => "openai",
-            ProviderName::Anthropic => "anthropic",
-            ProviderName::Scripted => "scripted",
-        }
-        .to_owned()
+        self.provider.kind().as_str().to_owned()
     }
 
-    /// The variable the key is read from.
+    /// The variable the key is read from (empty for providers without a key: Bedrock, Vertex).
     pub fn key_env(&self) -> String {
-        self.api_key_env
-            .clone()
-            .unwrap_or_else(|| self.provider.default_key_env().to_owned())
+        match (&self.api_key_env, self.provider) {
+            (Some(name), _) => name.clone(),
+            (None, ProviderName::Azure) if self.auth == "bearer" => "AZURE_OPENAI_AD_TOKEN".to_owned(),
+            (None, provider) => provider.default_key_env().to_owned(),
+        }
+    }
+
+    /// The variables the provider's other credentials and the `${NAME}` extra headers come from:
+    /// `(secret names, plain names)`.
+    pub fn credential_env_names(&self) -> (Vec<String>, Vec<String>) {
+        let (secrets, plain) = crate::llm::endpoint::credential_env(self.provider.kind());
+        let mut secrets: Vec<String> = secrets.iter().map(|name| (*name).to_owned()).collect();
+        secrets.extend(
+            self.extra_headers
+                .values()
+                .filter_map(|value| crate::llm::endpoint::header_env_name(value))
+                .map(str::to_owned),
+        );
+        (secrets, plain.iter().map(|name| (*name).to_owned()).collect())
+    }
+
+    /// The provider's other credentials, read from `env` (see [`LlmConfig::credential_env_names`]).
+    pub fn credentials(&self, env: &BTreeMap<String, String>) -> crate::llm::Credentials {
+        let (secrets, plain) = self.credential_env_names();
+        let mut credentials = crate::llm::Credentials::default();
+        for name in secrets {
+            if let Some(value) = env.get(&name).filter(|value| !value.is_empty()) {
+                credentials
+                    .secrets
+                    .insert(name, SecretString::from(value.clone()));
+            }
+        }
+        for name in plain {
+            if let Some(value) = env.get(&name).filter(|value| !value.is_empty()) {
+                credentials.plain.insert(name, value.clone());
+            }
+        }
+        credentials
     }
 }
 
@@ -316,6 +415,10 @@ pub struct Resolved {
     pub api_key: Option<SecretString>,
     /// The reviewer's key, read from the variable its `api-key-env` names.
     pub review_api_key: Option<SecretString>,
+    /// The model's other credentials (AWS, Google, `${NAME}` extra headers).
+    pub llm_credentials: crate::llm::Credentials,
+    /// The reviewer's other credentials.
+    pub review_llm_credentials: crate::llm::Credentials,
     /// `DOCKER_HOST`, when set: the engine the docker backend talks to.
     pub docker_host: Option<String>,
     figment: Figment,
@@ -422,6 +525,10 @@ pub const SECURITY_KEYS: &[&str] = &[
     "llm.provider",
     "llm.base-url",
     "llm.api-key-env",
+    "llm.auth",
+    "llm.sts-url",
+    "llm.extra-headers",
+    "llm.extra-body",
     "review.llm",
     "sandbox.kind",
     "sandbox.image",
@@ -550,9 +657,12 @@ pub fn load_with_trusted(
     }
     let mut resolved = Resolved {
         review_api_key: None,
+        llm_credentials: config.llm.credentials(env),
+        review_llm_credentials: crate::llm::Credentials::default(),
         docker_host: env.get("DOCKER_HOST").filter(|host| !host.is_empty()).cloned(),
-        api_key: env
-            .get(&config.llm.key_env())
+        api_key: Some(config.llm.key_env())
+            .filter(|name| !name.is_empty())
+            .and_then(|name| env.get(&name))
             .filter(|key| !key.is_empty())
             .map(|key| SecretString::from(key.clone())),
         config,
@@ -560,10 +670,12 @@ pub fn load_with_trusted(
         figment,
     };
     resolved.validate()?;
-    resolved.review_api_key = env
-        .get(&resolved.review_llm().key_env())
+    resolved.review_api_key = Some(resolved.review_llm().key_env())
+        .filter(|name| !name.is_empty())
+        .and_then(|name| env.get(&name))
         .filter(|key| !key.is_empty())
         .map(|key| SecretString::from(key.clone()));
+    resolved.review_llm_credentials = resolved.review_llm().credentials(env);
     Ok(resolved)
 }
 
@@ -678,11 +790,65 @@ impl Resolved {
                 ));
             }
         }
+        self.validate_endpoint("llm", &config.llm)?;
         if let Some(review_llm) = &config.review.llm {
             let merged = merge_json(serde_json::to_value(&config.llm).unwrap_or_default(), review_llm);
-            if let Err(error) = serde_json::from_value::<LlmConfig>(merged) {
-                return Err(self.bad("review.llm", error.to_string()));
+            match serde_json::from_value::<LlmConfig>(merged) {
+                Err(error) => return Err(self.bad("review.llm", error.to_string())),
+                Ok(review) => self.validate_endpoint("review.llm", &review)?,
             }
+        }
+        Ok(())
+    }
+
+    /// Checks the endpoint keys of `llm` (or `review.llm`, named by `section`).
+    fn validate_endpoint(&self, section: &str, llm: &LlmConfig) -> Result<(), ConfigError> {
+        let key = |name: &str| format!("{section}.{name}");
+        if !["key", "bearer"].contains(&llm.auth.as_str()) {
+            return Err(self.bad(&key("auth"), "must be `key` or `bearer`"));
+        }
+        if let Some(url) = &llm.sts_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(self.bad(&key("sts-url"), "must start with http:// or https://"));
+        }
+        for (name, value) in &llm.extra_headers {
+            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(self.bad(
+                    &key("extra-headers"),
+                    format!("`{name}` is not an HTTP header name"),
+                ));
+            }
+            if value.contains("${") && crate::llm::endpoint::header_env_name(value).is_none() {
+                return Err(self.bad(
+                    &key("extra-headers"),
+                    format!("the value of `{name}` must be either plain text or exactly `${{NAME}}`"),
+                ));
+            }
+            if crate::llm::endpoint::header_env_name(value).is_none()
+                && reqwest::header::HeaderValue::from_str(value).is_err()
+            {
+                return Err(self.bad(
+                    &key("extra-headers"),
+                    format!("the value of `{name}` cannot be sent in an HTTP header"),
+                ));
+            }
+        }
+        for reserved in crate::llm::endpoint::RESERVED_BODY_KEYS {
+            if llm.extra_body.contains_key(*reserved) {
+                return Err(self.bad(
+                    &key("extra-body"),
+                    format!("`{reserved}` is set by bork-ci itself and cannot be overridden"),
+                ));
+            }
+        }
+        if let Some(temperature) = llm.temperature
+            && !(0.0..=2.0).contains(&temperature)
+        {
+            return Err(self.bad(&key("temperature"), "must be between 0 and 2"));
+        }
+        if llm.context_window == Some(0) {
+            return Err(self.bad(&key("context-window"), "must be greater than 0"));
         }
         Ok(())
     }
@@ -698,10 +864,58 @@ impl Resolved {
                     "the scripted provider needs `llm.script`, the file of canned answers",
                 ));
             }
-            ProviderName::Openai | ProviderName::Anthropic if config.llm.model.trim().is_empty() => {
+            ProviderName::Scripted => {}
+            _ if config.llm.model.trim().is_empty() => {
                 return Err(self.bad("llm.model", "must not be empty"));
             }
             _ => {}
+        }
+        let mut sections = vec![("llm", config.llm.clone(), &self.llm_credentials)];
+        if config.review.enabled || config.review.llm.is_some() {
+            sections.push(("review.llm", self.review_llm(), &self.review_llm_credentials));
+        }
+        for (section, llm, credentials) in sections {
+            let key = |name: &str| format!("{section}.{name}");
+            let set = |name: &str| credentials.plain.contains_key(name);
+            match llm.provider {
+                ProviderName::Azure if llm.base_url.is_none() => {
+                    return Err(self.bad(
+                        &key("base-url"),
+                        "the azure provider needs the resource endpoint, e.g. https://NAME.openai.azure.com",
+                    ));
+                }
+                ProviderName::Bedrock
+                    if llm.region.is_none() && !set("AWS_REGION") && !set("AWS_DEFAULT_REGION") =>
+                {
+                    return Err(self.bad(
+                        &key("region"),
+                        "the bedrock provider needs a region: set it or the environment variable AWS_REGION",
+                    ));
+                }
+                ProviderName::Vertex if llm.region.is_none() => {
+                    return Err(self.bad(
+                        &key("region"),
+                        "the vertex provider needs a region, e.g. us-east5 or global",
+                    ));
+                }
+                ProviderName::Vertex if llm.project.is_none() && !set("GOOGLE_CLOUD_PROJECT") => {
+                    return Err(self.bad(
+                        &key("project"),
+                        "the vertex provider needs a project: set it or the environment variable GOOGLE_CLOUD_PROJECT",
+                    ));
+                }
+                _ => {}
+            }
+            for (name, value) in &llm.extra_headers {
+                if let Some(env) = crate::llm::endpoint::header_env_name(value)
+                    && !credentials.secrets.contains_key(env)
+                {
+                    return Err(self.bad(
+                        &key("extra-headers"),
+                        format!("`{name}` reads the environment variable {env}, which is not set"),
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -743,10 +957,28 @@ impl Resolved {
         }
         let key_env = self.config.llm.key_env();
         let key_state = if self.api_key.is_some() { "set" } else { "not set" };
-        lines.push(format!(
-            "{:<width$} = {key_state}  # read from ${key_env}, never printed",
-            "llm.api-key"
-        ));
+        if !key_env.is_empty() {
+            lines.push(format!(
+                "{:<width$} = {key_state}  # read from ${key_env}, never printed",
+                "llm.api-key"
+            ));
+        }
+        let (secret_names, plain_names) = self.config.llm.credential_env_names();
+        for name in secret_names {
+            let state = if self.llm_credentials.secrets.contains_key(&name) {
+                "set"
+            } else {
+                "not set"
+            };
+            lines.push(format!(
+                "llm.credentials.{name} = {state}  # read from ${name}, never printed"
+            ));
+        }
+        for name in plain_names {
+            if let Some(value) = self.llm_credentials.plain.get(&name) {
+                lines.push(format!("llm.credentials.{name} = {value:?}  # read from ${name}"));
+            }
+        }
         let file = match &self.file {
             Some(file) => format!("# configuration file: {}", file.display()),
             None => format!("# configuration file: none ({CONFIG_PATH} not found)"),
@@ -777,6 +1009,18 @@ impl Resolved {
             .collect()
     }
 
+    /// Every secret value the model settings hold (keys, AWS and Google credentials, `${NAME}`
+    /// extra-header values): what must be masked in logs and kept out of prompts.
+    pub fn llm_secrets(&self) -> Vec<&SecretString> {
+        let mut secrets: Vec<&SecretString> = [self.api_key.as_ref(), self.review_api_key.as_ref()]
+            .into_iter()
+            .flatten()
+            .collect();
+        secrets.extend(self.llm_credentials.secrets.values());
+        secrets.extend(self.review_llm_credentials.secrets.values());
+        secrets
+    }
+
     /// Names of variables that hold secrets and must never reach a checker or verifier.
     pub fn secret_env_names(&self) -> Vec<String> {
         let mut names: Vec<String> = [
@@ -797,6 +1041,18 @@ impl Resolved {
         .collect();
         names.push(self.config.llm.key_env());
         names.push(self.review_llm().key_env());
+        for llm in [&self.config.llm, &self.review_llm()] {
+            let (secrets, plain) = llm.credential_env_names();
+            names.extend(secrets);
+            // Paths of credential files: the files are secrets, so their names go too.
+            names.extend(plain.into_iter().filter(|name| {
+                matches!(
+                    name.as_str(),
+                    "AWS_WEB_IDENTITY_TOKEN_FILE" | "GOOGLE_APPLICATION_CREDENTIALS"
+                )
+            }));
+        }
+        names.retain(|name| !name.is_empty());
         names.sort();
         names.dedup();
         names
@@ -968,6 +1224,73 @@ mod tests {
         assert!(!shown.contains("sk-canary-42"));
         assert!(shown.contains("MY_KEY"));
         assert!(resolved.secret_env_names().contains(&"MY_KEY".to_owned()));
+    }
+
+    #[test]
+    fn the_reviewer_inherits_endpoint_keys_and_their_secrets() {
+        let dir = repo_with(
+            r#"{"llm": {"provider": "azure", "base-url": "https://res.openai.azure.com", "model": "dep",
+                "auth": "bearer", "extra-headers": {"X-Tenant": "${TENANT_TOKEN}"}, "temperature": 0.1},
+                "review": {"enabled": true, "llm": {"model": "review-dep"}}}"#,
+        );
+        let resolved = load(
+            dir.path(),
+            None,
+            &env(&[
+                ("AZURE_OPENAI_AD_TOKEN", "entra-token-1234"),
+                ("TENANT_TOKEN", "tenant-secret-99"),
+            ]),
+            &vec![],
+        )
+        .expect("loads");
+        resolved.validate_llm().expect("valid");
+        let review = resolved.review_llm();
+        assert_eq!(review.model, "review-dep");
+        assert_eq!(review.auth, "bearer");
+        assert_eq!(review.key_env(), "AZURE_OPENAI_AD_TOKEN");
+        assert_eq!(review.temperature, Some(0.1));
+        assert!(
+            resolved
+                .review_llm_credentials
+                .secrets
+                .contains_key("TENANT_TOKEN")
+        );
+        assert!(resolved.review_api_key.is_some());
+        let names = resolved.secret_env_names();
+        assert!(
+            names.contains(&"TENANT_TOKEN".to_owned()) && names.contains(&"AZURE_OPENAI_AD_TOKEN".to_owned())
+        );
+        let shown = resolved.explain();
+        assert!(
+            !shown.contains("tenant-secret-99") && !shown.contains("entra-token-1234"),
+            "{shown}"
+        );
+        assert!(resolved.llm_secrets().len() >= 4);
+    }
+
+    #[test]
+    fn endpoint_keys_are_validated_naming_the_key() {
+        for (config, key) in [
+            (r#"{"llm": {"provider": "bedrock", "model": "m"}}"#, "llm.region"),
+            (r#"{"llm": {"provider": "azure", "model": "m"}}"#, "llm.base-url"),
+            (r#"{"llm": {"auth": "basic"}}"#, "llm.auth"),
+            (r#"{"llm": {"extra-body": {"model": "x"}}}"#, "llm.extra-body"),
+            (
+                r#"{"llm": {"extra-headers": {"X-A": "Bearer ${TOKEN}"}}}"#,
+                "llm.extra-headers",
+            ),
+            (
+                r#"{"review": {"llm": {"temperature": 9}}}"#,
+                "review.llm.temperature",
+            ),
+        ] {
+            let dir = repo_with(config);
+            let text = match load(dir.path(), None, &env(&[]), &vec![]) {
+                Err(error) => error.to_string(),
+                Ok(resolved) => resolved.validate_llm().expect_err(config).to_string(),
+            };
+            assert!(text.contains(key), "{config}: {text}");
+        }
     }
 
     #[test]

@@ -81,6 +81,33 @@ pub(super) fn request_body(
     body
 }
 
+/// Without prompt caching (`llm.prompt-caching = false`): the system prompt and every message's
+/// content as plain strings, no `cache_control`, no block lists (some gateways reject them).
+pub(super) fn plain_content(body: &mut serde_json::Map<String, Value>) {
+    fn joined(blocks: &Value) -> Option<String> {
+        let blocks = blocks.as_array()?;
+        let texts: Option<Vec<&str>> = blocks
+            .iter()
+            .map(|block| (block.get("type")? == "text").then(|| block.get("text")?.as_str())?)
+            .collect();
+        Some(texts?.join("\n\n"))
+    }
+    if let Some(system) = body.get_mut("system")
+        && let Some(text) = joined(system)
+    {
+        *system = Value::String(text);
+    }
+    if let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) {
+        for message in messages {
+            if let Some(content) = message.get_mut("content")
+                && let Some(text) = joined(content)
+            {
+                *content = Value::String(text);
+            }
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct MessageResponse {
     #[serde(default)]

@@ -17,6 +17,9 @@
 //! followed, so a key header never reaches a second host.
 
 mod anthropic;
+mod bedrock;
+pub mod endpoint;
+mod google;
 mod openai;
 pub mod retry;
 mod scripted;
@@ -30,6 +33,7 @@ use std::time::Duration;
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
+pub use endpoint::{AuthMode, Credentials, EndpointSettings};
 pub use retry::RetryPolicy;
 
 /// Who speaks a turn of the conversation after the first user message.
@@ -161,6 +165,13 @@ pub enum ProviderKind {
     Anthropic,
     /// Canned answers from a file, no network: for the quick start and tests.
     Scripted,
+    /// Azure OpenAI: Chat Completions at a deployment, `api-key` or Entra ID bearer auth.
+    Azure,
+    /// AWS Bedrock's Converse API, SigV4-signed.
+    Bedrock,
+    /// Google Vertex AI: Claude through `rawPredict`, other models through its OpenAI-compatible
+    /// endpoint.
+    Vertex,
 }
 
 impl ProviderKind {
@@ -170,6 +181,9 @@ impl ProviderKind {
             ProviderKind::Openai => "openai",
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::Scripted => "scripted",
+            ProviderKind::Azure => "azure",
+            ProviderKind::Bedrock => "bedrock",
+            ProviderKind::Vertex => "vertex",
         }
     }
 
@@ -178,7 +192,8 @@ impl ProviderKind {
         match self {
             ProviderKind::Openai => "OPENAI_API_KEY",
             ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
-            ProviderKind::Scripted => "",
+            ProviderKind::Azure => "AZURE_OPENAI_API_KEY",
+            ProviderKind::Scripted | ProviderKind::Bedrock | ProviderKind::Vertex => "",
         }
     }
 
@@ -187,7 +202,7 @@ impl ProviderKind {
         match self {
             ProviderKind::Openai => openai::DEFAULT_BASE_URL,
             ProviderKind::Anthropic => anthropic::DEFAULT_BASE_URL,
-            ProviderKind::Scripted => "",
+            ProviderKind::Scripted | ProviderKind::Azure | ProviderKind::Bedrock | ProviderKind::Vertex => "",
         }
     }
 }
@@ -218,6 +233,8 @@ pub struct LlmSettings {
     pub max_retries: u32,
     /// Scripted provider only: the file of canned answers.
     pub script: Option<PathBuf>,
+    /// URL, authentication, extra headers and body fields beyond the key (see `endpoint`).
+    pub endpoint: EndpointSettings,
 }
 
 impl LlmSettings {
@@ -233,6 +250,7 @@ impl LlmSettings {
             timeout: Duration::from_secs(600),
             max_retries: 4,
             script: None,
+            endpoint: EndpointSettings::default(),
         }
     }
 }
@@ -366,9 +384,11 @@ impl Provider {
     /// Checks the settings and builds the HTTP client; makes no request.
     pub fn new(settings: LlmSettings) -> Result<Self, LlmError> {
         let inner = match settings.provider {
-            ProviderKind::Openai | ProviderKind::Anthropic => {
-                Inner::Http(Box::new(wire::HttpProvider::new(settings)?))
-            }
+            ProviderKind::Openai
+            | ProviderKind::Anthropic
+            | ProviderKind::Azure
+            | ProviderKind::Bedrock
+            | ProviderKind::Vertex => Inner::Http(Box::new(wire::HttpProvider::new(settings)?)),
             ProviderKind::Scripted => Inner::Scripted(scripted::ScriptedProvider::new(&settings)?),
         };
         Ok(Self { inner })
@@ -400,6 +420,24 @@ impl Provider {
         match &self.inner {
             Inner::Http(http) => http.describe(),
             Inner::Scripted(script) => script.describe(),
+        }
+    }
+
+    /// Whether a configured seed is sent (Anthropic Messages and Bedrock Converse have none).
+    pub fn sends_seed(&self) -> bool {
+        match &self.inner {
+            Inner::Http(http) => http.sends_seed(),
+            Inner::Scripted(_) => false,
+        }
+    }
+
+    /// Environment for a separate process that calls this model itself (the edit step):
+    /// credentials that come from files (AWS web identity, a Google external account) are
+    /// exchanged here for short-lived ones the process can use without the file.
+    pub async fn handoff_env(&self) -> Result<Vec<(String, SecretString)>, LlmError> {
+        match &self.inner {
+            Inner::Http(http) => http.handoff_env().await,
+            Inner::Scripted(_) => Ok(Vec::new()),
         }
     }
 

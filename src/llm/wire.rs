@@ -7,13 +7,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use reqwest::{Client, Url};
-use secrecy::{ExposeSecret, SecretString};
+use reqwest::Client;
+use secrecy::SecretString;
 
+use super::endpoint::{Endpoint, WireFormat};
 use super::retry::{self, RetryPolicy};
 use super::{Completion, Conversation, LlmError, LlmSettings, ProviderKind, ResponseFormat};
-use super::{anthropic, openai};
+use super::{anthropic, bedrock, openai};
 
 /// A response body larger than this is refused rather than buffered.
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
@@ -25,12 +25,8 @@ const EXCERPT_CHARS: usize = 300;
 pub(super) struct HttpProvider {
     kind: ProviderKind,
     model: String,
-    endpoint: Url,
-    /// The base URL as shown to people: no user info, no query.
-    shown_base: String,
-    /// Kept only to scrub it out of error bodies that echo it.
-    key: SecretString,
-    headers: HeaderMap,
+    /// URL, authentication and body touches (see `endpoint`).
+    endpoint: Endpoint,
     client: Client,
     max_output_tokens: u32,
     timeout: Duration,
@@ -61,6 +57,8 @@ enum Failure {
         retryable: bool,
     },
     TooLarge,
+    /// Signing or fetching a token failed (already a final error).
+    Credentials(LlmError),
 }
 
 impl HttpProvider {
@@ -70,17 +68,6 @@ impl HttpProvider {
             provider: kind,
             message,
         };
-        let key = match settings.api_key {
-            Some(key) if !key.expose_secret().trim().is_empty() => key,
-            _ => {
-                let env = if settings.api_key_env.is_empty() {
-                    kind.default_api_key_env().to_owned()
-                } else {
-                    settings.api_key_env.clone()
-                };
-                return Err(LlmError::MissingApiKey { provider: kind, env });
-            }
-        };
         if settings.model.trim().is_empty() {
             return Err(settings_error("no model is set (llm.model)".to_owned()));
         }
@@ -89,55 +76,7 @@ impl HttpProvider {
                 "the request timeout must be more than zero (llm.timeout-secs)".to_owned(),
             ));
         }
-        let base = settings
-            .base_url
-            .clone()
-            .unwrap_or_else(|| kind.default_base_url().to_owned());
-        let base_url = Url::parse(base.trim()).map_err(|error| {
-            settings_error(format!(
-                "llm.base-url `{}` is not a URL: {error}",
-                shown_url_text(&base)
-            ))
-        })?;
-        if !matches!(base_url.scheme(), "http" | "https") || base_url.host_str().is_none() {
-            return Err(settings_error(format!(
-                "llm.base-url `{}` must be an http or https URL with a host",
-                shown_url(&base_url)
-            )));
-        }
-        let suffix = match kind {
-            ProviderKind::Anthropic => anthropic::PATH,
-            _ => openai::PATH,
-        };
-        let mut endpoint = base_url.clone();
-        let path = format!("{}{suffix}", base_url.path().trim_end_matches('/'));
-        endpoint.set_path(&path);
-
-        let mut headers = HeaderMap::new();
-        let not_a_header = || {
-            settings_error(format!(
-                "the API key in {} contains characters that cannot be sent in an HTTP header",
-                settings.api_key_env
-            ))
-        };
-        match kind {
-            ProviderKind::Anthropic => {
-                let mut value =
-                    HeaderValue::from_str(key.expose_secret().trim()).map_err(|_| not_a_header())?;
-                value.set_sensitive(true);
-                headers.insert(HeaderName::from_static("x-api-key"), value);
-                headers.insert(
-                    HeaderName::from_static("anthropic-version"),
-                    HeaderValue::from_static(anthropic::VERSION),
-                );
-            }
-            _ => {
-                let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose_secret().trim()))
-                    .map_err(|_| not_a_header())?;
-                value.set_sensitive(true);
-                headers.insert(reqwest::header::AUTHORIZATION, value);
-            }
-        }
+        let endpoint = Endpoint::new(&settings)?;
 
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = Client::builder()
@@ -151,10 +90,7 @@ impl HttpProvider {
         Ok(Self {
             kind,
             model: settings.model,
-            shown_base: shown_url(&base_url),
             endpoint,
-            key,
-            headers,
             client,
             max_output_tokens: settings.max_output_tokens,
             timeout: settings.timeout,
@@ -168,7 +104,18 @@ impl HttpProvider {
     }
 
     pub(super) fn describe(&self) -> String {
-        format!("{} {} at {}", self.kind, self.model, self.shown_base)
+        format!("{} {} at {}", self.kind, self.model, self.endpoint.shown_base)
+    }
+
+    pub(super) fn sends_seed(&self) -> bool {
+        self.endpoint.sends_seed()
+    }
+
+    pub(super) async fn handoff_env(&self) -> Result<Vec<(String, SecretString)>, LlmError> {
+        self.endpoint
+            .handoff_env(&self.client)
+            .await
+            .map_err(|error| self.scrub_error(error))
     }
 
     pub(super) async fn complete(
@@ -176,12 +123,16 @@ impl HttpProvider {
         conversation: &Conversation,
         format: Option<&ResponseFormat>,
     ) -> Result<Completion, LlmError> {
-        let body = match self.kind {
-            ProviderKind::Anthropic => {
+        let mut body = match self.endpoint.format {
+            WireFormat::Anthropic => {
                 anthropic::request_body(&self.model, self.max_output_tokens, conversation, format)
             }
-            _ => openai::request_body(&self.model, self.max_output_tokens, conversation, format),
+            WireFormat::Bedrock => bedrock::request_body(self.max_output_tokens, conversation, format),
+            WireFormat::Openai => {
+                openai::request_body(&self.model, self.max_output_tokens, conversation, format)
+            }
         };
+        self.endpoint.finish_body(&mut body);
         let body = serde_json::to_vec(&body).map_err(|error| LlmError::Settings {
             provider: self.kind,
             message: format!("cannot encode the request: {error}"),
@@ -192,9 +143,10 @@ impl HttpProvider {
             attempts += 1;
             let failure = match self.attempt(&body).await {
                 Attempt::Answer(bytes) => {
-                    return match self.kind {
-                        ProviderKind::Anthropic => anthropic::read_completion(&self.model, &bytes, format),
-                        _ => openai::read_completion(self.kind, &self.model, &bytes),
+                    return match self.endpoint.format {
+                        WireFormat::Anthropic => anthropic::read_completion(&self.model, &bytes, format),
+                        WireFormat::Bedrock => bedrock::read_completion(&self.model, &bytes, format),
+                        WireFormat::Openai => openai::read_completion(self.kind, &self.model, &bytes),
                     }
                     .map_err(|error| self.scrub_error(error));
                 }
@@ -205,6 +157,7 @@ impl HttpProvider {
                 Failure::Timeout => true,
                 Failure::Transport { retryable, .. } => *retryable,
                 Failure::Redirect { .. } | Failure::TooLarge => false,
+                Failure::Credentials(error) => error.is_transient(),
             };
             let asked = match &failure {
                 Failure::Status { retry_after, .. } => *retry_after,
@@ -238,11 +191,14 @@ impl HttpProvider {
     }
 
     async fn send(&self, body: &[u8]) -> Attempt {
+        let headers = match self.endpoint.request_headers(&self.client, body).await {
+            Ok(headers) => headers,
+            Err(error) => return Attempt::Failed(Failure::Credentials(error)),
+        };
         let request = self
             .client
-            .post(self.endpoint.clone())
-            .headers(self.headers.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .post(self.endpoint.url.clone())
+            .headers(headers)
             .body(body.to_vec());
         let mut response = match request.send().await {
             Ok(response) => response,
@@ -270,8 +226,8 @@ impl HttpProvider {
             let location = headers
                 .get(reqwest::header::LOCATION)
                 .and_then(|value| value.to_str().ok())
-                .map(|text| match self.endpoint.join(text) {
-                    Ok(url) => shown_url(&url),
+                .map(|text| match self.endpoint.url.join(text) {
+                    Ok(url) => super::endpoint::shown_url(&url),
                     Err(_) => "an unreadable location".to_owned(),
                 })
                 .unwrap_or_else(|| "nowhere".to_owned());
@@ -294,6 +250,7 @@ impl HttpProvider {
             Failure::Transport { message, .. } => self.scrub(message),
             Failure::Redirect { status, .. } => format!("HTTP {status}"),
             Failure::TooLarge => "response too large".to_owned(),
+            Failure::Credentials(error) => self.scrub(&error.to_string()),
         }
     }
 
@@ -311,14 +268,14 @@ impl HttpProvider {
                 status: 429,
                 attempts,
                 retry_after,
-                message: self.scrub(&message),
+                message: format!("POST {}: {}", self.endpoint.shown_url(), self.scrub(&message)),
             },
             Failure::Status { status, message, .. } => LlmError::Status {
                 provider,
                 model,
                 status,
                 attempts,
-                message: self.scrub(&message),
+                message: format!("POST {}: {}", self.endpoint.shown_url(), self.scrub(&message)),
             },
             Failure::Redirect { status, location } => LlmError::Redirect {
                 provider,
@@ -336,8 +293,9 @@ impl HttpProvider {
                 provider,
                 model,
                 attempts,
-                message: self.scrub(&message),
+                message: format!("POST {}: {}", self.endpoint.shown_url(), self.scrub(&message)),
             },
+            Failure::Credentials(error) => self.scrub_error(error),
             Failure::TooLarge => LlmError::InvalidResponse {
                 provider,
                 model,
@@ -346,17 +304,9 @@ impl HttpProvider {
         }
     }
 
-    /// Removes the key and the endpoint's query (which may hold a key) from a message.
+    /// Removes every secret and the endpoint's query values from a message.
     fn scrub(&self, text: &str) -> String {
-        let mut text = text.to_owned();
-        let key = self.key.expose_secret().trim();
-        if key.len() >= 4 {
-            text = text.replace(key, "[redacted]");
-        }
-        if let Some(query) = self.endpoint.query().filter(|query| !query.is_empty()) {
-            text = text.replace(query, "[redacted]");
-        }
-        text
+        self.endpoint.scrub(text)
     }
 
     fn scrub_error(&self, error: LlmError) -> LlmError {
@@ -414,7 +364,10 @@ pub(super) fn error_excerpt(bytes: &[u8]) -> String {
     let from_json = serde_json::from_slice::<serde_json::Value>(bytes)
         .ok()
         .and_then(|value| {
-            let error = value.get("error")?;
+            let Some(error) = value.get("error") else {
+                // Bedrock and other AWS services: `{"message": "..."}` at the top.
+                return value.get("message")?.as_str().map(str::to_owned);
+            };
             let message = error.get("message")?.as_str()?.to_owned();
             Some(match error.get("type").and_then(|kind| kind.as_str()) {
                 Some(kind) => format!("{kind}: {message}"),
@@ -437,30 +390,11 @@ pub(super) fn cut(text: &str, limit: usize) -> String {
     }
 }
 
-/// A URL as shown to people: scheme, host, port and path; no user info, no query, no fragment.
-fn shown_url(url: &Url) -> String {
-    let mut shown = url.clone();
-    let _ = shown.set_username("");
-    let _ = shown.set_password(None);
-    if shown.query().is_some() {
-        shown.set_query(Some("[redacted]"));
-    }
-    shown.set_fragment(None);
-    shown.as_str().trim_end_matches('/').to_owned()
-}
-
-/// An unparsable URL as shown to people: everything before any `?` or `@`.
-fn shown_url_text(text: &str) -> String {
-    let before_query = text.split(['?', '#']).next().unwrap_or_default();
-    match before_query.rsplit_once('@') {
-        Some((_, rest)) => format!("[redacted]@{rest}"),
-        None => before_query.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::endpoint::{shown_url, shown_url_text};
+    use reqwest::Url;
 
     #[test]
     fn shown_urls_hide_user_info_and_query() {

@@ -9,6 +9,7 @@ mod ghsim;
 mod github;
 mod llm;
 mod pack;
+mod providers;
 mod review;
 mod review_cli;
 mod run;

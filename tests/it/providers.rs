@@ -507,9 +507,21 @@ impl Drop for FakeBedrock {
     }
 }
 
-/// The Python that has botocore: `BORK_TEST_PYTHON` (the CI venv), else `python3`.
+/// The Python that has botocore: `BORK_TEST_PYTHON`, else the venv `.ci/run` makes
+/// (`~/.cache/bork-ci/venv-botocore`), else `python3`.
 fn python() -> String {
-    std::env::var("BORK_TEST_PYTHON").unwrap_or_else(|_| "python3".to_owned())
+    if let Ok(python) = std::env::var("BORK_TEST_PYTHON") {
+        if !python.is_empty() {
+            return python;
+        }
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")));
+    cache
+        .map(|cache| cache.join("bork-ci/venv-botocore/bin/python"))
+        .filter(|venv| venv.exists())
+        .map_or_else(|| "python3".to_owned(), |venv| venv.display().to_string())
 }
 
 impl FakeBedrock {

@@ -116,6 +116,10 @@ pub struct ConfigFlags {
     /// The branch the spec diff is taken against (`base`).
     #[arg(long, value_name = "BRANCH")]
     pub base: Option<String>,
+    /// The revision the spec diff is taken against, overriding `--base` and the push's own
+    /// `before` commit (`diff-base`).
+    #[arg(long, value_name = "REV")]
+    pub diff_base: Option<String>,
     /// Iterations before asking for a human (`max-iterations`).
     #[arg(long, value_name = "N")]
     pub max_iterations: Option<u32>,
@@ -164,6 +168,11 @@ impl ConfigFlags {
             }
         };
         put("base", self.base.clone().map(Value::from), "--base");
+        put(
+            "diff-base",
+            self.diff_base.clone().map(Value::from),
+            "--diff-base",
+        );
         put(
             "max-iterations",
             self.max_iterations.map(Value::from),

@@ -344,18 +344,28 @@ async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
             }
         }
     };
-    finish_run(&report, &args, &github_flags)?;
+    finish_run(
+        &report,
+        &args,
+        &github_flags,
+        resolved.config.correctness_checker.as_deref(),
+    )?;
     Ok(report.status.exit_code())
 }
 
 /// Writes the report, SARIF, job summary, outputs and annotations, and prints the summary line.
-fn finish_run(report: &report::RunReport, args: &RunArgs, github: &crate::github::GithubFlags) -> Result<()> {
+fn finish_run(
+    report: &report::RunReport,
+    args: &RunArgs,
+    github: &crate::github::GithubFlags,
+    checker: Option<&str>,
+) -> Result<()> {
     if let Some(path) = &args.report {
         report::write_json(report, path)
             .with_context(|| format!("writing the report to {}", path.display()))?;
     }
     if let Some(path) = &args.sarif {
-        let sarif = crate::sarif::render(&report.findings_left, env!("CARGO_PKG_VERSION"));
+        let sarif = crate::sarif::render(&report.findings_left, env!("CARGO_PKG_VERSION"), checker);
         let text = serde_json::to_string_pretty(&sarif).context("rendering SARIF")?;
         std::fs::write(path, text).with_context(|| format!("writing SARIF to {}", path.display()))?;
     }

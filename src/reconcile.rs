@@ -84,6 +84,8 @@ pub fn initial_prompt(repo: &Path, resolved: &Resolved) -> Result<(Conversation,
         &PackOptions {
             base: resolved.config.base.clone(),
             max_file_bytes: resolved.config.max_file_bytes,
+            diff_base: resolved.config.diff_base.clone(),
+            push: resolved.push.clone(),
         },
     )
     .with_context(|| format!("packing the repository at {}", repo.display()))?;

@@ -1,6 +1,7 @@
 //! The one integration-test binary: each area of bork-ci has a module here.
 
 mod apply;
+mod diff_base;
 mod fake_llm;
 mod ghsim;
 mod github;
@@ -13,5 +14,6 @@ mod run_docker;
 mod run_github;
 mod run_http;
 mod sandbox;
+mod sarif;
 mod support;
 mod verify;

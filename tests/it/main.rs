@@ -1,6 +1,7 @@
 //! The one integration-test binary: each area of bork-ci has a module here.
 
 mod apply;
+mod cli;
 mod diff_base;
 mod fake_llm;
 mod ghsim;

@@ -21,6 +21,9 @@ fn main() {
     println!("cargo:rerun-if-env-changed=BORK_CI_BUILD_DATE");
     let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".to_owned());
     let dir = Path::new(&manifest_dir);
+    // Watched even when absent: a build without `.git` (a package) then reruns this script,
+    // so a later build of the checkout in the same target directory finds its commit again.
+    println!("cargo:rerun-if-changed={}", dir.join(".git").display());
     // Only the crate's own checkout counts: a package unpacked inside some other repository
     // (a vendor directory, `cargo package`'s verification) must not take that repository's commit.
     let own_checkout = git(dir, &["rev-parse", "--show-toplevel"])

@@ -269,3 +269,47 @@ fn json_log_lines_carry_fields() {
     assert_eq!(summary["exit_code"], 0);
     assert_eq!(summary["iterations"], 1);
 }
+
+/// The error line of a failing `config`, printed on a pseudo-terminal (util-linux `script`).
+fn error_line_on_a_terminal(args: &str, env: &[(&str, &str)]) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let inner = format!(
+        "'{}' {args} config --config missing.json --repo '{}'",
+        env!("CARGO_BIN_EXE_bork-ci"),
+        dir.path().display()
+    );
+    let mut command = std::process::Command::new("script");
+    command
+        .args(["-qec", &inner, "/dev/null"])
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm");
+    for (name, _) in std::env::vars() {
+        if name.starts_with("BORK_") || name.starts_with("GITHUB_") {
+            command.env_remove(name);
+        }
+    }
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command.output().expect("script (util-linux) runs");
+    let all = text(&output.stdout);
+    assert!(all.contains("missing.json"), "{all}");
+    all
+}
+
+#[test]
+fn on_a_terminal_auto_colours_unless_no_color_or_a_dumb_terminal() {
+    let ansi = |out: &str| out.contains("\u{1b}[");
+    assert!(ansi(&error_line_on_a_terminal("", &[])));
+    assert!(
+        ansi(&error_line_on_a_terminal("", &[("NO_COLOR", "")])),
+        "an empty NO_COLOR is unset"
+    );
+    assert!(!ansi(&error_line_on_a_terminal("", &[("NO_COLOR", "1")])));
+    assert!(!ansi(&error_line_on_a_terminal("", &[("TERM", "dumb")])));
+    assert!(!ansi(&error_line_on_a_terminal("--color never", &[])));
+    assert!(ansi(&error_line_on_a_terminal(
+        "--color always",
+        &[("NO_COLOR", "1")]
+    )));
+}

@@ -4,19 +4,34 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use serde_json::Value;
 
 use crate::config::FlagValues;
 use crate::sandbox::SandboxKind;
 
+/// The version `--version` prints: the crate's version, then the commit and its date when built
+/// from a git checkout, e.g. `0.1.0 (abc1234 2026-11-23)`.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("BORK_CI_VERSION_SUFFIX"));
+
 /// bork-ci: keeps a repository's code in line with its specs, headless, in CI.
 #[derive(Debug, Parser)]
-#[command(name = "bork-ci", version, about, after_help = crate::exit::HELP)]
+#[command(name = "bork-ci", version = VERSION, about, after_help = crate::exit::HELP)]
 pub struct Cli {
     /// How progress and diagnostics are written to stderr.
     #[arg(long, value_enum, default_value = "text", global = true)]
     pub log_format: LogFormat,
+    /// When to colour what bork-ci prints: `auto` colours only a terminal, and not when
+    /// `NO_COLOR` is set (non-empty) or `TERM` is `dumb`; `always` and `never` override both.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto", global = true)]
+    pub color: ColorChoice,
+    /// Print only warnings and errors: no progress lines.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Print more: `-v` adds debug lines, `-vv` trace lines. `BORK_LOG`, when set, takes
+    /// precedence over `-q` and `-v` (an env-filter, e.g. `BORK_LOG=bork_ci::sandbox=debug`).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    pub verbose: u8,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -28,6 +43,52 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line, for machines.
     Json,
+}
+
+/// How a child `bork-ci` (the edit step) is told to log like this process: the flags
+/// (`--color always|never` as decided here, since the child writes to a pipe; `-q`; `-v`) for
+/// the same executable, and the `BORK_LOG` filter for an edit-step image that may hold another
+/// version. Set once by `commands::init_logging`.
+#[derive(Debug, Clone, Default)]
+pub struct ChildLogging {
+    /// Flags for the same executable.
+    pub args: Vec<String>,
+    /// The filter in effect, when `BORK_LOG`, `-q` or `-v` chose one.
+    pub filter: Option<String>,
+}
+
+static CHILD_LOGGING: std::sync::OnceLock<ChildLogging> = std::sync::OnceLock::new();
+
+/// Records how child processes log (the first call wins).
+pub fn set_child_logging(logging: ChildLogging) {
+    let _ = CHILD_LOGGING.set(logging);
+}
+
+/// How child processes log; the default before logging is set up.
+pub fn child_logging() -> ChildLogging {
+    CHILD_LOGGING.get().cloned().unwrap_or_default()
+}
+
+/// When to colour output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// Colour when writing to a terminal and `NO_COLOR` is not set.
+    Auto,
+    /// Always colour, even when not a terminal or `NO_COLOR` is set.
+    Always,
+    /// Never colour.
+    Never,
+}
+
+impl ColorChoice {
+    /// Whether to colour: `auto` needs a terminal, `NO_COLOR` unset or empty, and `TERM` not `dumb`.
+    pub fn enabled(self, is_terminal: bool, no_color: Option<&str>, term: Option<&str>) -> bool {
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => is_terminal && no_color.is_none_or(str::is_empty) && term != Some("dumb"),
+        }
+    }
 }
 
 /// The subcommands.
@@ -47,9 +108,30 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Remove containers and volumes left behind by bork-ci runs that are gone.
     Gc(GcArgs),
+    /// Print a shell completion script to stdout (bash, zsh, fish, powershell, elvish).
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) to stdout, or write one page per command into a directory.
+    Man(ManArgs),
     /// One edit step of a run (ask, parse, apply), started by `bork-ci run` inside its sandbox.
     #[command(hide = true)]
     EditStep(EditStepArgs),
+}
+
+/// `bork-ci completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `bork-ci man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write `bork-ci.1` and a page per subcommand (`bork-ci-run.1`, ...) into this directory
+    /// instead of printing `bork-ci.1` to stdout.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
 }
 
 /// `bork-ci verify`.
@@ -116,6 +198,10 @@ pub struct ConfigFlags {
     /// The branch the spec diff is taken against (`base`).
     #[arg(long, value_name = "BRANCH")]
     pub base: Option<String>,
+    /// The revision the spec diff is taken against, overriding `--base` and the push's own
+    /// `before` commit (`diff-base`).
+    #[arg(long, value_name = "REV")]
+    pub diff_base: Option<String>,
     /// Iterations before asking for a human (`max-iterations`).
     #[arg(long, value_name = "N")]
     pub max_iterations: Option<u32>,
@@ -164,6 +250,11 @@ impl ConfigFlags {
             }
         };
         put("base", self.base.clone().map(Value::from), "--base");
+        put(
+            "diff-base",
+            self.diff_base.clone().map(Value::from),
+            "--diff-base",
+        );
         put(
             "max-iterations",
             self.max_iterations.map(Value::from),

@@ -14,16 +14,49 @@ use crate::reconcile::{self, RunOptions};
 use crate::report;
 use crate::sandbox::{Sandbox, SandboxKind};
 
-/// Sets up `tracing` on stderr in the requested format.
-pub fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("BORK_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+/// Sets up `tracing` on stderr: the format (`--log-format`), the level (`BORK_LOG` when set,
+/// else `-q` warnings and errors only, default info, `-v` debug, `-vv` trace) and colour
+/// (`--color`, `NO_COLOR`, `TERM=dumb`; JSON lines are never coloured).
+pub fn init_logging(cli: &Cli) {
+    let env = config::process_env();
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "warn",
+        (false, 0) => "info",
+        (false, 1) => "debug",
+        (false, _) => "trace",
+    };
+    let from_env = env
+        .get("BORK_LOG")
+        .filter(|value| !value.trim().is_empty())
+        .filter(|value| tracing_subscriber::EnvFilter::try_new(value.as_str()).is_ok());
+    let filter = tracing_subscriber::EnvFilter::new(from_env.map_or(level, String::as_str));
+    let child_filter = from_env
+        .cloned()
+        .or_else(|| (cli.quiet || cli.verbose > 0).then(|| level.to_owned()));
+    let ansi = cli.log_format == LogFormat::Text
+        && cli.color.enabled(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            env.get("NO_COLOR").map(String::as_str),
+            env.get("TERM").map(String::as_str),
+        );
+    let mut child_args = vec![
+        "--color".to_owned(),
+        if ansi { "always" } else { "never" }.to_owned(),
+    ];
+    if cli.quiet {
+        child_args.push("--quiet".to_owned());
+    }
+    child_args.extend((0..cli.verbose.min(2)).map(|_| "--verbose".to_owned()));
+    crate::cli::set_child_logging(crate::cli::ChildLogging {
+        args: child_args,
+        filter: child_filter,
+    });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let _ = match format {
+        .with_ansi(ansi);
+    let _ = match cli.log_format {
         LogFormat::Text => builder.without_time().try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
@@ -36,7 +69,9 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
         Command::EditStep(args) => edit_step(args).await,
         Command::Verify(args) => verify(args).await,
         Command::Gc(args) => gc(args).await,
-        Command::Pack(args) => pack(args),
+        Command::Pack(args) => pack(args, cli.quiet),
+        Command::Completions(args) => completions(&args),
+        Command::Man(args) => man(&args),
         Command::Config(args) => show_config(args),
         Command::Review(args) => review(args).await,
     };
@@ -95,7 +130,57 @@ fn show_config(args: ConfigArgs) -> Result<ExitCode> {
     Ok(ExitCode::Converged)
 }
 
-fn pack(args: PackArgs) -> Result<ExitCode> {
+/// `bork-ci completions <shell>`: the completion script on stdout.
+fn completions(args: &crate::cli::CompletionsArgs) -> Result<ExitCode> {
+    use clap::CommandFactory;
+    let mut command = Cli::command();
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "bork-ci", &mut script);
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(&script).context("writing to stdout")?;
+    stdout.flush().context("writing to stdout")?;
+    Ok(ExitCode::Converged)
+}
+
+/// `bork-ci man`: `bork-ci.1` on stdout, or every page into `--out-dir`.
+fn man(args: &crate::cli::ManArgs) -> Result<ExitCode> {
+    use clap::CommandFactory;
+    let command = Cli::command().version(crate::cli::VERSION);
+    match &args.out_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            clap_mangen::generate_to(command, dir)
+                .with_context(|| format!("writing man pages into {}", dir.display()))?;
+        }
+        None => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(command)
+                .render(&mut page)
+                .context("rendering the man page")?;
+            let page = title_first(&page);
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(&page).context("writing to stdout")?;
+            stdout.flush().context("writing to stdout")?;
+        }
+    }
+    Ok(ExitCode::Converged)
+}
+
+/// The page with its `.TH` line moved to the top (clap_mangen writes a string definition
+/// first), so the page starts with its title as man pages conventionally do.
+fn title_first(page: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(page);
+    let mut lines: Vec<&str> = text.lines().collect();
+    if let Some(index) = lines.iter().position(|line| line.starts_with(".TH ")) {
+        let title = lines.remove(index);
+        lines.insert(0, title);
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    out.into_bytes()
+}
+
+fn pack(args: PackArgs, quiet: bool) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
     let resolved = load_config(&repo, &args.repo, &args.flags)?;
     let (conversation, snapshot) = reconcile::initial_prompt(&repo, &resolved)?;
@@ -114,12 +199,14 @@ fn pack(args: PackArgs) -> Result<ExitCode> {
     let total = head.len() + conversation.prefix.len();
     let budget = resolved.config.context_budget_tokens;
     let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(
-        stderr,
-        "bork-ci pack: {} files, {} bytes, about {estimate} tokens (budget {budget})",
-        snapshot.files.len(),
-        total,
-    );
+    if !quiet {
+        let _ = writeln!(
+            stderr,
+            "bork-ci pack: {} files, {} bytes, about {estimate} tokens (budget {budget})",
+            snapshot.files.len(),
+            total,
+        );
+    }
     if estimate > budget {
         let _ = writeln!(
             stderr,
@@ -342,18 +429,28 @@ async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
             }
         }
     };
-    finish_run(&report, &args, &github_flags)?;
+    finish_run(
+        &report,
+        &args,
+        &github_flags,
+        resolved.config.correctness_checker.as_deref(),
+    )?;
     Ok(report.status.exit_code())
 }
 
 /// Writes the report, SARIF, job summary, outputs and annotations, and prints the summary line.
-fn finish_run(report: &report::RunReport, args: &RunArgs, github: &crate::github::GithubFlags) -> Result<()> {
+fn finish_run(
+    report: &report::RunReport,
+    args: &RunArgs,
+    github: &crate::github::GithubFlags,
+    checker: Option<&str>,
+) -> Result<()> {
     if let Some(path) = &args.report {
         report::write_json(report, path)
             .with_context(|| format!("writing the report to {}", path.display()))?;
     }
     if let Some(path) = &args.sarif {
-        let sarif = crate::sarif::render(&report.findings_left, env!("CARGO_PKG_VERSION"));
+        let sarif = crate::sarif::render(&report.findings_left, env!("CARGO_PKG_VERSION"), checker);
         let text = serde_json::to_string_pretty(&sarif).context("rendering SARIF")?;
         std::fs::write(path, text).with_context(|| format!("writing SARIF to {}", path.display()))?;
     }
@@ -403,7 +500,15 @@ fn finish_run(report: &report::RunReport, args: &RunArgs, github: &crate::github
     if let Some(error) = &report.error {
         tracing::error!("{error}");
     }
-    tracing::info!("{}", report.summary_line());
+    tracing::info!(
+        status = report.status.as_str(),
+        exit_code = report.exit_code,
+        iterations = report.iterations.len(),
+        input_tokens = report.usage.input_tokens,
+        output_tokens = report.usage.output_tokens,
+        "{}",
+        report.summary_line()
+    );
     Ok(())
 }
 
@@ -436,6 +541,9 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         tracing::error!("the review failed: {error}");
     }
     tracing::info!(
+        input_tokens = usage.input_tokens,
+        output_tokens = usage.output_tokens,
+        cached_input_tokens = usage.cached_input_tokens,
         "review tokens: in {} out {} cached {}",
         usage.input_tokens,
         usage.output_tokens,

@@ -6,7 +6,7 @@ use clap::Parser;
 
 fn main() -> ProcessExit {
     let cli = bork_ci::cli::Cli::parse();
-    bork_ci::commands::init_logging(cli.log_format);
+    bork_ci::commands::init_logging(&cli);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -112,6 +112,8 @@ pub fn initial_prompt(repo: &Path, resolved: &Resolved) -> Result<(Conversation,
         &PackOptions {
             base: resolved.config.base.clone(),
             max_file_bytes: resolved.config.max_file_bytes,
+            diff_base: resolved.config.diff_base.clone(),
+            push: resolved.push.clone(),
         },
     )
     .with_context(|| format!("packing the repository at {}", repo.display()))?;
@@ -218,14 +220,16 @@ async fn run_edit_step(
     let key_env = config.llm.key_env();
     let program = sandbox.edit_step_program()?;
     let log_format = if options.json_logs { "json" } else { "text" };
-    let argv = vec![
-        program,
-        "--log-format".into(),
-        log_format.into(),
+    let mut argv = vec![program, "--log-format".into(), log_format.into()];
+    let logging = crate::cli::child_logging();
+    if matches!(sandbox, Sandbox::None(_)) {
+        argv.extend(logging.args);
+    }
+    argv.extend([
         "edit-step".into(),
         "--state".into(),
         sandbox.state_path(state.path()),
-    ];
+    ]);
     // Grace past the budget so the step can write what it did before it is killed.
     let mut job = Job::new(
         JobKind::EditStep,
@@ -234,6 +238,9 @@ async fn run_edit_step(
         1 << 20,
     );
     job.state_dir = Some(state.path().to_owned());
+    if let Some(filter) = logging.filter {
+        job.env.push(("BORK_LOG".to_owned(), filter));
+    }
     if let Some(key) = &resolved.api_key {
         job.env.push((key_env.clone(), key.expose_secret().to_owned()));
     }
@@ -619,6 +626,9 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
     );
     report.prompt_tokens_estimate = estimate;
     tracing::info!(
+        files = snapshot.files.len(),
+        tokens_estimate = estimate,
+        model = %provider.describe(),
         "packed {} files, about {estimate} tokens; model: {}",
         snapshot.files.len(),
         provider.describe()
@@ -714,6 +724,9 @@ async fn iterate(
             return Ok(());
         }
         tracing::info!(
+            iteration = number,
+            max_iterations = max,
+            elapsed_ms = started.elapsed().as_millis() as u64,
             "iteration {number} of {max}: asking the model ({}s elapsed)",
             started.elapsed().as_secs()
         );
@@ -751,6 +764,16 @@ async fn iterate(
             );
         }
         tracing::info!(
+            iteration = number,
+            max_iterations = max,
+            applied = step.changeset.applied.len(),
+            refused = step.changeset.refused.len(),
+            held = step.changeset.pending.len(),
+            unchanged = step.changeset.unchanged.len(),
+            input_tokens = step.usage.input_tokens,
+            output_tokens = step.usage.output_tokens,
+            cached_input_tokens = step.usage.cached_input_tokens,
+            llm_ms,
             "iteration {number} of {max}: {} applied, {} refused, {} held for approval, {} unchanged; tokens in {} out {} cached {}",
             step.changeset.applied.len(),
             step.changeset.refused.len(),
@@ -825,6 +848,11 @@ async fn iterate(
             iteration.durations.review_ms = judgement.review_ms;
             iteration.durations.verify_ms = judgement.verify_ms;
             tracing::info!(
+                iteration = number,
+                max_iterations = max,
+                findings = iteration.findings.len(),
+                judge_failed = failed,
+                check_ms = judgement.check_ms,
                 "iteration {number} of {max}: {} finding(s){}",
                 iteration.findings.len(),
                 if failed { ", a judge failed to run" } else { "" }

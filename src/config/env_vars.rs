@@ -38,6 +38,7 @@ vars! {
     "BORK_CONTEXT_BUDGET_TOKENS" => "context-budget-tokens": Integer,
     "BORK_RUN_TIMEOUT_SECS" => "run-timeout-secs": Integer,
     "BORK_BASE" => "base": Text,
+    "BORK_DIFF_BASE" => "diff-base": Text,
     "BORK_MAX_FILE_BYTES" => "max-file-bytes": Integer,
     "BORK_LLM_PROVIDER" => "llm.provider": Text,
     "BORK_LLM_MODEL" => "llm.model": Text,

@@ -41,6 +41,10 @@ pub struct Config {
     pub run_timeout_secs: u64,
     /// The branch the spec diff is taken against.
     pub base: String,
+    /// The revision the spec diff is taken against, overriding `base` and the push's own
+    /// `before` commit. Absent: chosen from `base` and the CI's push event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff_base: Option<String>,
     /// Files larger than this are named in the prompt but not inlined.
     pub max_file_bytes: u64,
     pub llm: LlmConfig,
@@ -60,6 +64,7 @@ impl Default for Config {
             context_budget_tokens: 200_000,
             run_timeout_secs: 3600,
             base: "main".into(),
+            diff_base: None,
             max_file_bytes: 256 * 1024,
             llm: LlmConfig::default(),
             sandbox: SandboxConfig::default(),
@@ -421,6 +426,8 @@ pub struct Resolved {
     pub review_llm_credentials: crate::llm::Credentials,
     /// `DOCKER_HOST`, when set: the engine the docker backend talks to.
     pub docker_host: Option<String>,
+    /// The push this run was started by, from the CI's variables (see [`push_event`]).
+    pub push: Option<crate::pack::PushEvent>,
     figment: Figment,
 }
 
@@ -502,6 +509,56 @@ pub fn process_env() -> BTreeMap<String, String> {
     std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
         .collect()
+}
+
+/// The push a CI job was started by: on GitHub Actions a `push` event (`GITHUB_EVENT_NAME`)
+/// whose payload (`GITHUB_EVENT_PATH`) has `before`; on GitLab `CI_COMMIT_BEFORE_SHA` in a
+/// `push` pipeline (`CI_PIPELINE_SOURCE`, or when that is not set). `None` elsewhere, and when
+/// the payload cannot be read (logged).
+pub fn push_event(env: &BTreeMap<String, String>) -> Option<crate::pack::PushEvent> {
+    let get = |name: &str| {
+        env.get(name)
+            .map(|value| value.trim())
+            .filter(|value| !value.is_empty())
+    };
+    if get("GITHUB_EVENT_NAME") == Some("push") {
+        let path = get("GITHUB_EVENT_PATH")?;
+        let event: Value = match std::fs::read_to_string(path)
+            .map_err(|error| error.to_string())
+            .and_then(|text| serde_json::from_str(&text).map_err(|error| error.to_string()))
+        {
+            Ok(event) => event,
+            Err(error) => {
+                tracing::warn!(path, %error, "the push event payload cannot be read; the spec diff is taken against `base`");
+                return None;
+            }
+        };
+        let text = |pointer: &str| {
+            event
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|value| !value.is_empty())
+                .map(str::to_owned)
+        };
+        let git_ref = text("/ref").or_else(|| get("GITHUB_REF").map(str::to_owned));
+        return Some(crate::pack::PushEvent {
+            before: text("/before")?,
+            source: "`before` in the push event at GITHUB_EVENT_PATH".into(),
+            branch: git_ref.and_then(|r| r.strip_prefix("refs/heads/").map(str::to_owned)),
+            default_branch: text("/repository/default_branch"),
+        });
+    }
+    let before = get("CI_COMMIT_BEFORE_SHA")?;
+    if get("CI_PIPELINE_SOURCE").is_some_and(|source| source != "push") {
+        return None;
+    }
+    Some(crate::pack::PushEvent {
+        before: before.to_owned(),
+        source: "CI_COMMIT_BEFORE_SHA".into(),
+        branch: get("CI_COMMIT_BRANCH").map(str::to_owned),
+        default_branch: get("CI_DEFAULT_BRANCH").map(str::to_owned),
+    })
 }
 
 /// Reads the configuration of the repository at `repo_root`.
@@ -660,6 +717,7 @@ pub fn load_with_trusted(
         llm_credentials: config.llm.credentials(env),
         review_llm_credentials: crate::llm::Credentials::default(),
         docker_host: env.get("DOCKER_HOST").filter(|host| !host.is_empty()).cloned(),
+        push: push_event(env),
         api_key: Some(config.llm.key_env())
             .filter(|name| !name.is_empty())
             .and_then(|name| env.get(&name))

@@ -54,6 +54,12 @@ pub struct PackOptions {
     /// Files larger than this are named but not inlined (`specs/` files get [`SPEC_SIZE_FACTOR`]
     /// times as much).
     pub max_file_bytes: u64,
+    /// The revision the diff is taken against, overriding `base` and `push` (`--diff-base`).
+    #[serde(default)]
+    pub diff_base: Option<String>,
+    /// The push the run was started by, if any: it decides the diff when `HEAD` is the base.
+    #[serde(default)]
+    pub push: Option<PushEvent>,
 }
 
 impl Default for PackOptions {
@@ -61,8 +67,30 @@ impl Default for PackOptions {
         Self {
             base: DEFAULT_BASE.to_owned(),
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            diff_base: None,
+            push: None,
         }
     }
+}
+
+/// A push, as the CI describes it.
+///
+/// When the checked-out commit is the base branch itself (its tip, or the pushed branch is the
+/// base or the default branch), the spec diff is taken against `before`, the commit the branch
+/// pointed at before the push. A `before` of all zeros means the push created the branch: the
+/// diff is then taken against its merge base with the default branch (or against the empty tree
+/// when the new branch is the default branch itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PushEvent {
+    /// The commit the branch pointed at before the push; all zeros for a new branch.
+    pub before: String,
+    /// Where `before` came from, for messages.
+    pub source: String,
+    /// The pushed branch, without `refs/heads/`, when known.
+    pub branch: Option<String>,
+    /// The repository's default branch, when the CI says.
+    pub default_branch: Option<String>,
 }
 
 /// The packed repository: every selected file, sorted by path bytes, and the spec diff.
@@ -122,6 +150,10 @@ pub struct SpecDiff {
     pub newly_added: Vec<String>,
     /// The base that was asked for (`PackOptions::base`), for the rendering of a missing base.
     pub requested_base: String,
+    /// Said instead of "no changes" when the diff is empty for a reason other than unchanged
+    /// specs (the checked-out commit is the base itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Why packing failed. A missing base branch is not an error (see [`SpecDiff::base_ref`]).
@@ -130,6 +162,16 @@ pub enum PackError {
     /// The directory is not inside a git work tree.
     #[error("`{}` is not a git repository", path.display())]
     NotAGitRepo { path: PathBuf },
+    /// The commit the diff should start from is not in the clone (shallow, or never fetched).
+    #[error(
+        "{what} `{rev}` is not in this clone, so the spec diff cannot be taken against it; fetch the whole history (`fetch-depth: 0` with actions/checkout, `GIT_DEPTH: 0` on GitLab) or set --diff-base / BORK_DIFF_BASE to a commit that is"
+    )]
+    MissingCommit { what: String, rev: String },
+    /// The commit id a CI variable gives is not a commit id.
+    #[error(
+        "{what} is {rev:?}, which is not a commit id; set --diff-base / BORK_DIFF_BASE to choose the start of the spec diff"
+    )]
+    BadCommitId { what: String, rev: String },
     /// A git command failed.
     #[error("git {command} failed in `{}`: {stderr}", path.display())]
     Git {
@@ -204,7 +246,7 @@ impl RepoSnapshot {
 /// once the walk is done. Files are read in parallel.
 pub fn snapshot(repo_root: &Path, options: &PackOptions) -> Result<RepoSnapshot, PackError> {
     let (files, spec_diff) = std::thread::scope(|scope| {
-        let diff_job = scope.spawn(|| diff::spec_diff(repo_root, &options.base));
+        let diff_job = scope.spawn(|| diff::spec_diff(repo_root, options));
         let untracked_job = scope.spawn(|| git::list_untracked(repo_root));
         let files = read::Reader::open(repo_root).and_then(|reader| {
             let tracked = git::list_tracked(repo_root)?;

@@ -272,7 +272,12 @@ fn spec_diff_into(out: &mut String, diff: &SpecDiff) {
     };
     let _ = writeln!(out, "===== SPEC DIFF: specs/ against {base_ref} =====");
     if diff.diff.is_empty() {
-        out.push_str("(no changes to tracked files under specs/)\n");
+        match &diff.note {
+            Some(note) => {
+                let _ = writeln!(out, "({note})");
+            }
+            None => out.push_str("(no changes to tracked files under specs/)\n"),
+        }
     } else {
         out.push_str(&diff.diff);
         if !diff.diff.ends_with('\n') {
@@ -365,6 +370,7 @@ mod tests {
             diff: "diff --git a/specs/x.md b/specs/x.md\n".to_owned(),
             newly_added: vec!["specs/new.md".to_owned()],
             requested_base: "main".to_owned(),
+            note: None,
         };
         insta::assert_snapshot!(spec_diff(&with_base), @r"
         ===== SPEC DIFF: specs/ against origin/main =====
@@ -426,6 +432,7 @@ mod tests {
             diff: "diff --git a/specs/x.md b/specs/x.md\n".to_owned(),
             newly_added: vec!["specs/new\u{7}.md".to_owned()],
             requested_base: "main".to_owned(),
+            note: None,
         };
         let whole = all(&snapshot);
         assert_eq!(

@@ -4,7 +4,6 @@
 //! does not decide what a run's status is; it reports what it is given.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 
 use rand::RngExt;
@@ -281,8 +280,7 @@ pub struct ActionsWriter;
 impl ActionsWriter {
     /// Appends `text` to `path` (the runner creates these files; they are not in the repo).
     pub fn append(path: &Path, text: &str) -> std::io::Result<()> {
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-        file.write_all(text.as_bytes())
+        crate::safe_fs::append(path, text.as_bytes())
     }
 }
 

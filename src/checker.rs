@@ -81,6 +81,29 @@ pub fn judge(output: &JobOutput, timeout: Duration) -> Verdict {
     }
 }
 
+/// Why the configured checker cannot be run as it stands, if it cannot: it must resolve (through
+/// symlinks that stay inside the repository) to an executable regular file. Checked before any
+/// model call (missing at the start is a configuration error) and before each run (gone or no
+/// longer executable during the run is a checker that failed to run).
+pub fn unusable(repo: &Path, checker: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(resolved) = crate::edit::identity::resolve(repo, checker) else {
+        return Some(format!(
+            "the correctness checker `{checker}` resolves outside the repository"
+        ));
+    };
+    match std::fs::symlink_metadata(repo.join(&resolved)) {
+        Err(_) => Some(format!("the correctness checker `{checker}` does not exist")),
+        Ok(meta) if !meta.is_file() => Some(format!(
+            "the correctness checker `{checker}` is not a regular file"
+        )),
+        Ok(meta) if meta.permissions().mode() & 0o111 == 0 => {
+            Some(format!("the correctness checker `{checker}` is not executable"))
+        }
+        Ok(_) => None,
+    }
+}
+
 /// Runs the checker at `checker` (relative to `repo`) and judges it.
 pub async fn run(
     sandbox: &Sandbox,
@@ -89,6 +112,12 @@ pub async fn run(
     timeout: Duration,
     secret_env: &[String],
 ) -> Result<Verdict, SandboxError> {
+    if let Some(problem) = unusable(repo, checker) {
+        return Ok(Verdict::FailedToRun {
+            reason: problem,
+            stderr_tail: String::new(),
+        });
+    }
     let mut job = Job::new(
         JobKind::Checker,
         vec![format!("./{checker}")],

@@ -357,7 +357,8 @@ fn finish_run(report: &report::RunReport, args: &RunArgs, github: &crate::github
     if let Some(path) = &args.sarif {
         let sarif = crate::sarif::render(&report.findings_left, env!("CARGO_PKG_VERSION"));
         let text = serde_json::to_string_pretty(&sarif).context("rendering SARIF")?;
-        std::fs::write(path, text).with_context(|| format!("writing SARIF to {}", path.display()))?;
+        crate::safe_fs::write_atomic(path, text.as_bytes())
+            .with_context(|| format!("writing SARIF to {}", path.display()))?;
     }
     let result_pr = report.pull_requests.iter().find(|pr| pr.purpose == "result");
     if let Some(path) = &github.github_step_summary {

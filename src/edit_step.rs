@@ -43,6 +43,10 @@ pub struct EditStepInput {
     pub edits_require_approval: Vec<String>,
     /// Existing files the model never saw (binary, too large): not to be overwritten.
     pub not_shown: BTreeSet<String>,
+    /// Paths of the tree that name the same file or folder (symlinks, hardlinks), found by the
+    /// runner before the step: an edit is classified under each of its spellings.
+    #[serde(default)]
+    pub aliases: Vec<crate::edit::identity::Alias>,
     /// Wall-clock budget left for this step.
     pub timeout_secs: u64,
 }
@@ -89,7 +93,7 @@ pub async fn run(input: &EditStepInput, repo: &Path, api_key: Option<SecretStrin
         }
     };
     let protection = match Protection::new(input.checker.as_deref(), &input.edits_require_approval) {
-        Ok(protection) => protection,
+        Ok(protection) => protection.with_aliases(&input.aliases),
         Err(error) => {
             output.error = Some(format!("building the approval rules: {error}"));
             return output;

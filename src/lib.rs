@@ -21,6 +21,7 @@ pub mod prompt;
 pub mod reconcile;
 pub mod report;
 pub mod review;
+pub mod safe_fs;
 pub mod sandbox;
 pub mod sarif;
 pub mod verify;

@@ -53,6 +53,8 @@ pub enum RunError {
     ContextBudget { estimate: u64, budget: u64 },
     #[error("the packed prompt contains the value of {name}; refusing to send a secret to the model")]
     SecretInPrompt { name: String },
+    #[error("{problem} (`correctness-checker`); nothing was sent to the model")]
+    CheckerUnusable { problem: String },
 }
 
 /// The LLM settings of `llm` config plus the key.
@@ -161,15 +163,25 @@ async fn run_edit_step(
         .context("creating the edit step's state directory")?;
     let mut llm_config = config.llm.clone();
     if let Some(script) = &llm_config.script {
-        std::fs::copy(script, state.path().join(edit_step::SCRIPT))
-            .with_context(|| format!("reading the scripted model's answers from {script}"))?;
+        let bytes = crate::safe_fs::read_regular(Path::new(script), crate::llm::scripted::MAX_SCRIPT_BYTES)
+            .with_context(|| {
+            format!("reading the scripted model's answers from {script} (`llm.script`)")
+        })?;
+        crate::safe_fs::write_atomic(&state.path().join(edit_step::SCRIPT), &bytes)
+            .context("copying the scripted model's answers")?;
         llm_config.script = Some(format!(
             "{}/{}",
             sandbox.state_path(state.path()),
             edit_step::SCRIPT
         ));
     }
+    let repo = options.repo.clone();
+    let aliases = tokio::task::spawn_blocking(move || crate::edit::identity::scan(&repo))
+        .await
+        .context("looking for symlinks and hardlinks in the working tree")?
+        .context("looking for symlinks and hardlinks in the working tree")?;
     let input = EditStepInput {
+        aliases,
         conversation: conversation.clone(),
         llm: llm_config,
         checker: config.correctness_checker.clone(),
@@ -327,7 +339,6 @@ async fn judge(
     repo: &Path,
     resolved: &Resolved,
     deadline: Instant,
-    warnings: &mut Vec<String>,
 ) -> Result<Option<Judgement>> {
     let config = &resolved.config;
     let mut judgement = Judgement {
@@ -344,8 +355,9 @@ async fn judge(
     };
     let mut any = false;
     if let Some(checker_path) = &config.correctness_checker {
-        if std::fs::symlink_metadata(repo.join(checker_path)).is_ok() {
-            any = true;
+        // A checker that was there at the start and is gone now failed to run: never "no checker".
+        any = true;
+        {
             let started = Instant::now();
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
@@ -365,14 +377,6 @@ async fn judge(
                         .failures
                         .push(("correctness checker".into(), reason, stderr_tail))
                 }
-            }
-        } else {
-            let warning = format!(
-                "the configured correctness checker `{checker_path}` does not exist; running without a checker"
-            );
-            tracing::warn!("{warning}");
-            if !warnings.contains(&warning) {
-                warnings.push(warning);
             }
         }
     }
@@ -478,6 +482,11 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
     let deadline = started + Duration::from_secs(config.run_timeout_secs);
     let repo = &options.repo;
 
+    if let Some(checker) = &config.correctness_checker
+        && let Some(problem) = checker::unusable(repo, checker)
+    {
+        return Err(RunError::CheckerUnusable { problem }.into());
+    }
     let (mut conversation, snapshot) = initial_prompt(repo, resolved)?;
     if let Some(preamble) = &options.preamble {
         conversation.prefix.push('\n');
@@ -654,7 +663,7 @@ async fn iterate(
             iteration.checker = Some(JudgeStatus::Skipped);
             None
         } else {
-            match judge(sandbox, repo, resolved, deadline, &mut report.warnings).await {
+            match judge(sandbox, repo, resolved, deadline).await {
                 Ok(judged) => judged,
                 Err(error) if error.downcast_ref::<BudgetExhausted>().is_some() => {
                     iteration.durations = durations(llm_ms, step.apply_ms, 0, iteration_started);
@@ -775,11 +784,7 @@ fn judges_configured(resolved: &Resolved, repo: &Path) -> bool {
     resolved.config.review.enabled
         || crate::verify::load_steps(repo, &resolved.verification_steps())
             .is_ok_and(|steps| !steps.is_empty())
-        || resolved
-            .config
-            .correctness_checker
-            .as_ref()
-            .is_some_and(|checker| std::fs::symlink_metadata(repo.join(checker)).is_ok())
+        || resolved.config.correctness_checker.is_some()
 }
 
 fn written(changeset: &Changeset, action: EditAction) -> Vec<String> {

@@ -269,8 +269,8 @@ impl GithubContext {
     /// The event payload, when there is one and it parses.
     pub fn event(&self) -> Option<serde_json::Value> {
         let path = self.event_path.as_ref()?;
-        let text = std::fs::read_to_string(path).ok()?;
-        serde_json::from_str(&text).ok()
+        let bytes = crate::safe_fs::read_regular(std::path::Path::new(path), 64 << 20).ok()?;
+        serde_json::from_slice(&bytes).ok()
     }
 
     /// Why this run must not use secrets or push, when it must not: a `pull_request_target`

@@ -19,7 +19,7 @@
 mod anthropic;
 mod openai;
 pub mod retry;
-mod scripted;
+pub(crate) mod scripted;
 mod wire;
 
 use std::fmt;

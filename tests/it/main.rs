@@ -12,6 +12,7 @@ mod run;
 mod run_docker;
 mod run_github;
 mod run_http;
+mod safety;
 mod sandbox;
 mod support;
 mod verify;

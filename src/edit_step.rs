@@ -85,6 +85,9 @@ fn read_answer(completion: &Completion, limits: &ParseLimits) -> std::result::Re
 /// Runs the edit step on `repo` with the key given. Never fails: problems are in the output.
 pub async fn run(input: &EditStepInput, repo: &Path, api_key: Option<SecretString>) -> EditStepOutput {
     let mut output = EditStepOutput::default();
+    if let Some(key) = &api_key {
+        crate::secrets::register(&input.llm.key_env(), secrecy::ExposeSecret::expose_secret(key));
+    }
     let provider = match Provider::new(crate::reconcile::llm_settings(&input.llm, api_key)) {
         Ok(provider) => provider,
         Err(error) => {

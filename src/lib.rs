@@ -24,4 +24,6 @@ pub mod review;
 pub mod safe_fs;
 pub mod sandbox;
 pub mod sarif;
+pub mod secrets;
+pub mod untrusted;
 pub mod verify;

@@ -175,6 +175,9 @@ async fn run_edit_step(
             edit_step::SCRIPT
         ));
     }
+    if let Some(name) = crate::secrets::find_in_conversation(conversation) {
+        return Err(RunError::SecretInPrompt { name }.into());
+    }
     let repo = options.repo.clone();
     let aliases = tokio::task::spawn_blocking(move || crate::edit::identity::scan(&repo))
         .await
@@ -254,12 +257,8 @@ fn relay_stderr(stderr: &[u8]) {
     if stderr.is_empty() {
         return;
     }
-    use std::io::Write;
     let mut out = std::io::stderr().lock();
-    let _ = out.write_all(stderr);
-    if !stderr.ends_with(b"\n") {
-        let _ = out.write_all(b"\n");
-    }
+    let _ = crate::untrusted::relay(&mut out, stderr);
 }
 
 /// A budget of the run ran out.
@@ -612,7 +611,7 @@ async fn iterate(
         }
         {
             let stdout = std::io::stdout();
-            let mut lock = stdout.lock();
+            let mut lock = crate::secrets::Redacting(stdout.lock());
             let _ = crate::report::print_edits(
                 &mut lock,
                 number,

@@ -6,7 +6,8 @@
 //! is an error and never a hang. Whole-file writes go to a temporary file in the same folder,
 //! then a rename over the final name: a symlink or a hardlink at the final name is replaced,
 //! never followed. Appends (the files the CI runner hands over) open with `O_NOFOLLOW` and
-//! accept only a regular file. Nothing is ever written inside a `.git` folder.
+//! accept only a regular file. Nothing is ever written inside a `.git` folder, and every write
+//! is redacted of registered secrets (`secrets`).
 
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -84,7 +85,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut temporary = tempfile::Builder::new()
         .prefix(".bork-out-")
         .tempfile_in(&parent)?;
-    temporary.write_all(bytes)?;
+    temporary.write_all(&crate::secrets::redact_bytes(bytes))?;
     temporary.as_file().sync_all()?;
     temporary.persist(path).map_err(|error| error.error)?;
     Ok(())
@@ -104,7 +105,7 @@ pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
     if !file.metadata()?.is_file() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
     }
-    file.write_all(bytes)
+    file.write_all(&crate::secrets::redact_bytes(bytes))
 }
 
 #[cfg(test)]

@@ -580,6 +580,11 @@ pub fn load_with_trusted(
         .get(&resolved.review_llm().key_env())
         .filter(|key| !key.is_empty())
         .map(|key| SecretString::from(key.clone()));
+    for name in resolved.secret_env_names() {
+        if let Some(value) = env.get(&name).filter(|_| !name.ends_with("_URL")) {
+            crate::secrets::register(&name, value);
+        }
+    }
     Ok(resolved)
 }
 

@@ -188,6 +188,11 @@ impl GithubContext {
             Some(name) => vec![name],
             None => vec!["BORK_GITHUB_TOKEN", "GITHUB_TOKEN"],
         };
+        for name in &names {
+            if let Some(value) = lookup(name) {
+                crate::secrets::register(name, &value);
+            }
+        }
         let Some(token) = names
             .iter()
             .find_map(|name| lookup(name).filter(|value| !value.trim().is_empty()))

@@ -22,6 +22,7 @@ struct Outcome {
     code: i32,
     report: Value,
     stderr: String,
+    stdout: String,
 }
 
 fn base_repo(config: Value, extra: &[(&str, &str)]) -> Repo {
@@ -64,6 +65,7 @@ fn run_with(repo: &Repo, answers: &[Value], envs: &[(&str, &str)], extra: &[&str
             Value::Null
         },
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
     }
 }
 
@@ -158,11 +160,14 @@ fn checker_config(checker: &str) -> Value {
     json!({"correctness-checker": checker, "llm": {"provider": "scripted"}})
 }
 
+/// (from, to) pairs: files with their contents, or symlinks (target, where).
+type Pairs<'a> = &'a [(&'a str, &'a str)];
+
 #[test]
 fn the_checker_is_protected_under_every_spelling() {
     let wanting = checker_wanting("src/app.txt", "NEVER-THERE");
     // (configured checker, files to lay out, symlinks to make, the path the model writes)
-    let cases: &[(&str, &[(&str, &str)], &[(&str, &str)], &str)] = &[
+    let cases: &[(&str, Pairs, Pairs, &str)] = &[
         ("ci/./check.sh", &[("ci/check.sh", &wanting)], &[], "ci/check.sh"),
         ("./ci/check.sh", &[("ci/check.sh", &wanting)], &[], "ci/check.sh"),
         ("ci//check.sh", &[("ci/check.sh", &wanting)], &[], "ci/check.sh"),
@@ -491,4 +496,153 @@ fn outputs_never_follow_a_symlink_or_enter_git() {
         .expect("runs");
     assert_ne!(direct.status.code(), Some(0));
     assert_eq!(repo.git_dir_hash(), git_before);
+}
+
+const TOKEN: &str = "ghs_SeCrEtToKeN0123456789abcdefXYZ";
+
+fn b64(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// Every spelling of the token a leak could take.
+fn leaks(text: &str) -> Vec<String> {
+    let mut spellings = vec![
+        TOKEN.to_owned(),
+        b64(TOKEN),
+        b64(TOKEN).trim_end_matches('=').to_owned(),
+    ];
+    for prefix in ["a", "ab"] {
+        let long = b64(&format!("{prefix}{TOKEN}"));
+        spellings.push(long[4..long.len() - 4].to_owned());
+    }
+    spellings
+        .into_iter()
+        .filter(|spelling| text.contains(spelling.as_str()))
+        .collect()
+}
+
+#[test]
+fn secrets_never_reach_the_model_the_report_or_the_checker() {
+    // The checker prints the token (and its base64) it finds anywhere it can, and reports
+    // which of the token's variables it can see.
+    let checker = format!(
+        "#!/bin/sh\nseen=\"${{GITHUB_TOKEN}}|${{MY_CI_TOKEN}}\"\necho \"stderr {TOKEN} $(printf %s {TOKEN} | base64)\" >&2\necho '{{\"per_file_findings\":[{{\"provenance\":\"code-review\",\"file\":\"src/app.txt\",\"finding\":\"leak {TOKEN} seen='\"$seen\"'\"}}],\"overall_findings\":[]}}'\nexit 1\n"
+    );
+    let repo = base_repo(
+        checker_config("check.sh"),
+        &[
+            ("check.sh", &checker),
+            ("notes.txt", &format!("copied: {}\n", b64(&format!("xy{TOKEN}")))),
+        ],
+    );
+    repo.git(&["config", "bork.marker", "GITCONFIG-MARKER-42"]);
+    std::fs::hard_link(repo.path().join(".git/config"), repo.path().join("leak.txt")).expect("hardlink");
+    // Packing: neither the base64 copy nor the hardlink of .git/config is packed.
+    let packed = bork()
+        .args(["pack", "--repo"])
+        .arg(repo.path())
+        .env("GITHUB_TOKEN", TOKEN)
+        .output()
+        .expect("pack runs");
+    let stdout = String::from_utf8_lossy(&packed.stdout);
+    let stderr = String::from_utf8_lossy(&packed.stderr);
+    assert!(leaks(&stdout).is_empty(), "{:?}", leaks(&stdout));
+    assert!(!stdout.contains("GITCONFIG-MARKER-42"));
+    assert!(
+        stderr.contains("notes.txt") && stderr.contains("GITHUB_TOKEN"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("leak.txt"), "{stderr}");
+    assert!(!stderr.contains(TOKEN));
+
+    // A run: the checker's output holds the token; nothing written or printed does.
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let sarif = scratch.path().join("out.sarif");
+    let summary = scratch.path().join("summary.md");
+    let outputs = scratch.path().join("outputs.txt");
+    let outcome = run_with(
+        &repo,
+        &[write("src/app.txt", "a\n"), write("src/app.txt", "b\n")],
+        &[
+            ("GITHUB_TOKEN", TOKEN),
+            ("MY_CI_TOKEN", TOKEN),
+            ("GITHUB_ACTIONS", "true"),
+            ("GITHUB_STEP_SUMMARY", summary.to_str().expect("utf8")),
+            ("GITHUB_OUTPUT", outputs.to_str().expect("utf8")),
+            ("BORK_MAX_ITERATIONS", "2"),
+        ],
+        &["--sarif", sarif.to_str().expect("utf8")],
+    );
+    let report_text = outcome.report.to_string();
+    assert!(
+        report_text.contains("seen=|"),
+        "the checker saw the token: {report_text}"
+    );
+    for (what, text) in [
+        ("report", report_text.clone()),
+        ("stderr", outcome.stderr.clone()),
+        ("stdout", outcome.stdout.clone()),
+        ("sarif", std::fs::read_to_string(&sarif).unwrap_or_default()),
+        ("summary", std::fs::read_to_string(&summary).unwrap_or_default()),
+        ("outputs", std::fs::read_to_string(&outputs).unwrap_or_default()),
+    ] {
+        assert!(leaks(&text).is_empty(), "{what} leaks {:?}", leaks(&text));
+    }
+    assert!(report_text.contains("[redacted]"), "{report_text}");
+}
+
+/// A model of the Actions runner's log parser: the commands it would act on in `log`.
+fn commands_seen(log: &str) -> Vec<String> {
+    let mut stopped: Option<String> = None;
+    let mut seen = Vec::new();
+    for line in log.split('\n') {
+        let trimmed = line.trim_start();
+        if let Some(token) = &stopped {
+            if trimmed == format!("::{token}::") {
+                stopped = None;
+            }
+            continue;
+        }
+        if let Some(token) = trimmed.strip_prefix("::stop-commands::") {
+            stopped = Some(token.trim_end_matches('\r').to_owned());
+            continue;
+        }
+        if trimmed.starts_with("::") || line.contains("##[") {
+            seen.push(trimmed.to_owned());
+        }
+    }
+    seen
+}
+
+#[test]
+fn untrusted_text_never_issues_a_workflow_command() {
+    // The checker echoes hostile text in a field name (a serde error quotes it), on stderr, and
+    // fails to run; the model answers with hostile paths and contents.
+    let hostile =
+        "x\\n::add-mask::HOSTILE\\r::error::HOSTILE\\n::stop-commands::HOSTILE\\n##[set-env name=A]HOSTILE";
+    let checker = format!(
+        "#!/bin/sh\nprintf '\\n::error::HOSTILE\\n::add-mask::HOSTILE\\n' >&2\necho '{{\"per_file_findings\":[], \"{hostile}\": 1}}'\nexit 0\n"
+    );
+    let repo = base_repo(checker_config("check.sh"), &[("check.sh", &checker)]);
+    let answers = [
+        json!({"create-or-update": {
+            "src/app.txt": "fine\n::add-mask::HOSTILE\n",
+            ".git/\n::error::HOSTILE": "x",
+            "specs/\n::warning::HOSTILE.md": "::error::HOSTILE\n",
+        }}),
+        json!("not json\n::error::HOSTILE\n::add-mask::HOSTILE"),
+        json!("still not json\r::error::HOSTILE"),
+    ];
+    let outcome = run_with(&repo, &answers, &[("GITHUB_ACTIONS", "true")], &[]);
+    assert_ne!(outcome.code, 0, "{}", outcome.stderr);
+    for (what, log) in [("stdout", &outcome.stdout), ("stderr", &outcome.stderr)] {
+        for command in commands_seen(log) {
+            assert!(!command.contains("HOSTILE"), "{what}: {command:?}\n{log}");
+        }
+    }
+    assert!(
+        outcome.stderr.contains("HOSTILE"),
+        "the hostile text is shown, escaped"
+    );
 }

@@ -241,6 +241,30 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Findings-shaped JSON at depth: judging never panics, and clean still means exit 0
+        /// with no findings.
+        #[test]
+        fn judge_never_panics_on_findings_shaped_json(
+            code in 0i32..3,
+            parts in proptest::collection::vec(proptest::prop_oneof![
+                proptest::strategy::Just("{".to_owned()), proptest::strategy::Just("}".to_owned()),
+                proptest::strategy::Just("[".to_owned()), proptest::strategy::Just("]".to_owned()),
+                proptest::strategy::Just(",".to_owned()), proptest::strategy::Just(":".to_owned()),
+                proptest::strategy::Just("\"per_file_findings\"".to_owned()),
+                proptest::strategy::Just("\"overall_findings\"".to_owned()),
+                proptest::strategy::Just("\"file\"".to_owned()), proptest::strategy::Just("\"finding\"".to_owned()),
+                proptest::strategy::Just("\"provenance\"".to_owned()), proptest::strategy::Just("\"code-review\"".to_owned()),
+                proptest::strategy::Just("null".to_owned()), proptest::strategy::Just("1e999".to_owned()),
+                "\"[^\"]{0,8}\"",
+            ], 0..64),
+        ) {
+            let stdout = parts.concat();
+            let verdict = judge(&output(Outcome::Exited(code), &stdout), Duration::from_secs(1));
+            if verdict.is_clean() {
+                proptest::prop_assert_eq!(code, 0);
+            }
+        }
+
         #[test]
         fn clean_only_when_exit_zero_and_no_findings(code in -1i32..300, stdout in ".{0,64}") {
             let verdict = judge(&output(Outcome::Exited(code), &stdout), Duration::from_secs(1));

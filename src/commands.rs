@@ -335,6 +335,7 @@ async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
             signal = shutdown_signal() => {
                 tracing::warn!("received {signal}: removing this run's containers and stopping");
                 sandbox.cleanup().await;
+                crate::edit::apply::sweep_temp_files(&repo);
                 Err(anyhow::anyhow!("interrupted by {signal}"))
             }
         };

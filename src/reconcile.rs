@@ -481,6 +481,10 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
     let deadline = started + Duration::from_secs(config.run_timeout_secs);
     let repo = &options.repo;
 
+    let swept = crate::edit::apply::sweep_temp_files(repo);
+    if swept > 0 {
+        tracing::warn!("removed {swept} temporary file(s) an interrupted run left in the working tree");
+    }
     if let Some(checker) = &config.correctness_checker
         && let Some(problem) = checker::unusable(repo, checker)
     {

@@ -134,6 +134,22 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn no_line_of_any_text_starts_a_command(text in "(.|\n|\r|::|##\\[){0,200}") {
+            let mut out = Vec::new();
+            LogWriter(&mut out).write_all(text.as_bytes()).expect("write");
+            relay(&mut out, text.as_bytes()).expect("relay");
+            let shown = String::from_utf8(out).expect("utf8");
+            for each in shown.split('\n') {
+                proptest::prop_assert!(!each.trim_start().starts_with("::"), "{:?}", each);
+                proptest::prop_assert!(!each.contains('\r'));
+            }
+            let cut_text = cut(&text, 17);
+            proptest::prop_assert!(cut_text.len() <= text.len().max(17 + 40));
+        }
+    }
+
     #[test]
     fn cut_is_at_a_boundary() {
         let cut = cut("ééé", 3);

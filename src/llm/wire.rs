@@ -422,6 +422,8 @@ pub(super) fn error_excerpt(bytes: &[u8]) -> String {
             })
         });
     let text = from_json.unwrap_or_else(|| String::from_utf8_lossy(bytes).into_owned());
+    // Secrets go before any cutting, so none is shown in part.
+    let text = crate::secrets::redact(&text);
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if text.is_empty() {
         return "(empty body)".to_owned();

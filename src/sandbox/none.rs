@@ -143,7 +143,10 @@ impl LiveGroup {
 }
 
 impl Drop for LiveGroup {
+    /// A job dropped before it finished (the run was interrupted or timed out around it) takes
+    /// its whole process group with it, not only its first process.
     fn drop(&mut self) {
+        kill_group(self.0);
         if let Some(pid) = self.0 {
             LIVE_GROUPS
                 .lock()

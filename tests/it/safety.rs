@@ -646,3 +646,87 @@ fn untrusted_text_never_issues_a_workflow_command() {
         "the hostile text is shown, escaped"
     );
 }
+
+#[test]
+fn a_run_sweeps_temporary_files_a_killed_one_left() {
+    let wanting = checker_wanting("src/app.txt", "DONE");
+    let repo = base_repo(checker_config("check.sh"), &[("check.sh", &wanting)]);
+    let outside = tempfile::tempdir().expect("tempdir");
+    let canary = outside.path().join("canary");
+    std::fs::write(&canary, "canary").expect("canary");
+    repo.write(".bork-tmp-aaaa", "left over");
+    repo.write("src/deep/.bork-tmp-bbbb", "left over");
+    repo.write(".git/.bork-tmp-cccc", "git's own business");
+    symlink(&canary, repo.path().join(".bork-tmp-link")).expect("symlink");
+    let outcome = run_with(&repo, &[write("src/app.txt", "DONE\n")], &[], &[]);
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    assert_eq!(repo.read(".bork-tmp-aaaa"), "<absent>");
+    assert_eq!(repo.read("src/deep/.bork-tmp-bbbb"), "<absent>");
+    assert_eq!(repo.read(".git/.bork-tmp-cccc"), "git's own business");
+    assert!(std::fs::symlink_metadata(repo.path().join(".bork-tmp-link")).is_ok());
+    assert_eq!(std::fs::read_to_string(&canary).expect("canary"), "canary");
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie is dead for our purposes.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| !stat.split(") ").nth(1).unwrap_or("").starts_with('Z'))
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_signal_ends_the_checkers_whole_process_group() {
+    for signal in ["TERM", "INT"] {
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let pid_file = scratch.path().join("grandchild.pid");
+        let checker = format!(
+            "#!/bin/sh\nsleep 300 &\necho $! > '{}'\nwait\n",
+            pid_file.display()
+        );
+        let repo = base_repo(checker_config("check.sh"), &[("check.sh", &checker)]);
+        let script = script(scratch.path(), &[write("src/app.txt", "DONE\n")]);
+        let mut child = bork()
+            .args(["run", "--repo"])
+            .arg(repo.path())
+            .env("BORK_LLM_SCRIPT", &script)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let started = Instant::now();
+        while !pid_file.exists()
+            || std::fs::read_to_string(&pid_file)
+                .unwrap_or_default()
+                .trim()
+                .is_empty()
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the checker never started"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let grandchild: i32 = std::fs::read_to_string(&pid_file)
+            .expect("pid")
+            .trim()
+            .parse()
+            .expect("pid");
+        assert!(alive(grandchild));
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let code = child.wait().expect("wait").code();
+        assert_ne!(code, Some(0), "{signal}");
+        let waited = Instant::now();
+        while alive(grandchild) && waited.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(
+            !alive(grandchild),
+            "SIG{signal}: the checker's child {grandchild} survived"
+        );
+        assert_eq!(repo.read(".bork-tmp-x"), "<absent>");
+    }
+}

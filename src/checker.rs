@@ -154,6 +154,7 @@ pub fn tail(bytes: &[u8], limit: usize) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

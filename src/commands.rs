@@ -58,6 +58,7 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
 }
 
 /// The repository root: `--repo`, or the current directory's git top level.
+#[allow(clippy::disallowed_methods)] // a git runner: finds the repository root
 fn repo_root(args: &RepoArgs) -> Result<PathBuf> {
     let start = match &args.repo {
         Some(path) => path.clone(),

@@ -810,6 +810,7 @@ fn durations(step_ms: u64, apply_ms: u64, check_ms: u64, started: Instant) -> Du
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -400,6 +400,7 @@ pub(crate) fn redact_urls(text: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -168,6 +168,7 @@ impl std::fmt::Debug for GithubContext {
 impl GithubContext {
     /// Builds the context from flags (which clap already filled from the Actions variables) and
     /// the token variable. `Ok(None)` means a local run: no repository, or no token.
+    #[allow(clippy::disallowed_methods)] // the GitHub context reads the runner's documented variables
     pub fn from_env_and_flags(flags: &GithubFlags) -> Result<Option<Self>, GithubError> {
         Self::from_flags_with(flags, |name| std::env::var(name).ok())
     }
@@ -689,6 +690,7 @@ pub fn fence_text(text: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

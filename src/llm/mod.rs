@@ -444,6 +444,7 @@ pub fn cost(usage: &Usage, prices: &Prices) -> f64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -423,6 +423,7 @@ fn open_by_components(root: BorrowedFd<'_>, raw: &[u8], flags: OFlags) -> Result
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -1,4 +1,5 @@
 //! The one integration-test binary: each area of bork-ci has a module here.
+#![allow(clippy::disallowed_methods)] // tests lay out fixtures and run tools directly
 
 mod apply;
 mod fake_llm;

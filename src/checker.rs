@@ -81,10 +81,19 @@ pub fn judge(output: &JobOutput, timeout: Duration) -> Verdict {
     }
 }
 
+/// Why the configured checker is missing, if it is: it must resolve (through symlinks that stay
+/// inside the repository) to a regular file. Checked before any model call (missing at the start
+/// is a configuration error, exit 2).
+pub fn missing(repo: &Path, checker: &str) -> Option<String> {
+    match unusable(repo, checker) {
+        Some(problem) if !problem.ends_with("is not executable") => Some(problem),
+        _ => None,
+    }
+}
+
 /// Why the configured checker cannot be run as it stands, if it cannot: it must resolve (through
-/// symlinks that stay inside the repository) to an executable regular file. Checked before any
-/// model call (missing at the start is a configuration error) and before each run (gone or no
-/// longer executable during the run is a checker that failed to run).
+/// symlinks that stay inside the repository) to an executable regular file. Checked before each
+/// run: gone or not executable is a checker that failed to run.
 pub fn unusable(repo: &Path, checker: &str) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     let Some(resolved) = crate::edit::identity::resolve(repo, checker) else {
@@ -112,7 +121,8 @@ pub async fn run(
     timeout: Duration,
     secret_env: &[String],
 ) -> Result<Verdict, SandboxError> {
-    if let Some(problem) = unusable(repo, checker) {
+    // Gone since the start: failed to run (not executable: the start below fails and says so).
+    if let Some(problem) = missing(repo, checker) {
         return Ok(Verdict::FailedToRun {
             reason: problem,
             stderr_tail: String::new(),

@@ -236,7 +236,14 @@ async fn run_edit_step(
             )));
         }
     };
-    conversation.turns.extend(output.turns);
+    // An answer that echoes a secret (an endpoint that repeats the key) is kept redacted, so the
+    // next request does not carry it back.
+    conversation
+        .turns
+        .extend(output.turns.into_iter().map(|mut turn| {
+            turn.text = crate::secrets::redact(&turn.text).into_owned();
+            turn
+        }));
     if let Some(error) = output.error {
         bail!(error);
     }
@@ -486,7 +493,7 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
         tracing::warn!("removed {swept} temporary file(s) an interrupted run left in the working tree");
     }
     if let Some(checker) = &config.correctness_checker
-        && let Some(problem) = checker::unusable(repo, checker)
+        && let Some(problem) = checker::missing(repo, checker)
     {
         return Err(RunError::CheckerUnusable { problem }.into());
     }

@@ -77,7 +77,7 @@ pub fn line(text: &str) -> String {
 }
 
 /// The writer behind every log line on stderr: each write (one `tracing` event) becomes
-/// exactly one [`line`], however many newlines its text held.
+/// exactly one [`line()`], however many newlines its text held.
 pub struct LogWriter<W>(pub W);
 
 impl<W: Write> Write for LogWriter<W> {
@@ -95,7 +95,7 @@ impl<W: Write> Write for LogWriter<W> {
     }
 }
 
-/// Passes lines from another process (the edit step's stderr) on, each as one [`line`].
+/// Passes lines from another process (the edit step's stderr) on, each as one [`line()`].
 pub fn relay(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
     let text = String::from_utf8_lossy(bytes);
     for each in text.lines() {

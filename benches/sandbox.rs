@@ -2,6 +2,7 @@
 //! same image and command, side by side in one run (several rounds, medians and their ratio);
 //! then two checker runs of a command that fills the build cache, to show the second one reuses
 //! it. Needs the engine and `ci/build-images.sh busybox`. Run: `cargo bench --bench sandbox`.
+#![allow(clippy::disallowed_methods)] // benchmarks lay out fixtures and run tools directly
 
 use std::path::Path;
 use std::process::Command;

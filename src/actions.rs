@@ -4,7 +4,6 @@
 //! does not decide what a run's status is; it reports what it is given.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 
 use rand::RngExt;
@@ -36,33 +35,14 @@ pub fn mask(secret: &str) -> String {
 /// invisible format characters visible as `\u{..}`, so they cannot drive a terminal, hide text
 /// or reorder it.
 pub fn escape_controls(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let invisible = matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}');
-        if (c.is_control() && c != '\n' && c != '\t') || invisible {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    crate::untrusted::escape(text)
 }
 
 /// Untrusted text (model output, checker output) between `::stop-commands::<token>` and
 /// `::<token>::`, so no line of it is read as a workflow command. `token` should come from
 /// [`random_token`]; should the text contain the token anyway, a new one is drawn.
 pub fn untrusted_block(text: &str, token: &str) -> String {
-    let mut token = token.to_owned();
-    while token.is_empty() || text.contains(&token) {
-        token = random_token();
-    }
-    let body = escape_controls(text);
-    let newline = if body.ends_with('\n') || body.is_empty() {
-        ""
-    } else {
-        "\n"
-    };
-    format!("::stop-commands::{token}\n{body}{newline}::{token}::\n")
+    crate::untrusted::block(text, token)
 }
 
 fn escape_data(text: &str) -> String {
@@ -281,12 +261,12 @@ pub struct ActionsWriter;
 impl ActionsWriter {
     /// Appends `text` to `path` (the runner creates these files; they are not in the repo).
     pub fn append(path: &Path, text: &str) -> std::io::Result<()> {
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-        file.write_all(text.as_bytes())
+        crate::safe_fs::append(path, text.as_bytes())
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

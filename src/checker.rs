@@ -81,6 +81,38 @@ pub fn judge(output: &JobOutput, timeout: Duration) -> Verdict {
     }
 }
 
+/// Why the configured checker is missing, if it is: it must resolve (through symlinks that stay
+/// inside the repository) to a regular file. Checked before any model call (missing at the start
+/// is a configuration error, exit 2).
+pub fn missing(repo: &Path, checker: &str) -> Option<String> {
+    match unusable(repo, checker) {
+        Some(problem) if !problem.ends_with("is not executable") => Some(problem),
+        _ => None,
+    }
+}
+
+/// Why the configured checker cannot be run as it stands, if it cannot: it must resolve (through
+/// symlinks that stay inside the repository) to an executable regular file. Checked before each
+/// run: gone or not executable is a checker that failed to run.
+pub fn unusable(repo: &Path, checker: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(resolved) = crate::edit::identity::resolve(repo, checker) else {
+        return Some(format!(
+            "the correctness checker `{checker}` resolves outside the repository"
+        ));
+    };
+    match std::fs::symlink_metadata(repo.join(&resolved)) {
+        Err(_) => Some(format!("the correctness checker `{checker}` does not exist")),
+        Ok(meta) if !meta.is_file() => Some(format!(
+            "the correctness checker `{checker}` is not a regular file"
+        )),
+        Ok(meta) if meta.permissions().mode() & 0o111 == 0 => {
+            Some(format!("the correctness checker `{checker}` is not executable"))
+        }
+        Ok(_) => None,
+    }
+}
+
 /// Runs the checker at `checker` (relative to `repo`) and judges it.
 pub async fn run(
     sandbox: &Sandbox,
@@ -89,6 +121,13 @@ pub async fn run(
     timeout: Duration,
     secret_env: &[String],
 ) -> Result<Verdict, SandboxError> {
+    // Gone since the start: failed to run (not executable: the start below fails and says so).
+    if let Some(problem) = missing(repo, checker) {
+        return Ok(Verdict::FailedToRun {
+            reason: problem,
+            stderr_tail: String::new(),
+        });
+    }
     let mut job = Job::new(
         JobKind::Checker,
         vec![format!("./{checker}")],
@@ -125,6 +164,7 @@ pub fn tail(bytes: &[u8], limit: usize) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 
@@ -212,6 +252,30 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Findings-shaped JSON at depth: judging never panics, and clean still means exit 0
+        /// with no findings.
+        #[test]
+        fn judge_never_panics_on_findings_shaped_json(
+            code in 0i32..3,
+            parts in proptest::collection::vec(proptest::prop_oneof![
+                proptest::strategy::Just("{".to_owned()), proptest::strategy::Just("}".to_owned()),
+                proptest::strategy::Just("[".to_owned()), proptest::strategy::Just("]".to_owned()),
+                proptest::strategy::Just(",".to_owned()), proptest::strategy::Just(":".to_owned()),
+                proptest::strategy::Just("\"per_file_findings\"".to_owned()),
+                proptest::strategy::Just("\"overall_findings\"".to_owned()),
+                proptest::strategy::Just("\"file\"".to_owned()), proptest::strategy::Just("\"finding\"".to_owned()),
+                proptest::strategy::Just("\"provenance\"".to_owned()), proptest::strategy::Just("\"code-review\"".to_owned()),
+                proptest::strategy::Just("null".to_owned()), proptest::strategy::Just("1e999".to_owned()),
+                "\"[^\"]{0,8}\"",
+            ], 0..64),
+        ) {
+            let stdout = parts.concat();
+            let verdict = judge(&output(Outcome::Exited(code), &stdout), Duration::from_secs(1));
+            if verdict.is_clean() {
+                proptest::prop_assert_eq!(code, 0);
+            }
+        }
+
         #[test]
         fn clean_only_when_exit_zero_and_no_findings(code in -1i32..300, stdout in ".{0,64}") {
             let verdict = judge(&output(Outcome::Exited(code), &stdout), Duration::from_secs(1));

@@ -353,6 +353,7 @@ pub struct ConfigArgs {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
     use clap::CommandFactory;

@@ -53,7 +53,15 @@ pub fn init_logging(cli: &Cli) {
     });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| -> Box<dyn std::io::Write> {
+            // Every log line is one line, escaped and redacted; on a terminal (colors) only
+            // redacted.
+            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                Box::new(crate::secrets::Redacting(std::io::stderr()))
+            } else {
+                Box::new(crate::untrusted::LogWriter(std::io::stderr()))
+            }
+        })
         .with_target(false)
         .with_ansi(ansi);
     let _ = match cli.log_format {
@@ -85,6 +93,7 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
 }
 
 /// The repository root: `--repo`, or the current directory's git top level.
+#[allow(clippy::disallowed_methods)] // a git runner: finds the repository root
 fn repo_root(args: &RepoArgs) -> Result<PathBuf> {
     let start = match &args.repo {
         Some(path) => path.clone(),
@@ -276,7 +285,11 @@ fn check_artifact_root(resolved: &Resolved, repo: &Path) -> Result<()> {
 
 async fn sandbox_for(resolved: &Resolved, run_id: &str) -> Result<Sandbox> {
     match resolved.config.sandbox.kind {
-        SandboxKind::None => Ok(Sandbox::None(crate::sandbox::none::Local)),
+        SandboxKind::None => {
+            // A same-user checker must not read this process's memory or environment.
+            non_dumpable();
+            Ok(Sandbox::None(crate::sandbox::none::Local))
+        }
         SandboxKind::Docker => {
             let docker = crate::sandbox::docker::DockerSandbox::connect(docker_settings(resolved)?, run_id)
                 .await
@@ -408,6 +421,7 @@ async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
             signal = shutdown_signal() => {
                 tracing::warn!("received {signal}: removing this run's containers and stopping");
                 sandbox.cleanup().await;
+                crate::edit::apply::sweep_temp_files(&repo);
                 Err(anyhow::anyhow!("interrupted by {signal}"))
             }
         };
@@ -452,7 +466,8 @@ fn finish_run(
     if let Some(path) = &args.sarif {
         let sarif = crate::sarif::render(&report.findings_left, env!("CARGO_PKG_VERSION"), checker);
         let text = serde_json::to_string_pretty(&sarif).context("rendering SARIF")?;
-        std::fs::write(path, text).with_context(|| format!("writing SARIF to {}", path.display()))?;
+        crate::safe_fs::write_atomic(path, text.as_bytes())
+            .with_context(|| format!("writing SARIF to {}", path.display()))?;
     }
     let result_pr = report.pull_requests.iter().find(|pr| pr.purpose == "result");
     if let Some(path) = &github.github_step_summary {
@@ -491,7 +506,7 @@ fn finish_run(
             .with_context(|| format!("writing step outputs to {}", path.display()))?;
     }
     if github.github_step_summary.is_some() || github.github_output.is_some() {
-        let mut stdout = std::io::stdout().lock();
+        let mut stdout = crate::secrets::Redacting(std::io::stdout().lock());
         for line in crate::actions::annotations(&report.findings_left) {
             let _ = stdout.write_all(line.as_bytes());
         }
@@ -563,6 +578,8 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
 
 async fn edit_step(args: crate::cli::EditStepArgs) -> Result<ExitCode> {
     use crate::edit_step::{self, EditStepInput};
+    // The step holds the model key in its environment: closed to other same-user processes.
+    non_dumpable();
     let input: EditStepInput = edit_step::read_json(&args.state, edit_step::INPUT)?;
     let env = config::process_env();
     let api_key = env
@@ -642,5 +659,14 @@ async fn shutdown_signal() -> &'static str {
     tokio::select! {
         _ = interrupt.recv() => "SIGINT",
         _ = terminate.recv() => "SIGTERM",
+    }
+}
+
+/// Makes this process non-dumpable: `/proc/<pid>/environ` and `/proc/<pid>/mem` are then
+/// closed to other processes of the same user (a checker run with `--sandbox none`).
+pub fn non_dumpable() {
+    if let Err(error) = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        tracing::warn!("could not make bork-ci non-dumpable: {error}");
     }
 }

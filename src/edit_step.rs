@@ -43,6 +43,10 @@ pub struct EditStepInput {
     pub edits_require_approval: Vec<String>,
     /// Existing files the model never saw (binary, too large): not to be overwritten.
     pub not_shown: BTreeSet<String>,
+    /// Paths of the tree that name the same file or folder (symlinks, hardlinks), found by the
+    /// runner before the step: an edit is classified under each of its spellings.
+    #[serde(default)]
+    pub aliases: Vec<crate::edit::identity::Alias>,
     /// Wall-clock budget left for this step.
     pub timeout_secs: u64,
 }
@@ -86,6 +90,9 @@ pub async fn run(
     credentials: crate::llm::Credentials,
 ) -> EditStepOutput {
     let mut output = EditStepOutput::default();
+    if let Some(key) = &api_key {
+        crate::secrets::register(&input.llm.key_env(), secrecy::ExposeSecret::expose_secret(key));
+    }
     let provider = match Provider::new(crate::reconcile::llm_settings_with(
         &input.llm,
         api_key,
@@ -98,7 +105,7 @@ pub async fn run(
         }
     };
     let protection = match Protection::new(input.checker.as_deref(), &input.edits_require_approval) {
-        Ok(protection) => protection,
+        Ok(protection) => protection.with_aliases(&input.aliases),
         Err(error) => {
             output.error = Some(format!("building the approval rules: {error}"));
             return output;

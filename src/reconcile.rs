@@ -57,6 +57,8 @@ pub enum RunError {
     ContextBudget { estimate: u64, budget: u64 },
     #[error("the packed prompt contains the value of {name}; refusing to send a secret to the model")]
     SecretInPrompt { name: String },
+    #[error("{problem} (`correctness-checker`); nothing was sent to the model")]
+    CheckerUnusable { problem: String },
 }
 
 /// The LLM settings of `llm` config plus the key.
@@ -200,15 +202,28 @@ async fn run_edit_step(
         .context("creating the edit step's state directory")?;
     let mut llm_config = config.llm.clone();
     if let Some(script) = &llm_config.script {
-        std::fs::copy(script, state.path().join(edit_step::SCRIPT))
-            .with_context(|| format!("reading the scripted model's answers from {script}"))?;
+        let bytes = crate::safe_fs::read_regular(Path::new(script), crate::llm::scripted::MAX_SCRIPT_BYTES)
+            .with_context(|| {
+            format!("reading the scripted model's answers from {script} (`llm.script`)")
+        })?;
+        crate::safe_fs::write_atomic(&state.path().join(edit_step::SCRIPT), &bytes)
+            .context("copying the scripted model's answers")?;
         llm_config.script = Some(format!(
             "{}/{}",
             sandbox.state_path(state.path()),
             edit_step::SCRIPT
         ));
     }
+    if let Some(name) = crate::secrets::find_in_conversation(conversation) {
+        return Err(RunError::SecretInPrompt { name }.into());
+    }
+    let repo = options.repo.clone();
+    let aliases = tokio::task::spawn_blocking(move || crate::edit::identity::scan(&repo))
+        .await
+        .context("looking for symlinks and hardlinks in the working tree")?
+        .context("looking for symlinks and hardlinks in the working tree")?;
     let input = EditStepInput {
+        aliases,
         conversation: conversation.clone(),
         llm: llm_config,
         checker: config.correctness_checker.clone(),
@@ -266,7 +281,14 @@ async fn run_edit_step(
             )));
         }
     };
-    conversation.turns.extend(output.turns);
+    // An answer that echoes a secret (an endpoint that repeats the key) is kept redacted, so the
+    // next request does not carry it back.
+    conversation
+        .turns
+        .extend(output.turns.into_iter().map(|mut turn| {
+            turn.text = crate::secrets::redact(&turn.text).into_owned();
+            turn
+        }));
     if let Some(error) = output.error {
         bail!(error);
     }
@@ -330,12 +352,8 @@ fn relay_stderr(stderr: &[u8]) {
     if stderr.is_empty() {
         return;
     }
-    use std::io::Write;
     let mut out = std::io::stderr().lock();
-    let _ = out.write_all(stderr);
-    if !stderr.ends_with(b"\n") {
-        let _ = out.write_all(b"\n");
-    }
+    let _ = crate::untrusted::relay(&mut out, stderr);
 }
 
 /// A budget of the run ran out.
@@ -419,7 +437,6 @@ async fn judge(
     repo: &Path,
     resolved: &Resolved,
     deadline: Instant,
-    warnings: &mut Vec<String>,
 ) -> Result<Option<Judgement>> {
     let config = &resolved.config;
     let mut judgement = Judgement {
@@ -436,8 +453,9 @@ async fn judge(
     };
     let mut any = false;
     if let Some(checker_path) = &config.correctness_checker {
-        if std::fs::symlink_metadata(repo.join(checker_path)).is_ok() {
-            any = true;
+        // A checker that was there at the start and is gone now failed to run: never "no checker".
+        any = true;
+        {
             let started = Instant::now();
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
@@ -457,14 +475,6 @@ async fn judge(
                         .failures
                         .push(("correctness checker".into(), reason, stderr_tail))
                 }
-            }
-        } else {
-            let warning = format!(
-                "the configured correctness checker `{checker_path}` does not exist; running without a checker"
-            );
-            tracing::warn!("{warning}");
-            if !warnings.contains(&warning) {
-                warnings.push(warning);
             }
         }
     }
@@ -574,6 +584,15 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
         .unwrap_or_else(|| started + Duration::from_secs(100 * 365 * 24 * 3600));
     let repo = &options.repo;
 
+    let swept = crate::edit::apply::sweep_temp_files(repo);
+    if swept > 0 {
+        tracing::warn!("removed {swept} temporary file(s) an interrupted run left in the working tree");
+    }
+    if let Some(checker) = &config.correctness_checker
+        && let Some(problem) = checker::missing(repo, checker)
+    {
+        return Err(RunError::CheckerUnusable { problem }.into());
+    }
     let (mut conversation, snapshot) = initial_prompt(repo, resolved)?;
     if let Some(preamble) = &options.preamble {
         conversation.prefix.push('\n');
@@ -754,7 +773,7 @@ async fn iterate(
         }
         {
             let stdout = std::io::stdout();
-            let mut lock = stdout.lock();
+            let mut lock = crate::secrets::Redacting(stdout.lock());
             let _ = crate::report::print_edits(
                 &mut lock,
                 number,
@@ -810,7 +829,7 @@ async fn iterate(
             iteration.checker = Some(JudgeStatus::Skipped);
             None
         } else {
-            match judge(sandbox, repo, resolved, deadline, &mut report.warnings).await {
+            match judge(sandbox, repo, resolved, deadline).await {
                 Ok(judged) => judged,
                 Err(error) if error.downcast_ref::<BudgetExhausted>().is_some() => {
                     iteration.durations = durations(llm_ms, step.apply_ms, 0, iteration_started);
@@ -936,11 +955,7 @@ fn judges_configured(resolved: &Resolved, repo: &Path) -> bool {
     resolved.config.review.enabled
         || crate::verify::load_steps(repo, &resolved.verification_steps())
             .is_ok_and(|steps| !steps.is_empty())
-        || resolved
-            .config
-            .correctness_checker
-            .as_ref()
-            .is_some_and(|checker| std::fs::symlink_metadata(repo.join(checker)).is_ok())
+        || resolved.config.correctness_checker.is_some()
 }
 
 fn written(changeset: &Changeset, action: EditAction) -> Vec<String> {
@@ -963,6 +978,7 @@ fn durations(step_ms: u64, apply_ms: u64, check_ms: u64, started: Instant) -> Du
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

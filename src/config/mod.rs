@@ -21,6 +21,14 @@ use crate::sandbox::SandboxKind;
 
 /// Where the configuration file lives, relative to the repository root.
 pub const CONFIG_PATH: &str = ".config/bork.json";
+/// Largest value of any `*-timeout-secs` key: 7 days.
+pub const MAX_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
+/// Largest value of any token count or budget.
+pub const MAX_TOKENS: u64 = 1_000_000_000;
+/// Largest `max-file-bytes`: 1 GiB.
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+/// Largest configuration file read.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
 /// The resolved configuration of one run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -505,6 +513,7 @@ fn parse_env(var: &env_vars::EnvVar, text: &str) -> Result<Value, ConfigError> {
 }
 
 /// The process environment, read once (non-UTF-8 variables are skipped).
+#[allow(clippy::disallowed_methods)] // the environment is read here, once
 pub fn process_env() -> BTreeMap<String, String> {
     std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
@@ -633,6 +642,17 @@ pub fn load_with_trusted(
     });
     // Read the file ourselves (without following a symlink out of the repository) so that a
     // malformed file gets one clear message with its name.
+    if config_path.is_none()
+        && std::fs::symlink_metadata(repo_root.join(".config"))
+            .is_ok_and(|meta| meta.file_type().is_symlink())
+    {
+        return Err(ConfigError::Invalid {
+            file: shown,
+            message:
+                "`.config` is a symbolic link; bork-ci reads its configuration only through real folders"
+                    .into(),
+        });
+    }
     let file_used = match std::fs::symlink_metadata(&file) {
         Ok(meta) if meta.file_type().is_symlink() && config_path.is_none() => {
             return Err(ConfigError::Invalid {
@@ -642,9 +662,15 @@ pub fn load_with_trusted(
             });
         }
         Ok(_) => {
-            let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Read {
+            let bytes = crate::safe_fs::read_regular(&file, MAX_CONFIG_BYTES).map_err(|source| {
+                ConfigError::Read {
+                    file: shown.clone(),
+                    source,
+                }
+            })?;
+            let text = String::from_utf8(bytes).map_err(|_| ConfigError::Invalid {
                 file: shown.clone(),
-                source,
+                message: "not UTF-8".into(),
             })?;
             let data: Value = serde_json::from_str(&text).map_err(|error| ConfigError::Invalid {
                 file: shown.clone(),
@@ -728,12 +754,20 @@ pub fn load_with_trusted(
         figment,
     };
     resolved.validate()?;
+    if let Some(checker) = &mut resolved.config.correctness_checker {
+        *checker = crate::edit::policy::normalize_path(checker);
+    }
     resolved.review_api_key = Some(resolved.review_llm().key_env())
         .filter(|name| !name.is_empty())
         .and_then(|name| env.get(&name))
         .filter(|key| !key.is_empty())
         .map(|key| SecretString::from(key.clone()));
     resolved.review_llm_credentials = resolved.review_llm().credentials(env);
+    for name in resolved.secret_env_names() {
+        if let Some(value) = env.get(&name).filter(|_| !name.ends_with("_URL")) {
+            crate::secrets::register(&name, value);
+        }
+    }
     Ok(resolved)
 }
 
@@ -799,6 +833,58 @@ impl Resolved {
             && let Some(problem) = repo_relative_problem(checker)
         {
             return Err(self.bad("correctness-checker", problem));
+        }
+        for glob in &config.edits_require_approval {
+            if glob.contains('\\') || glob.split('/').any(|part| part == "..") {
+                return Err(self.bad(
+                    "edits-require-approval",
+                    format!("{glob:?}: give globs with `/` separators and no `..` component"),
+                ));
+            }
+            if crate::edit::policy::normalize_glob(glob)
+                .trim_matches('/')
+                .is_empty()
+            {
+                return Err(self.bad("edits-require-approval", format!("{glob:?} names nothing")));
+            }
+        }
+        if config
+            .llm
+            .api_key_env
+            .as_ref()
+            .is_some_and(|name| name.trim().is_empty())
+        {
+            return Err(self.bad("llm.api-key-env", "must not be empty"));
+        }
+        for (key, value, max) in [
+            (
+                "checker-timeout-secs",
+                config.checker_timeout_secs,
+                MAX_TIMEOUT_SECS,
+            ),
+            ("run-timeout-secs", config.run_timeout_secs, MAX_TIMEOUT_SECS),
+            ("llm.timeout-secs", config.llm.timeout_secs, MAX_TIMEOUT_SECS),
+            (
+                "verification.timeout-secs",
+                config.verification.timeout_secs,
+                MAX_TIMEOUT_SECS,
+            ),
+            ("context-budget-tokens", config.context_budget_tokens, MAX_TOKENS),
+            ("max-file-bytes", config.max_file_bytes, MAX_FILE_BYTES),
+            (
+                "llm.max-total-tokens",
+                config.llm.max_total_tokens.unwrap_or(0),
+                MAX_TOKENS,
+            ),
+            (
+                "llm.max-output-tokens",
+                u64::from(config.llm.max_output_tokens),
+                MAX_TOKENS,
+            ),
+        ] {
+            if value > max {
+                return Err(self.bad(key, format!("must be at most {max}")));
+            }
         }
         if config.max_iterations == 0 || config.max_iterations > 100 {
             return Err(self.bad("max-iterations", "must be between 1 and 100"));
@@ -1160,7 +1246,7 @@ pub fn repo_relative_problem(path: &str) -> Option<String> {
     }
     if path
         .split('/')
-        .any(|part| part == ".." || part.is_empty() || part.chars().any(char::is_control))
+        .any(|part| part == ".." || part.chars().any(char::is_control))
     {
         return Some(format!(
             "{path:?} leaves the repository or is not a plain relative path"
@@ -1169,10 +1255,14 @@ pub fn repo_relative_problem(path: &str) -> Option<String> {
     if path.split('/').any(|part| part.eq_ignore_ascii_case(".git")) {
         return Some(format!("{path:?} points into .git"));
     }
+    if crate::edit::policy::normalize_path(path).is_empty() {
+        return Some(format!("{path:?} names no file"));
+    }
     None
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

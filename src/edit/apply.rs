@@ -27,6 +27,37 @@ use super::parse::EditPlan;
 use super::path::{self, RepoPath};
 use super::policy::{self, Disposition, Protection};
 
+/// Removes the temporary files an interrupted apply left (`.bork-tmp-*`, regular files only),
+/// anywhere in the working tree but `.git`, without following any symlink. Returns how many.
+pub fn sweep_temp_files(repo_root: &Path) -> usize {
+    let mut removed = 0;
+    let mut stack = vec![repo_root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            // DirEntry::file_type does not follow a symlink.
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() && path::protected_key(name) != ".git" {
+                stack.push(entry.path());
+            } else if kind.is_file()
+                && name.starts_with(TEMP_PREFIX)
+                && std::fs::remove_file(entry.path()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
 /// Mode of newly created files (the umask still applies).
 const NEW_FILE_MODE: u32 = 0o644;
 /// Prefix of the temporary files a write goes through.
@@ -586,6 +617,7 @@ fn delete_file(root: &Dir, path: &RepoPath, not_shown: Option<&BTreeSet<String>>
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -11,6 +11,7 @@
 //! with the exact bytes whose sha256 a human approved.
 
 pub mod apply;
+pub mod identity;
 pub mod parse;
 pub mod path;
 pub mod policy;

@@ -496,6 +496,7 @@ impl<'de> Visitor<'de> for DeletePathSeed {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -4,13 +4,19 @@
 //! aliases, `.config/bork.json`, lexically invalid paths), gated paths that wait for approval
 //! (`specs/**`, the checker, CI files, user globs), and everything else. Protected names are
 //! compared after folding (case, NFC, ignorable code points, lookalikes) so that a spelling
-//! variant never slips past a rule. Pure: the filesystem checks (symlinks, directories) are
-//! `edit::apply`'s.
+//! variant never slips past a rule. Protection is by identity too: given the tree's aliases
+//! (`edit::identity`: symlinks resolving inside the repository, hardlinks), an edit is also
+//! classified under every other path that names the same file or folder, and the stricter class
+//! wins. Pure: the filesystem checks (symlinks, directories) are `edit::apply`'s.
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 
+use super::identity::Alias;
 use super::path::{self, protected_key};
+
+/// At most this many other spellings of one edit's path are classified.
+const MAX_SPELLINGS: usize = 64;
 
 /// Rules gated by default, besides `specs/**` and the checker (gitignore-style).
 pub const DEFAULT_GATED: &[&str] = &[
@@ -26,6 +32,8 @@ pub struct Protection {
     set: GlobSet,
     /// The rule to report for each glob in `set`, by index.
     rules: Vec<String>,
+    /// Pairs of paths naming the same thing, as folded components, with their spelling.
+    aliases: Vec<(Vec<String>, String)>,
 }
 
 impl Protection {
@@ -45,17 +53,63 @@ impl Protection {
             add_rule(&mut builder, &mut rules, rule, &display_rule(rule))?;
         }
         if let Some(checker) = checker {
-            let checker = checker.trim_start_matches("./");
+            let checker = normalize_path(checker);
+            let checker = checker.as_str();
             let literal = format!("/{}", globset::escape(checker));
             add_rule(&mut builder, &mut rules, &literal, "correctness-checker")?;
         }
         for glob in user_globs {
-            add_rule(&mut builder, &mut rules, glob, glob)?;
+            add_rule(&mut builder, &mut rules, &normalize_glob(glob), glob)?;
         }
         Ok(Self {
             set: builder.build()?,
             rules,
+            aliases: Vec::new(),
         })
+    }
+
+    /// Adds the tree's aliases (both directions): an edit is then also classified under every
+    /// path that names the same file or folder.
+    pub fn with_aliases(mut self, aliases: &[Alias]) -> Self {
+        for alias in aliases {
+            for (from, to) in [(&alias.path, &alias.same_as), (&alias.same_as, &alias.path)] {
+                let key: Vec<String> = from.split('/').map(protected_key).collect();
+                self.aliases.push((key, to.clone()));
+            }
+        }
+        self
+    }
+
+    /// Other spellings of `path` through the aliases (not `path` itself), bounded.
+    fn spellings(&self, path: &path::RepoPath) -> Vec<String> {
+        if self.aliases.is_empty() {
+            return Vec::new();
+        }
+        let start: Vec<String> = path.components().map(str::to_owned).collect();
+        let mut seen: Vec<Vec<String>> = vec![start.iter().map(|c| protected_key(c)).collect()];
+        let mut queue = vec![start];
+        let mut found = Vec::new();
+        while let Some(components) = queue.pop() {
+            let folded: Vec<String> = components.iter().map(|c| protected_key(c)).collect();
+            for (prefix, other) in &self.aliases {
+                if folded.len() < prefix.len() || folded[..prefix.len()] != prefix[..] {
+                    continue;
+                }
+                let mut next: Vec<String> = other.split('/').map(str::to_owned).collect();
+                next.extend(components[prefix.len()..].iter().cloned());
+                let key: Vec<String> = next.iter().map(|c| protected_key(c)).collect();
+                if seen.contains(&key) {
+                    continue;
+                }
+                if found.len() >= MAX_SPELLINGS {
+                    return found;
+                }
+                seen.push(key);
+                found.push(next.join("/"));
+                queue.push(next);
+            }
+        }
+        found
     }
 
     /// The rule that gates `path`, if any (the first in the order given to [`Protection::new`]).
@@ -76,6 +130,32 @@ fn display_rule(rule: &str) -> String {
         Some(dir) => format!("{dir}/**"),
         None => rule.to_owned(),
     }
+}
+
+/// A configured repository path with `.` and empty components dropped (`./ci//check.sh` is
+/// `ci/check.sh`). `config` refuses `..` and backslashes before this is reached.
+pub fn normalize_path(raw: &str) -> String {
+    raw.split('/')
+        .filter(|part| !part.is_empty() && *part != ".")
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A configured glob with `.` and empty components dropped; a leading `./` anchors it at the
+/// root like a leading `/`, and a trailing `/` (a directory rule) is kept.
+pub fn normalize_glob(raw: &str) -> String {
+    let anchored = raw.starts_with('/') || raw.starts_with("./");
+    let directory = raw.ends_with('/');
+    let body = normalize_path(raw);
+    let mut glob = String::new();
+    if anchored {
+        glob.push('/');
+    }
+    glob.push_str(&body);
+    if directory && !body.is_empty() {
+        glob.push('/');
+    }
+    glob
 }
 
 /// Compiles one gitignore-style glob into globset globs, each reporting `rule`.
@@ -141,8 +221,34 @@ pub const CODE_GITMODULES_ALIAS: &str = "gitmodules-alias";
 
 /// Classifies a raw path from the model. Runs [`path::validate`] first, except that `.git`
 /// and `.config/bork.json` are recognised under any spelling (even an invalid one) so they
-/// get their own code.
+/// get their own code. Then every other path naming the same file or folder (the aliases given
+/// to [`Protection::with_aliases`]) is classified too, and the strictest class wins.
 pub fn classify(raw: &str, protection: &Protection) -> Disposition {
+    let own = classify_spelling(raw, protection);
+    if matches!(own, Disposition::Refuse(_)) {
+        return own;
+    }
+    let Ok(path) = path::validate(raw) else {
+        return own;
+    };
+    let mut strictest = own;
+    for other in protection.spellings(&path) {
+        let disposition = match classify_spelling(&other, protection) {
+            Disposition::Refuse(mut refusal) => {
+                refusal.message = format!("{} (`{raw}` names the same file as `{other}`)", refusal.message);
+                return Disposition::Refuse(refusal);
+            }
+            disposition => disposition,
+        };
+        if matches!(strictest, Disposition::Allow) {
+            strictest = disposition;
+        }
+    }
+    strictest
+}
+
+/// Classifies one spelling, without aliases.
+fn classify_spelling(raw: &str, protection: &Protection) -> Disposition {
     // Bound the work on hostile input; validate() rejects anything this long anyway.
     if raw.len() <= path::MAX_PATH_BYTES {
         if raw.split(['/', '\\']).any(is_git_alias) {
@@ -233,6 +339,7 @@ fn resolves_to_config(raw: &str) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -22,6 +22,7 @@ pub struct Identity {
     pub email: String,
 }
 
+#[allow(clippy::disallowed_methods)] // the git runner of delivery
 fn base_command(repo: &Path) -> Command {
     let mut command = Command::new("git");
     command
@@ -460,6 +461,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

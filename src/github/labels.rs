@@ -124,6 +124,7 @@ pub fn encode(segment: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     #[test]
     fn encodes_label_names() {

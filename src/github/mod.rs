@@ -171,6 +171,7 @@ impl GithubContext {
     /// the token variable. `Ok(None)` means a local run: neither a repository nor a token, or a
     /// token alone (said in one line). Half a setup is an error naming the missing setting: a
     /// repository without a token, or a token with a repository setting that is set but empty.
+    #[allow(clippy::disallowed_methods)] // the GitHub context reads the runner's documented variables
     pub fn from_env_and_flags(flags: &GithubFlags) -> Result<Option<Self>, GithubError> {
         Self::from_flags_with(flags, |name| std::env::var(name).ok())
     }
@@ -184,6 +185,11 @@ impl GithubContext {
             Some(name) => vec![name],
             None => vec!["BORK_GITHUB_TOKEN", "GITHUB_TOKEN"],
         };
+        for name in &names {
+            if let Some(value) = lookup(name) {
+                crate::secrets::register(name, &value);
+            }
+        }
         let token = names.iter().find_map(|name| {
             lookup(name)
                 .filter(|value| !value.trim().is_empty())
@@ -315,8 +321,8 @@ impl GithubContext {
     /// The event payload, when there is one and it parses.
     pub fn event(&self) -> Option<serde_json::Value> {
         let path = self.event_path.as_ref()?;
-        let text = std::fs::read_to_string(path).ok()?;
-        serde_json::from_str(&text).ok()
+        let bytes = crate::safe_fs::read_regular(std::path::Path::new(path), 64 << 20).ok()?;
+        serde_json::from_slice(&bytes).ok()
     }
 
     /// Why this run must not use secrets or push, when it must not: a `pull_request_target`
@@ -732,6 +738,7 @@ pub fn fence_text(text: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -736,6 +736,7 @@ fn content_matches(repo: &Path, commit: &str, edit: &PendingEdit, sha256: Option
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

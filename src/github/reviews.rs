@@ -344,6 +344,7 @@ impl Session {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -230,6 +230,7 @@ pub(super) fn read_completion(
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
     use crate::llm::Turn;

@@ -22,7 +22,7 @@ pub mod endpoint;
 mod google;
 mod openai;
 pub mod retry;
-mod scripted;
+pub(crate) mod scripted;
 mod wire;
 
 use std::fmt;
@@ -409,6 +409,16 @@ impl Provider {
         conversation: &Conversation,
         format: Option<&ResponseFormat>,
     ) -> Result<Completion, LlmError> {
+        // The one boundary every vendor's request passes: nothing holding a registered secret
+        // (under any encoding) is sent, whichever iteration it is.
+        if let Some(name) = crate::secrets::find_in_conversation(conversation) {
+            return Err(LlmError::Settings {
+                provider: self.kind(),
+                message: format!(
+                    "the request holds the value of {name}; refusing to send a secret to the model"
+                ),
+            });
+        }
         match &self.inner {
             Inner::Http(http) => http.complete(conversation, format).await,
             Inner::Scripted(script) => script.complete(conversation),
@@ -472,6 +482,7 @@ pub fn cost(usage: &Usage, prices: &Prices) -> f64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

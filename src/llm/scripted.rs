@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::{Completion, Conversation, FinishReason, LlmError, LlmSettings, Usage};
 
 /// A script file larger than this is refused.
-const MAX_SCRIPT_BYTES: u64 = 64 * 1024 * 1024;
+pub const MAX_SCRIPT_BYTES: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug)]
 pub(super) struct ScriptedProvider {
@@ -77,14 +77,8 @@ impl ScriptedProvider {
     }
 
     fn answers(&self) -> Result<Vec<Value>, LlmError> {
-        let file = std::fs::File::open(&self.path)
-            .map_err(|error| self.error(format!("cannot open the script: {error}")))?;
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_SCRIPT_BYTES + 1), &mut bytes)
+        let bytes = crate::safe_fs::read_regular(&self.path, MAX_SCRIPT_BYTES)
             .map_err(|error| self.error(format!("cannot read the script: {error}")))?;
-        if bytes.len() as u64 > MAX_SCRIPT_BYTES {
-            return Err(self.error(format!("the script is larger than {MAX_SCRIPT_BYTES} bytes")));
-        }
         let script: Value = serde_json::from_slice(&bytes)
             .map_err(|error| self.error(format!("the script is not JSON: {error}")))?;
         match script {
@@ -102,6 +96,7 @@ fn estimate_tokens(bytes: usize) -> u64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
     use crate::llm::{ProviderKind, Turn};

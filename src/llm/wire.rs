@@ -375,6 +375,8 @@ pub(super) fn error_excerpt(bytes: &[u8]) -> String {
             })
         });
     let text = from_json.unwrap_or_else(|| String::from_utf8_lossy(bytes).into_owned());
+    // Secrets go before any cutting, so none is shown in part.
+    let text = crate::secrets::redact(&text);
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if text.is_empty() {
         return "(empty body)".to_owned();
@@ -391,6 +393,7 @@ pub(super) fn cut(text: &str, limit: usize) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
     use crate::llm::endpoint::{shown_url, shown_url_text};

@@ -48,6 +48,7 @@ pub(super) fn run_optional(repo: &Path, args: &[&str]) -> Result<Option<Vec<u8>>
     }
 }
 
+#[allow(clippy::disallowed_methods)] // the git runner of packing
 fn command(repo: &Path) -> Command {
     let mut command = Command::new("git");
     command
@@ -111,6 +112,7 @@ fn has_dot_git_component(raw: &[u8]) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

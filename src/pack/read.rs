@@ -34,6 +34,43 @@ const CHUNK: usize = 64;
 /// A descriptor of the repository root, for reading paths below it.
 pub(super) struct Reader {
     root: OwnedFd,
+    git: GitInodes,
+}
+
+/// The (device, inode) pairs of the multiply linked files under `.git`, gathered on first need
+/// by `lstat` alone (nothing under `.git` is opened or read): a working-tree file that is a
+/// hardlink of one of them (`.git/config` holds the checkout's token) is never packed.
+pub(super) struct GitInodes {
+    git_dir: std::path::PathBuf,
+    inodes: std::sync::OnceLock<std::collections::HashSet<(u64, u64)>>,
+}
+
+impl GitInodes {
+    fn holds(&self, dev: u64, ino: u64) -> bool {
+        self.inodes
+            .get_or_init(|| {
+                use std::os::unix::fs::MetadataExt;
+                let mut found = std::collections::HashSet::new();
+                let mut stack = vec![self.git_dir.clone()];
+                while let Some(dir) = stack.pop() {
+                    let Ok(entries) = std::fs::read_dir(&dir) else {
+                        continue;
+                    };
+                    for entry in entries.flatten() {
+                        let Ok(meta) = entry.metadata() else {
+                            continue;
+                        };
+                        if meta.is_dir() {
+                            stack.push(entry.path());
+                        } else if meta.nlink() > 1 {
+                            found.insert((meta.dev(), meta.ino()));
+                        }
+                    }
+                }
+                found
+            })
+            .contains(&(dev, ino))
+    }
 }
 
 impl Reader {
@@ -48,7 +85,13 @@ impl Reader {
             path: repo_root.to_path_buf(),
             source: errno.into(),
         })?;
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            git: GitInodes {
+                git_dir: repo_root.join(".git"),
+                inodes: std::sync::OnceLock::new(),
+            },
+        })
     }
 
     /// Reads every listed path (sorted); returns one entry per path, in the same order: `None`
@@ -99,6 +142,7 @@ impl Reader {
     /// Reads consecutive paths, opening each directory once for a run of paths that share it.
     fn read_chunk(&self, listed: &[Listed], max_file_bytes: u64) -> Vec<Option<PackedFile>> {
         let root = self.root.as_fd();
+        let git = &self.git;
         // The directory of the previous path: its bytes and its descriptor, or `None` when it
         // could not be opened without following a link (its paths then take the slow route).
         let mut current: Option<(&[u8], Option<OwnedFd>)> = None;
@@ -106,18 +150,18 @@ impl Reader {
         for entry in listed {
             let raw = entry.raw.as_slice();
             let Some((parent, name)) = split_parent(raw) else {
-                out.push(pack_one(root, raw, max_file_bytes));
+                out.push(pack_one(root, raw, max_file_bytes, git));
                 continue;
             };
             let packed = match parent {
-                None => pack_in(root, name, raw, max_file_bytes),
+                None => pack_in(root, name, raw, max_file_bytes, git),
                 Some(parent) => {
                     if current.as_ref().is_none_or(|(dir, _)| *dir != parent) {
                         current = Some((parent, open_dir_no_follow(root, parent).ok()));
                     }
                     match current.as_ref().and_then(|(_, fd)| fd.as_ref()) {
-                        Some(dir) => pack_in(dir.as_fd(), name, raw, max_file_bytes),
-                        None => pack_one(root, raw, max_file_bytes),
+                        Some(dir) => pack_in(dir.as_fd(), name, raw, max_file_bytes, git),
+                        None => pack_one(root, raw, max_file_bytes, git),
                     }
                 }
             };
@@ -142,11 +186,17 @@ fn split_parent(raw: &[u8]) -> Option<(Option<&[u8]>, &[u8])> {
 }
 
 /// Packs `name` inside the already opened (link-free) directory `dir`; `raw` is its full path.
-fn pack_in(dir: BorrowedFd<'_>, name: &[u8], raw: &[u8], max_file_bytes: u64) -> Option<PackedFile> {
+fn pack_in(
+    dir: BorrowedFd<'_>,
+    name: &[u8],
+    raw: &[u8],
+    max_file_bytes: u64,
+    git: &GitInodes,
+) -> Option<PackedFile> {
     let path = String::from_utf8_lossy(raw).into_owned();
     let cap = cap_for(&path, max_file_bytes);
     let kind = match rustix::fs::openat(dir, name, file_flags(), Mode::empty()) {
-        Ok(fd) => read_open(fd, &path, cap),
+        Ok(fd) => read_open(fd, &path, cap, git),
         Err(Errno::LOOP) => match rustix::fs::readlinkat(dir, name, Vec::new()) {
             Ok(target) => FileKind::Symlink {
                 target: String::from_utf8_lossy(target.as_bytes()).into_owned(),
@@ -183,7 +233,7 @@ fn classify_open_error(errno: Errno, path: String) -> Option<PackedFile> {
 }
 
 /// Packs one path opened from the root (the slow route), or `None` when it no longer exists.
-fn pack_one(root: BorrowedFd<'_>, raw: &[u8], max_file_bytes: u64) -> Option<PackedFile> {
+fn pack_one(root: BorrowedFd<'_>, raw: &[u8], max_file_bytes: u64, git: &GitInodes) -> Option<PackedFile> {
     let path = String::from_utf8_lossy(raw).into_owned();
     // Untracked nested repositories are listed by git as `dir/`; they are never entered.
     if raw.ends_with(b"/") {
@@ -194,14 +244,14 @@ fn pack_one(root: BorrowedFd<'_>, raw: &[u8], max_file_bytes: u64) -> Option<Pac
     }
     let cap = cap_for(&path, max_file_bytes);
     let kind = match open_no_follow(root, raw) {
-        Ok(fd) => read_open(fd, &path, cap),
+        Ok(fd) => read_open(fd, &path, cap, git),
         Err(Errno::LOOP) => symlink_or_beyond(root, raw),
         Err(errno) => return classify_open_error(errno, path),
     };
     Some(PackedFile { path, kind })
 }
 
-fn read_open(fd: OwnedFd, path: &str, cap: u64) -> FileKind {
+fn read_open(fd: OwnedFd, path: &str, cap: u64, git: &GitInodes) -> FileKind {
     let stat = match rustix::fs::fstat(&fd) {
         Ok(stat) => stat,
         Err(errno) => {
@@ -215,6 +265,11 @@ fn read_open(fd: OwnedFd, path: &str, cap: u64) -> FileKind {
     }
     let size = u64::try_from(stat.st_size).unwrap_or(0);
     if is_credential_name(path) {
+        return FileKind::Credential { size };
+    }
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    if stat.st_nlink > 1 && git.holds(stat.st_dev as u64, stat.st_ino as u64) {
+        tracing::warn!(path, "not packed: it is a hardlink of a file under .git");
         return FileKind::Credential { size };
     }
     if size > cap {
@@ -236,10 +291,18 @@ fn read_open(fd: OwnedFd, path: &str, cap: u64) -> FileKind {
     if memchr::memchr(0, sniff).is_some() {
         return FileKind::Binary { size: read };
     }
-    match String::from_utf8(buffer) {
-        Ok(text) => FileKind::Text(text),
-        Err(error) => FileKind::Text(String::from_utf8_lossy(error.as_bytes()).into_owned()),
+    let text = match String::from_utf8(buffer) {
+        Ok(text) => text,
+        Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
+    };
+    if let Some(name) = crate::secrets::find(&text) {
+        tracing::warn!(
+            path,
+            "not packed: it holds the value of {name} (or an encoding of it)"
+        );
+        return FileKind::Credential { size };
     }
+    FileKind::Text(text)
 }
 
 /// Reads a regular file of `size` bytes (as `fstat` saw it), at most `limit` bytes in all, so a
@@ -360,8 +423,16 @@ fn open_by_components(root: BorrowedFd<'_>, raw: &[u8], flags: OFlags) -> Result
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
+
+    fn no_git() -> GitInodes {
+        GitInodes {
+            git_dir: "/nonexistent/.git".into(),
+            inodes: std::sync::OnceLock::new(),
+        }
+    }
 
     fn root(dir: &Path) -> OwnedFd {
         rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).expect("open root")
@@ -376,7 +447,7 @@ mod tests {
         let root = root(temp.path());
         let fd = open_by_components(root.as_fd(), b"real/file", file_flags()).expect("open");
         assert_eq!(
-            read_open(fd, "real/file", 100),
+            read_open(fd, "real/file", 100, &no_git()),
             FileKind::Text("hello".to_owned())
         );
         assert_eq!(
@@ -400,7 +471,7 @@ mod tests {
         std::fs::write(temp.path().join("big"), vec![b'x'; 11]).expect("write");
         std::fs::write(temp.path().join("deploy.pem"), "KEY").expect("write");
         let root = root(temp.path());
-        let pack = |name: &str| pack_one(root.as_fd(), name.as_bytes(), 10).map(|file| file.kind);
+        let pack = |name: &str| pack_one(root.as_fd(), name.as_bytes(), 10, &no_git()).map(|file| file.kind);
         assert_eq!(pack("bin"), Some(FileKind::Binary { size: 5 }));
         assert_eq!(pack("big"), Some(FileKind::TooLarge { size: 11 }));
         assert_eq!(pack("deploy.pem"), Some(FileKind::Credential { size: 3 }));
@@ -444,7 +515,14 @@ mod tests {
         let root = root(temp.path());
         let dir = open_dir_no_follow(root.as_fd(), b"d").expect("open dir");
         let pack = |name: &str| {
-            pack_in(dir.as_fd(), name.as_bytes(), format!("d/{name}").as_bytes(), 100).map(|file| file.kind)
+            pack_in(
+                dir.as_fd(),
+                name.as_bytes(),
+                format!("d/{name}").as_bytes(),
+                100,
+                &no_git(),
+            )
+            .map(|file| file.kind)
         };
         assert_eq!(pack("file"), Some(FileKind::Text("hello".to_owned())));
         assert_eq!(

@@ -57,7 +57,7 @@ impl RunStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", rename_all_fields = "kebab-case", tag = "status")]
 pub enum JudgeStatus {
-    /// Not configured (or the configured checker file does not exist).
+    /// Not configured.
     Absent,
     /// Not run, because the answer could not be used or a budget ran out.
     Skipped,
@@ -281,16 +281,9 @@ pub fn now_rfc3339() -> String {
 
 /// Writes the report as pretty JSON to `path` (through a temporary file and a rename).
 pub fn write_json(report: &RunReport, path: &Path) -> std::io::Result<()> {
-    let text = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
-    let directory = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let mut temporary = tempfile::NamedTempFile::new_in(&directory)?;
-    temporary.write_all(text.as_bytes())?;
-    temporary.write_all(b"\n")?;
-    temporary.persist(path).map_err(|error| error.error)?;
-    Ok(())
+    let mut text = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
+    text.push('\n');
+    crate::safe_fs::write_atomic(path, text.as_bytes())
 }
 
 /// Most bytes of model-written contents shown for one edit.
@@ -386,6 +379,7 @@ fn action_word(action: &EditAction) -> &'static str {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

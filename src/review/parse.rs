@@ -885,6 +885,7 @@ impl<'de> Visitor<'de> for StrictVisitor {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -222,10 +222,11 @@ pub enum Sandbox {
 impl Sandbox {
     /// Runs `job` with `repo` as its working directory.
     pub async fn run(&self, repo: &std::path::Path, job: &Job) -> Result<JobOutput, SandboxError> {
-        match self {
+        let output = match self {
             Sandbox::None(local) => local.run(repo, job).await,
             Sandbox::Docker(docker) => docker.run(repo, job).await,
-        }
+        };
+        output.map(redact_output)
     }
 
     /// Runs `commands` one after another in one environment (one container for `docker`),
@@ -238,10 +239,11 @@ impl Sandbox {
         job: &Job,
         commands: &[Vec<String>],
     ) -> Result<Vec<JobOutput>, SandboxError> {
-        match self {
+        let outputs = match self {
             Sandbox::None(local) => local.run_sequence(repo, job, commands).await,
             Sandbox::Docker(docker) => docker.run_sequence(repo, job, commands).await,
-        }
+        };
+        outputs.map(|outputs| outputs.into_iter().map(redact_output).collect())
     }
 
     /// The program that runs `bork-ci edit-step` in this backend: this very executable for
@@ -277,7 +279,7 @@ impl Sandbox {
     /// Removes whatever the backend created for this run (containers, volumes); idempotent.
     pub async fn cleanup(&self) {
         match self {
-            Sandbox::None(_) => {}
+            Sandbox::None(_) => none::kill_live_groups(),
             Sandbox::Docker(docker) => {
                 if let Err(error) = docker.cleanup_all().await {
                     tracing::warn!("removing this run's containers: {error}");
@@ -293,4 +295,11 @@ impl Sandbox {
             Sandbox::Docker(_) => SandboxKind::Docker,
         }
     }
+}
+
+/// Job output with every registered secret redacted, before anything cuts or prints it.
+fn redact_output(mut output: JobOutput) -> JobOutput {
+    output.stdout = crate::secrets::redact_bytes(&output.stdout).into_owned();
+    output.stderr = crate::secrets::redact_bytes(&output.stderr).into_owned();
+    output
 }

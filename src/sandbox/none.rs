@@ -55,6 +55,7 @@ impl Local {
     }
 
     /// Runs `job` in `repo` and waits for it, up to its timeout.
+    #[allow(clippy::disallowed_methods)] // the sandbox starts the job's process
     pub async fn run(&self, repo: &Path, job: &Job) -> Result<JobOutput, SandboxError> {
         let program = job.argv.first().cloned().unwrap_or_default();
         let mut command = Command::new(&program);
@@ -69,6 +70,12 @@ impl Local {
         for name in &job.secret_env {
             command.env_remove(name);
         }
+        // Whatever variable holds a registered secret, under whatever name, is withheld too.
+        for (name, value) in std::env::vars_os() {
+            if crate::secrets::find(&value.to_string_lossy()).is_some() {
+                command.env_remove(name);
+            }
+        }
         command.envs(job.env.iter().map(|(k, v)| (k, v)));
         let started = Instant::now();
         let mut child = command.spawn().map_err(|source| SandboxError::Spawn {
@@ -77,6 +84,7 @@ impl Local {
             source,
         })?;
         let pid = child.id();
+        let _live = LiveGroup::new(pid);
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let cap = job.output_cap;
@@ -117,6 +125,43 @@ impl Local {
             stderr_truncated,
             duration: started.elapsed(),
         })
+    }
+}
+
+/// Process groups of the jobs running now, so that a signal to bork-ci ends them whole.
+static LIVE_GROUPS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// Registers a job's process group for as long as the job runs.
+struct LiveGroup(Option<u32>);
+
+impl LiveGroup {
+    fn new(pid: Option<u32>) -> Self {
+        if let Some(pid) = pid {
+            LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
+        }
+        Self(pid)
+    }
+}
+
+impl Drop for LiveGroup {
+    /// A job dropped before it finished (the run was interrupted or timed out around it) takes
+    /// its whole process group with it, not only its first process.
+    fn drop(&mut self) {
+        kill_group(self.0);
+        if let Some(pid) = self.0 {
+            LIVE_GROUPS
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|live| *live != pid);
+        }
+    }
+}
+
+/// Ends the whole process group of every job still running (on SIGINT or SIGTERM).
+pub fn kill_live_groups() {
+    let groups = LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    for pid in groups {
+        kill_group(Some(pid));
     }
 }
 
@@ -165,6 +210,7 @@ async fn read_capped<R: AsyncRead + Unpin>(
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
     use crate::sandbox::JobKind;

@@ -1,4 +1,5 @@
 //! The one integration-test binary: each area of bork-ci has a module here.
+#![allow(clippy::disallowed_methods)] // tests lay out fixtures and run tools directly
 
 mod action;
 mod apply;
@@ -18,6 +19,7 @@ mod run;
 mod run_docker;
 mod run_github;
 mod run_http;
+mod safety;
 mod sandbox;
 mod sarif;
 mod support;

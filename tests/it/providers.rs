@@ -510,10 +510,10 @@ impl Drop for FakeBedrock {
 /// The Python that has botocore: `BORK_TEST_PYTHON`, else the venv `.ci/run` makes
 /// (`~/.cache/bork-ci/venv-botocore`), else `python3`.
 fn python() -> String {
-    if let Ok(python) = std::env::var("BORK_TEST_PYTHON") {
-        if !python.is_empty() {
-            return python;
-        }
+    if let Ok(python) = std::env::var("BORK_TEST_PYTHON")
+        && !python.is_empty()
+    {
+        return python;
     }
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .map(std::path::PathBuf::from)

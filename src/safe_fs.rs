@@ -1,0 +1,150 @@
+//! The one place for reads and writes of files that are not the target repository's working
+//! tree (that is `edit::apply`'s): the configuration, the scripted model's file, the report,
+//! SARIF, the step summary and the outputs file.
+//!
+//! Reads open non-blocking and accept only a regular file, bounded, so that a FIFO or a device
+//! is an error and never a hang. Whole-file writes go to a temporary file in the same folder,
+//! then a rename over the final name: a symlink or a hardlink at the final name is replaced,
+//! never followed. Appends (the files the CI runner hands over) open with `O_NOFOLLOW` and
+//! accept only a regular file. Nothing is ever written inside a `.git` folder, and every write
+//! is redacted of registered secrets (`secrets`).
+
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::OFlags;
+
+fn flags(extra: OFlags) -> i32 {
+    (OFlags::NONBLOCK | OFlags::CLOEXEC | extra).bits() as i32
+}
+
+/// Reads the regular file at `path` (a symlink to one is followed), at most `limit` bytes. A
+/// FIFO, socket, device or directory is an `InvalidInput` error; so is a larger file.
+pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags(OFlags::empty()))
+        .open(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, device, socket or folder is never read)",
+        ));
+    }
+    if metadata.len() > limit {
+        return Err(too_large(limit));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(limit));
+    }
+    Ok(bytes)
+}
+
+fn too_large(limit: u64) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, format!("larger than {limit} bytes"))
+}
+
+/// Refuses a path inside a `.git` folder (by its own spelling, and once its folder is
+/// resolved).
+fn refuse_git(path: &Path, parent: &Path) -> io::Result<()> {
+    let in_git = |p: &Path| {
+        p.components().any(|component| match component {
+            Component::Normal(name) => name.to_string_lossy().eq_ignore_ascii_case(".git"),
+            _ => false,
+        })
+    };
+    let resolved = std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf());
+    if in_git(path) || in_git(&resolved) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "refusing to write inside a .git folder",
+        ));
+    }
+    Ok(())
+}
+
+fn parent_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Writes `bytes` to `path` as a whole: a temporary file in the same folder, synced, then
+/// renamed over `path`. A symlink at `path` is replaced, not followed; a folder is an error.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let parent = parent_of(path);
+    refuse_git(path, &parent)?;
+    if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir()) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "is a folder"));
+    }
+    let mut temporary = tempfile::Builder::new()
+        .prefix(".bork-out-")
+        .tempfile_in(&parent)?;
+    temporary.write_all(&crate::secrets::redact_bytes(bytes))?;
+    temporary.as_file().sync_all()?;
+    temporary.persist(path).map_err(|error| error.error)?;
+    Ok(())
+}
+
+/// Appends `bytes` to the regular file at `path` (created if absent), never through a symlink
+/// at the final component, never blocking on a FIFO.
+pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let parent = parent_of(path);
+    refuse_git(path, &parent)?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o644)
+        .custom_flags(flags(OFlags::NOFOLLOW))
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    file.write_all(&crate::secrets::redact_bytes(bytes))
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn reads_refuse_fifos_and_large_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o600)).expect("mkfifo");
+        let error = read_regular(&fifo, 10).expect_err("fifo");
+        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+        let big = dir.path().join("big");
+        std::fs::write(&big, "0123456789x").expect("write");
+        assert!(read_regular(&big, 10).is_err());
+        assert_eq!(read_regular(&big, 11).expect("fits"), b"0123456789x");
+    }
+
+    #[test]
+    fn writes_replace_symlinks_and_refuse_git() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let canary = dir.path().join("canary");
+        std::fs::write(&canary, "untouched").expect("write");
+        let link = dir.path().join("out.sarif");
+        symlink(&canary, &link).expect("link");
+        write_atomic(&link, b"new").expect("write");
+        assert_eq!(std::fs::read_to_string(&canary).expect("read"), "untouched");
+        assert_eq!(std::fs::read_to_string(&link).expect("read"), "new");
+        let appended = dir.path().join("summary");
+        symlink(&canary, &appended).expect("link");
+        assert!(append(&appended, b"x").is_err());
+        assert_eq!(std::fs::read_to_string(&canary).expect("read"), "untouched");
+        std::fs::create_dir(dir.path().join(".git")).expect("mkdir");
+        assert!(write_atomic(&dir.path().join(".git/config"), b"x").is_err());
+        symlink(dir.path().join(".git"), dir.path().join("g")).expect("link");
+        assert!(write_atomic(&dir.path().join("g/config"), b"x").is_err());
+        assert!(append(&dir.path().join("g/config"), b"x").is_err());
+    }
+}

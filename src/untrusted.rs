@@ -1,0 +1,160 @@
+//! The one path for untrusted text: whatever came from a model, an endpoint, a checker, a
+//! verifier step, a reviewer or GitHub goes through here before it reaches stdout, stderr, a log
+//! line, the report, the summary, an annotation or a pull request.
+//!
+//! Owns escaping ([`escape`]: C0/C1 controls, bidirectional and invisible characters; [`inline`]
+//! also flattens newlines), cutting at character boundaries ([`cut`]), framing for the GitHub
+//! Actions runner ([`block`]: `::stop-commands::<token>` … `::<token>::`), and the stderr writer
+//! every log line goes through ([`LogWriter`]): one event is one line, whatever its text holds,
+//! no line it writes starts with `::` (the runner's command prefix, leading blanks ignored), and
+//! every registered secret is redacted before anything is written.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+/// Escapes control, bidirectional and invisible characters (other than newline and tab) as
+/// `\u{..}` so they cannot drive a terminal or a log parser.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if (c.is_control() && c != '\n' && c != '\t') || is_invisible(c) {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Bidirectional overrides and isolates, zero-width and other invisible format characters.
+fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}' | '\u{2028}' | '\u{2029}' | '\u{061c}' | '\u{180e}' | '\u{00ad}')
+}
+
+/// [`escape`] with newlines flattened (`\n`, `\r` and tabs shown escaped), for text quoted
+/// inside one line (an error message, a reason, a field).
+pub fn inline(text: &str) -> String {
+    escape(text).replace('\n', "\\n").replace('\t', "\\t")
+}
+
+/// At most `max` bytes of `text`, cut at a character boundary, saying how much was cut.
+pub fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}[... {} bytes cut]", &text[..end], text.len() - end)
+}
+
+/// Untrusted text between `::stop-commands::<token>` and `::<token>::`, escaped, so no line of
+/// it is read as a workflow command. Should the text contain the token, a new one is drawn.
+pub fn block(text: &str, token: &str) -> String {
+    let mut token = token.to_owned();
+    while token.is_empty() || text.contains(&token) {
+        token = crate::actions::random_token();
+    }
+    let body = escape(text);
+    let newline = if body.ends_with('\n') || body.is_empty() {
+        ""
+    } else {
+        "\n"
+    };
+    format!("::stop-commands::{token}\n{body}{newline}::{token}::\n")
+}
+
+/// One line safe to print outside a stop-commands block: secrets redacted, controls escaped,
+/// newlines flattened, and a leading `::` (after blanks) or a `##[` defused.
+pub fn line(text: &str) -> String {
+    let redacted = crate::secrets::redact(text);
+    let mut out = inline(&redacted);
+    if out.trim_start().starts_with("::") {
+        out.insert_str(0, "[untrusted] ");
+    }
+    out.replace("##[", "#\\u{23}[")
+}
+
+/// The writer behind every log line on stderr: each write (one `tracing` event) becomes
+/// exactly one [`line()`], however many newlines its text held.
+pub struct LogWriter<W>(pub W);
+
+impl<W: Write> Write for LogWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let body = text.strip_suffix('\n').unwrap_or(&text);
+        let mut safe = line(body);
+        safe.push('\n');
+        self.0.write_all(safe.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// Passes lines from another process (the edit step's stderr) on, each as one [`line()`].
+pub fn relay(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
+    let text = String::from_utf8_lossy(bytes);
+    for each in text.lines() {
+        let mut safe = line(each);
+        safe.push('\n');
+        out.write_all(safe.as_bytes())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_line_starts_a_workflow_command() {
+        for hostile in [
+            "field\n::add-mask::x",
+            "a\r::error::boom",
+            "::stop-commands::tok",
+            "  ::set-output name=x::y",
+            "\u{85}::warning::x",
+            "x\u{2028}::error::y",
+            "##[set-env name=A]b",
+            "\u{1b}]8;;http://x\u{7}",
+        ] {
+            let mut out = Vec::new();
+            LogWriter(&mut out).write_all(hostile.as_bytes()).expect("write");
+            relay(&mut out, hostile.as_bytes()).expect("relay");
+            let text = String::from_utf8(out).expect("utf8");
+            for each in text.split(['\n', '\r']) {
+                assert!(!each.trim_start().starts_with("::"), "{hostile:?} -> {each:?}");
+                assert!(!each.contains("##["), "{hostile:?} -> {each:?}");
+                assert!(!each.contains('\u{1b}'));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_line_of_any_text_starts_a_command(text in "(.|\n|\r|::|##\\[){0,200}") {
+            let mut out = Vec::new();
+            LogWriter(&mut out).write_all(text.as_bytes()).expect("write");
+            relay(&mut out, text.as_bytes()).expect("relay");
+            let shown = String::from_utf8(out).expect("utf8");
+            for each in shown.split('\n') {
+                proptest::prop_assert!(!each.trim_start().starts_with("::"), "{:?}", each);
+                proptest::prop_assert!(!each.contains('\r'));
+            }
+            let cut_text = cut(&text, 17);
+            proptest::prop_assert!(cut_text.len() <= text.len().max(17 + 40));
+        }
+    }
+
+    #[test]
+    fn cut_is_at_a_boundary() {
+        let cut = cut("ééé", 3);
+        assert!(cut.starts_with('é'));
+        assert!(cut.contains("bytes cut"));
+    }
+}

@@ -53,11 +53,13 @@ pub fn init_logging(cli: &Cli) {
     });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(|| -> Box<dyn std::io::Write> {
+        .with_writer(move || -> Box<dyn std::io::Write> {
             // Every log line is one line, escaped and redacted; on a terminal (colors) only
             // redacted.
             if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
                 Box::new(crate::secrets::Redacting(std::io::stderr()))
+            } else if ansi {
+                Box::new(crate::untrusted::ColourLogWriter(std::io::stderr()))
             } else {
                 Box::new(crate::untrusted::LogWriter(std::io::stderr()))
             }

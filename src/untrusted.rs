@@ -95,6 +95,63 @@ impl<W: Write> Write for LogWriter<W> {
     }
 }
 
+/// As [`LogWriter`], but keeps the colour codes bork-ci's own formatter writes (`--color
+/// always` on a log that is not a terminal): SGR sequences `ESC [ digits ; m` pass, every other
+/// byte is made safe as in [`line()`], and the line as seen without colours never starts a
+/// workflow command.
+pub struct ColourLogWriter<W>(pub W);
+
+impl<W: Write> Write for ColourLogWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let body = text.strip_suffix('\n').unwrap_or(&text);
+        let mut safe = String::new();
+        let mut visible = String::new();
+        let mut rest = body;
+        while !rest.is_empty() {
+            let (plain, colour, after) = match sgr_start(rest) {
+                Some((start, end)) => (&rest[..start], &rest[start..end], &rest[end..]),
+                None => (rest, "", ""),
+            };
+            let cleaned = inline(&crate::secrets::redact(plain)).replace("##[", "#\\u{23}[");
+            visible.push_str(&cleaned);
+            safe.push_str(&cleaned);
+            safe.push_str(colour);
+            rest = after;
+        }
+        if visible.trim_start().starts_with("::") {
+            safe.insert_str(0, "[untrusted] ");
+        }
+        safe.push('\n');
+        self.0.write_all(safe.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// The first SGR sequence (`ESC [` digits and `;`, then `m`) in `text`: its byte range.
+fn sgr_start(text: &str) -> Option<(usize, usize)> {
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while let Some(offset) = memchr::memchr(0x1b, &bytes[from..]) {
+        let start = from + offset;
+        if bytes.get(start + 1) == Some(&b'[') {
+            let mut end = start + 2;
+            while end < bytes.len() && (bytes[end].is_ascii_digit() || bytes[end] == b';') {
+                end += 1;
+            }
+            if bytes.get(end) == Some(&b'm') {
+                return Some((start, end + 1));
+            }
+        }
+        from = start + 1;
+    }
+    None
+}
+
 /// Passes lines from another process (the edit step's stderr) on, each as one [`line()`].
 pub fn relay(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
     let text = String::from_utf8_lossy(bytes);
@@ -133,6 +190,24 @@ mod tests {
                 assert!(!each.contains('\u{1b}'));
             }
         }
+    }
+
+    #[test]
+    fn colour_codes_pass_and_nothing_else_does() {
+        let mut out = Vec::new();
+        ColourLogWriter(&mut out)
+            .write_all("\u{1b}[32m INFO\u{1b}[0m ok \u{1b}]8;;http://x\u{7} \n::error::x".as_bytes())
+            .expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(text.contains("\u{1b}[32m INFO\u{1b}[0m"), "{text:?}");
+        assert!(!text.contains("\u{1b}]"), "{text:?}");
+        assert_eq!(text.matches('\n').count(), 1, "{text:?}");
+        let mut out = Vec::new();
+        ColourLogWriter(&mut out)
+            .write_all("\u{1b}[1m::add-mask::x".as_bytes())
+            .expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(text.starts_with("[untrusted] "), "{text:?}");
     }
 
     proptest::proptest! {

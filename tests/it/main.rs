@@ -13,5 +13,6 @@ mod run_docker;
 mod run_github;
 mod run_http;
 mod sandbox;
+mod static_build;
 mod support;
 mod verify;

@@ -16,7 +16,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bork_ci::config::LlmConfig;
 use bork_ci::edit_step::{self, EditStepInput, EditStepOutput};
@@ -32,9 +31,9 @@ const SCRATCH_IMAGE: &str = "bork-ci-test/static-scratch:latest";
 const RELEASE_IMAGE: &str = "bork-ci-test/release:smoke";
 
 fn static_binary() -> PathBuf {
-    let path = std::env::var_os("BORK_STATIC_BINARY").map(PathBuf::from).expect(
-        "BORK_STATIC_BINARY names the statically linked bork-ci (ci/static-smoke.sh builds it)",
-    );
+    let path = std::env::var_os("BORK_STATIC_BINARY")
+        .map(PathBuf::from)
+        .expect("BORK_STATIC_BINARY names the statically linked bork-ci (ci/static-smoke.sh builds it)");
     assert!(path.is_file(), "{} does not exist", path.display());
     let file = run(Command::new("file").arg("-L").arg(&path));
     let described = String::from_utf8_lossy(&file.stdout);
@@ -211,8 +210,7 @@ async fn static_build_reaches_a_fake_model_by_name_from_an_empty_container() {
         .expect("docker run");
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "edit step failed: {stderr}");
-    let result: EditStepOutput =
-        edit_step::read_json(state.path(), edit_step::OUTPUT).expect("output.json");
+    let result: EditStepOutput = edit_step::read_json(state.path(), edit_step::OUTPUT).expect("output.json");
     assert_eq!(result.error, None, "stderr: {stderr}");
     assert_eq!(
         std::fs::read_to_string(repo.path().join("hello.txt")).expect("hello.txt"),
@@ -225,7 +223,9 @@ async fn static_build_reaches_a_fake_model_by_name_from_an_empty_container() {
     let host = received[0].header("host").unwrap_or_default();
     assert!(host.starts_with(MODEL_HOST), "the request went to {host}");
     assert!(
-        dns.queried().iter().any(|(name, qtype)| name == MODEL_HOST && *qtype == 1),
+        dns.queried()
+            .iter()
+            .any(|(name, qtype)| name == MODEL_HOST && *qtype == 1),
         "the name was resolved through the container's resolv.conf: {:?}",
         dns.queried()
     );
@@ -236,10 +236,9 @@ async fn static_build_reaches_a_fake_model_by_name_from_an_empty_container() {
 #[ignore = "needs the static build: ci/static-smoke.sh runs it"]
 fn release_image_packs_a_checkout_owned_by_another_uid() {
     let binary = static_binary();
-    let dockerfile = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("images/release/Dockerfile"),
-    )
-    .expect("images/release/Dockerfile");
+    let dockerfile =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("images/release/Dockerfile"))
+            .expect("images/release/Dockerfile");
     build_image(
         RELEASE_IMAGE,
         &[("linux/amd64/bork-ci", &binary)],
@@ -271,7 +270,10 @@ fn release_image_packs_a_checkout_owned_by_another_uid() {
         let output = run(&mut command);
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(stdout.contains("git version"), "as {user:?}: {stdout}");
-        assert!(stdout.contains(env!("CARGO_PKG_VERSION")), "as {user:?}: {stdout}");
+        assert!(
+            stdout.contains(env!("CARGO_PKG_VERSION")),
+            "as {user:?}: {stdout}"
+        );
         assert!(
             stdout.contains("src/app.txt") && stdout.contains("The app prints DONE."),
             "as {user:?}, the packed prompt: {stdout}"

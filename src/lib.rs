@@ -17,6 +17,7 @@ pub mod exit;
 pub mod findings;
 pub mod github;
 pub mod llm;
+pub mod net;
 pub mod pack;
 pub mod prompt;
 pub mod reconcile;

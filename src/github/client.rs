@@ -113,14 +113,17 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// Builds a client for `api_url` (api.github.com layout or GHES `…/api/v3`).
     pub fn new(api_url: &str, token: &SecretString, policy: RetryPolicy) -> Result<Self, GithubError> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = crate::net::client_builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(30))
+            .read_timeout(Duration::from_secs(120))
+            .build()
+            .map_err(|error| GithubError::Config(format!("building the GitHub client: {error}")))?;
         let octocrab = Octocrab::builder()
-            .set_connect_timeout(Some(Duration::from_secs(30)))
-            .set_read_timeout(Some(Duration::from_secs(120)))
             .base_uri(api_url.trim_end_matches('/'))
             .map_err(|_| GithubError::Config(format!("invalid GitHub API URL `{api_url}`")))?
             .personal_token(token.expose_secret().to_owned())
-            .build()
+            .build_with_reqwest(http)
             .map_err(|error| GithubError::Config(format!("building the GitHub client: {error}")))?;
         Ok(Self { octocrab, policy })
     }

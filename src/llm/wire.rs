@@ -79,7 +79,7 @@ impl HttpProvider {
         let endpoint = Endpoint::new(&settings)?;
 
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = Client::builder()
+        let client = crate::net::client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(settings.timeout)
             .connect_timeout(settings.timeout.min(Duration::from_secs(30)))

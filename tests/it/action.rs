@@ -237,7 +237,7 @@ impl Context<'_> {
 impl StepRunner {
     fn run(&self) -> Outcome {
         let text = std::fs::read_to_string(self.action_dir.join("action.yml")).expect("action.yml");
-        let action: Value = serde_yaml_ng::from_str(&text).expect("action.yml is YAML");
+        let action: Value = serde_norway::from_str(&text).expect("action.yml is YAML");
         assert_eq!(action["runs"]["using"], "composite");
         let mut env = self.env.clone();
         env.insert("GITHUB_ACTION_PATH".into(), self.action_dir.display().to_string());

@@ -40,7 +40,7 @@ impl GithubSim {
         GithubSim {
             child,
             url,
-            http: reqwest::Client::new(),
+            http: bork_ci::net::client_builder().build().expect("HTTP client"),
             _data: data,
         }
     }

@@ -492,7 +492,7 @@ fn base64_of(text: &str) -> String {
 fn yaml(path: &str) -> Value {
     let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
     let text = std::fs::read_to_string(&full).expect("file");
-    serde_yaml_ng::from_str(&text).expect("valid YAML")
+    serde_norway::from_str(&text).expect("valid YAML")
 }
 
 /// The structure SchemaStore's github-action.json requires, checked by hand: name,

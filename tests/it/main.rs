@@ -22,5 +22,6 @@ mod run_http;
 mod safety;
 mod sandbox;
 mod sarif;
+mod static_build;
 mod support;
 mod verify;

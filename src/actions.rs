@@ -31,20 +31,6 @@ pub fn mask(secret: &str) -> String {
     out
 }
 
-/// Makes control characters (ESC, C1, CR, everything but `\n` and `\t`) and bidirectional or
-/// invisible format characters visible as `\u{..}`, so they cannot drive a terminal, hide text
-/// or reorder it.
-pub fn escape_controls(text: &str) -> String {
-    crate::untrusted::escape(text)
-}
-
-/// Untrusted text (model output, checker output) between `::stop-commands::<token>` and
-/// `::<token>::`, so no line of it is read as a workflow command. `token` should come from
-/// [`random_token`]; should the text contain the token anyway, a new one is drawn.
-pub fn untrusted_block(text: &str, token: &str) -> String {
-    crate::untrusted::block(text, token)
-}
-
 fn escape_data(text: &str) -> String {
     text.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
 }
@@ -81,7 +67,7 @@ pub fn annotations(findings: &Findings) -> Vec<String> {
             if let Some(line) = crate::findings::line_hint(text) {
                 let _ = write!(properties, ",line={line}");
             }
-            let text: String = escape_controls(text).chars().take(4000).collect();
+            let text: String = crate::untrusted::escape(text).chars().take(4000).collect();
             format!("::warning {properties}::{}", escape_data(&text))
         })
         .collect();
@@ -129,7 +115,7 @@ fn status_icon(status: &str) -> &'static str {
 }
 
 fn cell(text: &str) -> String {
-    escape_controls(text)
+    crate::untrusted::escape(text)
         .replace('|', "\\|")
         .replace('\n', " ")
         .replace('<', "&lt;")
@@ -197,7 +183,7 @@ pub fn render_summary(input: &SummaryInput) -> String {
             logs,
             "\n<details><summary>{}</summary>\n\n{}\n\n</details>",
             cell(title),
-            crate::github::fence_text(text)
+            crate::untrusted::markdown_block(text)
         );
     }
     let room = MAX_SUMMARY_BYTES - 1024;
@@ -298,10 +284,10 @@ mod tests {
         let evil = "::set-env name=LD_PRELOAD::/tmp/x.so\n::error file=a::pwn\n::add-mask::x\n\
                     ::stop-commands::abc\n::abc::\n::set-output name=a::b\n\u{1b}]8;;http://evil\u{7}";
         let token = random_token();
-        let block = untrusted_block(evil, &token);
+        let block = crate::untrusted::block(evil, &token);
         assert!(commands_seen(&block).is_empty(), "{block}");
         assert!(!block.contains('\u{1b}'));
-        let sneaky = untrusted_block(&format!("::{token}::\n::error::x"), &token);
+        let sneaky = crate::untrusted::block(&format!("::{token}::\n::error::x"), &token);
         assert!(commands_seen(&sneaky).is_empty(), "{sneaky}");
     }
 

@@ -40,7 +40,7 @@ impl Verdict {
 
 /// Judges one checker run. Pure.
 pub fn judge(output: &JobOutput, timeout: Duration) -> Verdict {
-    let stderr_tail = tail(&output.stderr, STDERR_TAIL);
+    let stderr_tail = crate::untrusted::tail_bytes(&output.stderr, STDERR_TAIL);
     let failed = |reason: String| Verdict::FailedToRun {
         reason,
         stderr_tail: stderr_tail.clone(),
@@ -122,7 +122,7 @@ pub async fn run(
     secret_env: &[String],
 ) -> Result<Verdict, SandboxError> {
     // Gone since the start: failed to run (not executable: the start below fails and says so).
-    if let Some(problem) = missing(repo, checker) {
+    if let Some(problem) = crate::blocking::run(|| missing(repo, checker)) {
         return Ok(Verdict::FailedToRun {
             reason: problem,
             stderr_tail: String::new(),
@@ -148,19 +148,6 @@ pub async fn run(
         Err(error) => return Err(error),
     };
     Ok(judge(&output, timeout))
-}
-
-/// The last `limit` bytes of `bytes` as text, cut at a character boundary.
-pub fn tail(bytes: &[u8], limit: usize) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    if text.len() <= limit {
-        return text.into_owned();
-    }
-    let mut start = text.len() - limit;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("[... {start} bytes cut ...]{}", &text[start..])
 }
 
 #[cfg(test)]
@@ -241,14 +228,6 @@ mod tests {
                 stderr_tail: "some stderr".into()
             }
         );
-    }
-
-    #[test]
-    fn tail_cuts_at_a_boundary() {
-        let text = "ééééé".as_bytes();
-        let cut = tail(text, 3);
-        assert!(cut.ends_with('é'));
-        assert!(cut.starts_with("[..."));
     }
 
     proptest::proptest! {

@@ -202,12 +202,22 @@ fn pack(args: PackArgs, quiet: bool) -> Result<ExitCode> {
         crate::prompt::PROMPT_VERSION,
         conversation.system,
     );
-    stdout.write_all(head.as_bytes()).context("writing to stdout")?;
-    stdout
-        .write_all(conversation.prefix.as_bytes())
-        .context("writing to stdout")?;
-    stdout.flush().context("writing to stdout")?;
     let total = head.len() + conversation.prefix.len();
+    // The prompt holds the repository's files: exact when piped to a file, but never able to
+    // drive a terminal, nor the Actions runner (which reads stdout for workflow commands).
+    let in_actions = config::process_env()
+        .get("GITHUB_ACTIONS")
+        .is_some_and(|value| value == "true");
+    let prompt = format!("{head}{}", conversation.prefix);
+    let shown = if in_actions {
+        crate::untrusted::block(&prompt, &crate::actions::random_token())
+    } else if std::io::IsTerminal::is_terminal(&stdout) {
+        crate::untrusted::escape(&prompt)
+    } else {
+        prompt
+    };
+    stdout.write_all(shown.as_bytes()).context("writing to stdout")?;
+    stdout.flush().context("writing to stdout")?;
     let budget = resolved.config.context_budget_tokens;
     let mut stderr = std::io::stderr().lock();
     if !quiet {
@@ -423,7 +433,7 @@ async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
             signal = shutdown_signal() => {
                 tracing::warn!("received {signal}: removing this run's containers and stopping");
                 sandbox.cleanup().await;
-                crate::edit::apply::sweep_temp_files(&repo);
+                crate::blocking::run(|| crate::edit::apply::sweep_temp_files(&repo));
                 Err(anyhow::anyhow!("interrupted by {signal}"))
             }
         };

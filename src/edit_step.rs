@@ -79,6 +79,13 @@ fn read_answer(completion: &Completion, limits: &ParseLimits) -> std::result::Re
         FinishReason::Refusal => return Err("the model refused to answer".into()),
         FinishReason::Stop | FinishReason::Other(_) => {}
     }
+    // A secret in the answer (an endpoint or a model that echoes the key) would be written into
+    // the repository and committed: the whole answer is refused, naming the secret, not its value.
+    if let Some(name) = crate::secrets::find(&completion.text) {
+        return Err(format!(
+            "the answer holds the value of the secret {name} (or an encoding of it); nothing of it was applied. Never write credentials into files"
+        ));
+    }
     parse::parse(&completion.text, limits).map_err(|error| error.to_string())
 }
 
@@ -147,7 +154,7 @@ pub async fn run(
         output.usage += completion.usage;
         conversation.turns.push(Turn {
             role: Role::Assistant,
-            text: completion.text.clone(),
+            text: crate::secrets::redact(&completion.text).into_owned(),
         });
         let answer = match &completion.finish {
             FinishReason::Other(reason) if completion.text.is_empty() => {
@@ -158,7 +165,7 @@ pub async fn run(
         match answer {
             Ok(plan) => {
                 let applying = std::time::Instant::now();
-                match apply::apply(repo, &plan, &options) {
+                match crate::blocking::run(|| apply::apply(repo, &plan, &options)) {
                     Ok(changeset) => output.changeset = changeset,
                     Err(error) => output.error = Some(format!("applying the model's edits: {error}")),
                 }

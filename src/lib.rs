@@ -5,6 +5,7 @@
 //! correctness checker, and loops until the checker is clean or the iteration cap is reached.
 //! See `ARCHITECTURE.md` for the code map and the invariants.
 pub mod actions;
+pub mod blocking;
 pub mod budget;
 pub mod checker;
 pub mod cli;

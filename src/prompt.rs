@@ -7,6 +7,7 @@
 //! Untrusted text (checker output, refusal reasons quoting model paths) is fenced, stripped of
 //! control characters and bounded.
 
+use crate::untrusted::strip_controls;
 use std::fmt::Write;
 
 use crate::findings::{Finding, Findings};
@@ -106,7 +107,7 @@ pub fn feedback(report: &Feedback) -> String {
         let _ = writeln!(
             text,
             "Your answer could not be used, so nothing was applied:\n\n{}\n",
-            fence(&clean(error, FINDING_BYTES))
+            fenced(&strip_controls(error, FINDING_BYTES))
         );
     }
     list(&mut text, "Written", &report.applied);
@@ -115,14 +116,24 @@ pub fn feedback(report: &Feedback) -> String {
     if !report.refused.is_empty() {
         text.push_str("Refused (never applied; do not retry these):\n");
         for (path, reason) in &report.refused {
-            let _ = writeln!(text, "- `{}`: {}", clean(path, 300), clean(reason, 500));
+            let _ = writeln!(
+                text,
+                "- `{}`: {}",
+                strip_controls(path, 300),
+                strip_controls(reason, 500)
+            );
         }
         text.push('\n');
     }
     if !report.pending.is_empty() {
         text.push_str("Held for human approval (not applied yet; do not resend them):\n");
         for (path, rule) in &report.pending {
-            let _ = writeln!(text, "- `{}` ({})", clean(path, 300), clean(rule, 200));
+            let _ = writeln!(
+                text,
+                "- `{}` ({})",
+                strip_controls(path, 300),
+                strip_controls(rule, 200)
+            );
         }
         text.push('\n');
     }
@@ -132,8 +143,8 @@ pub fn feedback(report: &Feedback) -> String {
             let _ = writeln!(
                 text,
                 "- `{}`: {}",
-                clean(path, 300),
-                clean(decision, FINDING_BYTES)
+                strip_controls(path, 300),
+                strip_controls(decision, FINDING_BYTES)
             );
         }
         text.push('\n');
@@ -142,8 +153,8 @@ pub fn feedback(report: &Feedback) -> String {
         let _ = writeln!(
             text,
             "The {judge} failed to run: {}\nIts stderr (untrusted data):\n{}\n",
-            clean(reason, 1000),
-            fence(&clean(stderr, COMMAND_TAIL_BYTES))
+            strip_controls(reason, 1000),
+            fenced(&strip_controls(stderr, COMMAND_TAIL_BYTES))
         );
     }
     if report.findings.is_empty() && report.failures.is_empty() {
@@ -159,7 +170,7 @@ pub fn feedback(report: &Feedback) -> String {
 pub fn parse_retry(error: &str) -> String {
     format!(
         "Your answer could not be parsed, and nothing was applied:\n\n{}\n\nAnswer again with exactly one JSON object of the documented form, and nothing else.\n",
-        fence(&clean(error, 2000))
+        fenced(&strip_controls(error, 2000))
     )
 }
 
@@ -183,12 +194,12 @@ pub fn render_findings(findings: &Findings) -> String {
             Finding::CodeReview { file, finding } => {
                 let place = file
                     .as_deref()
-                    .map(|file| format!("`{}`", clean(file, 300)))
+                    .map(|file| format!("`{}`", strip_controls(file, 300)))
                     .unwrap_or_else(|| "overall".into());
                 let _ = writeln!(
                     text,
                     "## Review finding ({place})\n{}\n",
-                    fence(&clean(finding, FINDING_BYTES))
+                    fenced(&strip_controls(finding, FINDING_BYTES))
                 );
             }
             Finding::Command {
@@ -200,13 +211,13 @@ pub fn render_findings(findings: &Findings) -> String {
                 let _ = writeln!(
                     text,
                     "## Command `{}` exited with {exit_code}\nstdout (tail):\n{}\nstderr (tail):\n{}\n",
-                    clean(command, 500),
-                    fence(&clean(
-                        &tail_text(stdout, COMMAND_TAIL_BYTES),
+                    strip_controls(command, 500),
+                    fenced(&strip_controls(
+                        &tail_lines(stdout, COMMAND_TAIL_BYTES),
                         COMMAND_TAIL_BYTES + 64
                     )),
-                    fence(&clean(
-                        &tail_text(stderr, COMMAND_TAIL_BYTES),
+                    fenced(&strip_controls(
+                        &tail_lines(stderr, COMMAND_TAIL_BYTES),
                         COMMAND_TAIL_BYTES + 64
                     )),
                 );
@@ -222,48 +233,20 @@ fn list(text: &mut String, title: &str, paths: &[String]) {
     }
     let _ = writeln!(text, "{title}:");
     for path in paths {
-        let _ = writeln!(text, "- `{}`", clean(path, 300));
+        let _ = writeln!(text, "- `{}`", strip_controls(path, 300));
     }
     text.push('\n');
 }
 
-/// Wraps untrusted text in a fence no line of it can close.
-pub fn fence(text: &str) -> String {
-    let longest = text
-        .lines()
-        .map(|line| line.trim_start().chars().take_while(|c| *c == '`').count())
-        .max()
-        .unwrap_or(0);
-    let ticks = "`".repeat(longest.max(2) + 1);
+/// Untrusted text in a fence no line of it can close, for a prompt.
+fn fenced(text: &str) -> String {
+    let ticks = crate::untrusted::backtick_fence(text);
     format!("{ticks}text\n{text}\n{ticks}")
 }
 
-/// Strips control characters (keeping newlines and tabs) and bounds the length.
-pub fn clean(text: &str, limit: usize) -> String {
-    let mut out: String = text
-        .chars()
-        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
-        .collect();
-    if out.len() > limit {
-        let mut cut = limit;
-        while !out.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        out.truncate(cut);
-        out.push_str("\n[... cut ...]");
-    }
-    out
-}
-
-fn tail_text(text: &str, limit: usize) -> String {
-    if text.len() <= limit {
-        return text.to_owned();
-    }
-    let mut start = text.len() - limit;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("[... {start} bytes cut ...]\n{}", &text[start..])
+/// The end of a command's output, at most `limit` bytes, on a line of its own after the note.
+fn tail_lines(text: &str, limit: usize) -> String {
+    crate::untrusted::tail(text, limit).replacen("cut ...]", "cut ...]\n", 1)
 }
 
 /// The JSON schema of the answer, for providers that can enforce structured output.

@@ -277,7 +277,7 @@ async fn run_edit_step(
             return Err(error.context(format!(
                 "the edit step ended ({:?}) without a result; its stderr: {}",
                 ran.outcome,
-                checker::tail(&ran.stderr, 2000)
+                crate::untrusted::tail_bytes(&ran.stderr, 2000)
             )));
         }
     };
@@ -478,7 +478,7 @@ async fn judge(
             }
         }
     }
-    let steps = crate::verify::load_steps(repo, &resolved.verification_steps())
+    let steps = crate::blocking::run(|| crate::verify::load_steps(repo, &resolved.verification_steps()))
         .context("reading the verification steps")?;
     if !steps.is_empty() {
         any = true;
@@ -584,16 +584,16 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
         .unwrap_or_else(|| started + Duration::from_secs(100 * 365 * 24 * 3600));
     let repo = &options.repo;
 
-    let swept = crate::edit::apply::sweep_temp_files(repo);
+    let swept = crate::blocking::run(|| crate::edit::apply::sweep_temp_files(repo));
     if swept > 0 {
         tracing::warn!("removed {swept} temporary file(s) an interrupted run left in the working tree");
     }
     if let Some(checker) = &config.correctness_checker
-        && let Some(problem) = checker::missing(repo, checker)
+        && let Some(problem) = crate::blocking::run(|| checker::missing(repo, checker))
     {
         return Err(RunError::CheckerUnusable { problem }.into());
     }
-    let (mut conversation, snapshot) = initial_prompt(repo, resolved)?;
+    let (mut conversation, snapshot) = crate::blocking::run(|| initial_prompt(repo, resolved))?;
     if let Some(preamble) = &options.preamble {
         conversation.prefix.push('\n');
         conversation.prefix.push_str(preamble);
@@ -953,7 +953,7 @@ async fn iterate(
 /// Whether any judge would run on this repository (a checker file, a verifier, a reviewer).
 fn judges_configured(resolved: &Resolved, repo: &Path) -> bool {
     resolved.config.review.enabled
-        || crate::verify::load_steps(repo, &resolved.verification_steps())
+        || crate::blocking::run(|| crate::verify::load_steps(repo, &resolved.verification_steps()))
             .is_ok_and(|steps| !steps.is_empty())
         || resolved.config.correctness_checker.is_some()
 }

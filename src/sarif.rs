@@ -91,8 +91,8 @@ pub fn render(findings: &Findings, tool_version: &str, checker: Option<&str>) ->
                 rules_used.1 = true;
                 let text = format!(
                     "`{command}` exited with {exit_code}\n\nstdout:\n{}\n\nstderr:\n{}\n\n(A command finding, not about one file; shown at {}, line 1.)",
-                    tail(stdout),
-                    tail(stderr),
+                    crate::untrusted::last(stdout, MAX_OUTPUT_BYTES),
+                    crate::untrusted::last(stderr, MAX_OUTPUT_BYTES),
                     anchor.1
                 );
                 let fingerprint = fingerprint(&[COMMAND_RULE, &anchor.0, command, &exit_code.to_string()]);
@@ -172,18 +172,6 @@ fn fingerprint(parts: &[&str]) -> String {
         hasher.update([0]);
     }
     hex::encode(hasher.finalize())
-}
-
-/// The end of a command's output, at most [`MAX_OUTPUT_BYTES`].
-fn tail(text: &str) -> &str {
-    if text.len() <= MAX_OUTPUT_BYTES {
-        return text;
-    }
-    let mut start = text.len() - MAX_OUTPUT_BYTES;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
 }
 
 /// `path` as a plain relative path inside the repository (`./` removed), or `None` when it is

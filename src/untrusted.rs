@@ -49,6 +49,103 @@ pub fn cut(text: &str, max: usize) -> String {
     format!("{}[... {} bytes cut]", &text[..end], text.len() - end)
 }
 
+/// The first at most `max` bytes of `text`, ending at a character boundary (no marker).
+pub fn head(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// The last at most `max` bytes of `text`, starting at a character boundary (no marker).
+pub fn last(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+/// The end of `text`, at most `max` bytes, saying how much was cut before it.
+pub fn tail(text: &str, max: usize) -> String {
+    let kept = last(text, max);
+    if kept.len() == text.len() {
+        return text.to_owned();
+    }
+    format!("[... {} bytes cut ...]{kept}", text.len() - kept.len())
+}
+
+/// [`tail`] of a process's output bytes, invalid UTF-8 shown as U+FFFD.
+pub fn tail_bytes(bytes: &[u8], max: usize) -> String {
+    tail(&String::from_utf8_lossy(bytes), max)
+}
+
+/// `text` without control characters other than newline and tab, at most `max` bytes (cut at
+/// a character boundary, saying so): for untrusted text quoted inside a prompt to a model,
+/// where escapes would only be noise.
+pub fn strip_controls(text: &str, max: usize) -> String {
+    let stripped: String = text
+        .chars()
+        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
+        .collect();
+    let kept = head(&stripped, max);
+    if kept.len() == stripped.len() {
+        return stripped;
+    }
+    format!("{kept}\n[... cut ...]")
+}
+
+/// A Markdown fence of backticks longer than any backtick run in `text` (at least three), so
+/// no line of `text` can close it.
+pub fn backtick_fence(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    "`".repeat((longest + 1).max(3))
+}
+
+/// Untrusted text as a fenced Markdown code block (pull-request bodies, comments, the job
+/// summary): controls made visible, inside a fence no line of it can close.
+pub fn markdown_block(text: &str) -> String {
+    let escaped = escape(text);
+    let fence = backtick_fence(&escaped);
+    let newline = if escaped.ends_with('\n') { "" } else { "\n" };
+    format!("{fence}text\n{escaped}{newline}{fence}")
+}
+
+/// One line of plain text for a title, a commit subject or a list item: newlines and tabs
+/// become spaces, control and invisible characters are dropped, blanks collapse, at most 200
+/// characters.
+pub fn one_line(text: &str) -> String {
+    let line: String = text
+        .chars()
+        .map(|c| if matches!(c, '\n' | '\r' | '\t') { ' ' } else { c })
+        .filter(|c| !c.is_control() && !is_invisible(*c))
+        .collect();
+    let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    line.chars().take(200).collect()
+}
+
+/// A path or name shown as Markdown inline code: [`one_line`], with backticks replaced so it
+/// cannot leave the code span.
+pub fn code_span(text: &str) -> String {
+    format!("`{}`", one_line(text).replace('`', "'"))
+}
+
 /// Untrusted text between `::stop-commands::<token>` and `::<token>::`, escaped, so no line of
 /// it is read as a workflow command. Should the text contain the token, a new one is drawn.
 pub fn block(text: &str, token: &str) -> String {
@@ -224,6 +321,28 @@ mod tests {
             let cut_text = cut(&text, 17);
             proptest::prop_assert!(cut_text.len() <= text.len().max(17 + 40));
         }
+    }
+
+    #[test]
+    fn heads_and_tails_are_at_boundaries() {
+        let cut = tail_bytes("ééééé".as_bytes(), 3);
+        assert_eq!(cut, "[... 8 bytes cut ...]é");
+        assert_eq!(head("éé", 3), "é");
+        assert_eq!(head("abc", 10), "abc");
+        assert_eq!(head("abc", 0), "");
+        assert_eq!(last("éé", 3), "é");
+        assert_eq!(strip_controls("a\u{1b}[2Jb\nc", 100), "a[2Jb\nc");
+        assert_eq!(strip_controls("abcdef", 3), "abc\n[... cut ...]");
+    }
+
+    #[test]
+    fn markdown_blocks_outlast_backticks_and_escape_controls() {
+        assert_eq!(backtick_fence("no ticks"), "```");
+        assert_eq!(backtick_fence("a ```` b"), "`````");
+        let fenced = markdown_block("a ```` b\u{1b}]8;;http://evil\u{7}");
+        assert!(fenced.starts_with("`````text\n"), "{fenced}");
+        assert!(fenced.ends_with("\n`````"), "{fenced}");
+        assert!(!fenced.contains('\u{1b}'));
     }
 
     #[test]

@@ -420,6 +420,11 @@ fn tail_lines(text: &str, lines: usize) -> String {
 
 #[allow(clippy::disallowed_methods)] // a git runner: the verifier's manifest
 fn commit_sha(repo: &Path) -> String {
+    crate::blocking::run(|| commit_sha_now(repo))
+}
+
+#[allow(clippy::disallowed_methods)] // a git runner: the verifier's manifest
+fn commit_sha_now(repo: &Path) -> String {
     std::process::Command::new("git")
         .arg("-C")
         .arg(repo)

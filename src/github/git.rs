@@ -61,7 +61,7 @@ fn with_token(command: &mut Command, token: &SecretString) {
 }
 
 fn run(mut command: Command, action: &str) -> Result<String, GithubError> {
-    let output = command.output().map_err(|error| GithubError::Git {
+    let output = crate::blocking::run(|| command.output()).map_err(|error| GithubError::Git {
         action: action.to_owned(),
         detail: error.to_string(),
     })?;
@@ -179,7 +179,7 @@ pub fn merge(repo: &Path, identity: &Identity, rev: &str, message: &str) -> Resu
 pub fn is_ancestor(repo: &Path, ancestor: &str, commit: &str) -> bool {
     let mut command = base_command(repo);
     command.args(["merge-base", "--is-ancestor", ancestor, commit]);
-    command.output().is_ok_and(|output| output.status.success())
+    crate::blocking::run(|| command.output()).is_ok_and(|output| output.status.success())
 }
 
 /// Author emails of the commits in `from..to`.
@@ -218,19 +218,19 @@ pub fn iteration_message(summary: &IterationSummary) -> String {
     } else {
         parts.join("; ")
     };
-    let title = super::pulls::sanitize_title(&format!("bork-ci: iteration {}: {what}", summary.number));
+    let title = crate::untrusted::one_line(&format!("bork-ci: iteration {}: {what}", summary.number));
     let mut body = String::new();
-    let message = super::pulls::sanitize_title(&summary.message);
+    let message = crate::untrusted::one_line(&summary.message);
     if !message.is_empty() {
         body.push_str(&message);
         body.push_str("\n\n");
     }
     body.push_str(&format!("Findings left: {}\n", summary.findings_left));
     for path in &summary.applied {
-        body.push_str(&format!("- updated {}\n", super::pulls::sanitize_title(path)));
+        body.push_str(&format!("- updated {}\n", crate::untrusted::one_line(path)));
     }
     for path in &summary.deleted {
-        body.push_str(&format!("- deleted {}\n", super::pulls::sanitize_title(path)));
+        body.push_str(&format!("- deleted {}\n", crate::untrusted::one_line(path)));
     }
     format!("{title}\n\n{body}")
 }
@@ -267,8 +267,7 @@ pub fn commit_iteration(
     }
     let mut staged = base_command(repo);
     staged.args(["diff", "--cached", "--quiet", "--"]);
-    let unchanged = staged
-        .output()
+    let unchanged = crate::blocking::run(|| staged.output())
         .map_err(|error| GithubError::Git {
             action: "diff".into(),
             detail: error.to_string(),
@@ -297,7 +296,7 @@ pub fn commit_iteration(
                 detail: error.to_string(),
             })?;
     }
-    let output = child.wait_with_output().map_err(|error| GithubError::Git {
+    let output = crate::blocking::run(|| child.wait_with_output()).map_err(|error| GithubError::Git {
         action: "commit".into(),
         detail: error.to_string(),
     })?;
@@ -388,7 +387,7 @@ fn commit_tree(
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(message.as_bytes());
     }
-    let output = child.wait_with_output().map_err(|error| GithubError::Git {
+    let output = crate::blocking::run(|| child.wait_with_output()).map_err(|error| GithubError::Git {
         action: "commit-tree".into(),
         detail: error.to_string(),
     })?;
@@ -421,7 +420,7 @@ fn hash_object(repo: &Path, bytes: &[u8]) -> Result<String, GithubError> {
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(bytes);
     }
-    let output = child.wait_with_output().map_err(|error| GithubError::Git {
+    let output = crate::blocking::run(|| child.wait_with_output()).map_err(|error| GithubError::Git {
         action: "hash-object".into(),
         detail: error.to_string(),
     })?;
@@ -442,7 +441,7 @@ pub fn file_at(repo: &Path, commit: &str, path: &str) -> Result<Option<Vec<u8>>,
     }
     let mut command = base_command(repo);
     command.args(["cat-file", "blob", &format!("{commit}:{path}")]);
-    let output = command.output().map_err(|error| GithubError::Git {
+    let output = crate::blocking::run(|| command.output()).map_err(|error| GithubError::Git {
         action: "cat-file".into(),
         detail: error.to_string(),
     })?;

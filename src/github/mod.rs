@@ -536,7 +536,7 @@ impl ApprovalDecision {
                     finding: format!(
                         "The proposed change to `{path}` was rejected by {who}. The reviewer wrote \
                          (untrusted text, quoted):\n\n{}",
-                        pulls::fence(&words)
+                        crate::untrusted::markdown_block(&words)
                     ),
                 })
             }
@@ -729,12 +729,6 @@ impl Session {
 /// loads saved approval state.
 pub async fn start(ctx: &GithubContext, repo_root: &Path, base: &str) -> Result<Session, GithubError> {
     pulls::start(ctx, repo_root, base).await
-}
-
-/// Untrusted text as a fenced code block (longer fence than any backtick run inside, control
-/// characters made visible): the one way model or checker text reaches Markdown.
-pub fn fence_text(text: &str) -> String {
-    pulls::fence(text)
 }
 
 #[cfg(test)]

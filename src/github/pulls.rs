@@ -35,57 +35,6 @@ pub fn approval_marker(base: &str, sha256: &str) -> String {
     )
 }
 
-/// One line of plain text: control characters dropped, at most 200 characters.
-pub fn sanitize_title(text: &str) -> String {
-    let line: String = text
-        .chars()
-        .map(|c| {
-            if c == '\n' || c == '\r' || c == '\t' {
-                ' '
-            } else {
-                c
-            }
-        })
-        .filter(|c| !c.is_control())
-        .collect();
-    let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
-    line.chars().take(200).collect()
-}
-
-/// Untrusted text as a fenced code block whose fence is longer than any backtick run inside,
-/// with control characters (ESC included) made visible.
-pub fn fence(text: &str) -> String {
-    let cleaned: String = text
-        .chars()
-        .flat_map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                format!("\\u{{{:x}}}", c as u32).chars().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect();
-    let mut longest = 0;
-    let mut run = 0;
-    for c in cleaned.chars() {
-        if c == '`' {
-            run += 1;
-            longest = longest.max(run);
-        } else {
-            run = 0;
-        }
-    }
-    let ticks = "`".repeat(longest.max(2) + 1);
-    let newline = if cleaned.ends_with('\n') { "" } else { "\n" };
-    format!("{ticks}text\n{cleaned}{newline}{ticks}")
-}
-
-/// A path shown inline: backticks and control characters cannot break out of the code span.
-pub fn inline_path(path: &str) -> String {
-    let clean: String = sanitize_title(path).replace('`', "'");
-    format!("`{clean}`")
-}
-
 /// Cuts `text` to at most `max` bytes at a character boundary, saying so.
 pub fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
@@ -128,11 +77,11 @@ pub fn render_result_body(
     state: &SavedState,
 ) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "## bork-ci: {}", sanitize_title(&input.status));
+    let _ = writeln!(out, "## bork-ci: {}", crate::untrusted::one_line(&input.status));
     let _ = writeln!(
         out,
         "\nbork-ci brought this branch in line with the specs on {}.\n",
-        inline_path(base)
+        crate::untrusted::code_span(base)
     );
     let _ = writeln!(out, "| iteration | updated | deleted | findings left |");
     let _ = writeln!(out, "|---:|---:|---:|---:|");
@@ -154,7 +103,7 @@ pub fn render_result_body(
             .cost_usd
             .map(|cost| format!(" (about ${cost:.4})"))
             .unwrap_or_default(),
-        inline_path(&input.prompt_version)
+        crate::untrusted::code_span(&input.prompt_version)
     );
     if !approvals.is_empty() {
         let _ = writeln!(out, "\n### Changes waiting for approval\n");
@@ -172,8 +121,8 @@ pub fn render_result_body(
             let _ = writeln!(
                 out,
                 "- {} ({}): #{} — {what}",
-                inline_path(&record.path),
-                sanitize_title(&record.rule),
+                crate::untrusted::code_span(&record.path),
+                crate::untrusted::one_line(&record.rule),
                 record.pr_number
             );
         }
@@ -181,7 +130,12 @@ pub fn render_result_body(
     if !input.refused.is_empty() {
         let _ = writeln!(out, "\n### Refused edits\n");
         for (path, reason) in &input.refused {
-            let _ = writeln!(out, "- {}: {}", inline_path(path), sanitize_title(reason));
+            let _ = writeln!(
+                out,
+                "- {}: {}",
+                crate::untrusted::code_span(path),
+                crate::untrusted::one_line(reason)
+            );
         }
     }
     if !input.findings_left.is_empty() {
@@ -217,15 +171,15 @@ fn render_findings_list(findings: &Findings) -> String {
         }
     }
     for (file, texts) in by_file {
-        let _ = writeln!(out, "#### {}\n", inline_path(file));
+        let _ = writeln!(out, "#### {}\n", crate::untrusted::code_span(file));
         for text in texts {
-            let _ = writeln!(out, "{}\n", fence(&text));
+            let _ = writeln!(out, "{}\n", crate::untrusted::markdown_block(&text));
         }
     }
     if !overall.is_empty() {
         let _ = writeln!(out, "#### Overall\n");
         for text in overall {
-            let _ = writeln!(out, "{}\n", fence(&text));
+            let _ = writeln!(out, "{}\n", crate::untrusted::markdown_block(&text));
         }
     }
     out
@@ -260,8 +214,8 @@ pub fn render_approval_body(base: &str, edit: &PendingEdit, sha256: &str) -> Str
     let _ = writeln!(
         out,
         "## bork-ci asks to {action} {}\n\nRule: {}\n",
-        inline_path(&edit.path),
-        sanitize_title(&edit.rule)
+        crate::untrusted::code_span(&edit.path),
+        crate::untrusted::one_line(&edit.rule)
     );
     let _ = writeln!(
         out,
@@ -271,7 +225,7 @@ pub fn render_approval_body(base: &str, edit: &PendingEdit, sha256: &str) -> Str
     );
     if let Some(contents) = &edit.contents {
         let _ = writeln!(out, "<details><summary>proposed content</summary>\n");
-        let _ = writeln!(out, "{}\n", fence(contents));
+        let _ = writeln!(out, "{}\n", crate::untrusted::markdown_block(contents));
         let _ = writeln!(out, "</details>");
     }
     let marker = format!("\n{}\n", approval_marker(base, sha256));
@@ -415,7 +369,10 @@ pub(crate) async fn start(ctx: &GithubContext, repo_root: &Path, base: &str) -> 
                     repo_root,
                     &identity,
                     &base_sha,
-                    &format!("bork-ci: merge {} into {branch}", sanitize_title(base)),
+                    &format!(
+                        "bork-ci: merge {} into {branch}",
+                        crate::untrusted::one_line(base)
+                    ),
                 )?;
             }
         }
@@ -492,7 +449,7 @@ impl Session {
                          was refused. bork-ci does not force-push over other people's commits; \
                          it stopped here.\n\n{}",
                         self.branch,
-                        fence(&error.to_string())
+                        crate::untrusted::markdown_block(&error.to_string())
                     );
                     let _ = self
                         .client
@@ -540,7 +497,8 @@ impl Session {
             }
         }
         let body = render_result_body(&self.base, input, &state.approvals, &state);
-        let title = sanitize_title(&format!("bork-ci: bring {} in line with its specs", self.base));
+        let title =
+            crate::untrusted::one_line(&format!("bork-ci: bring {} in line with its specs", self.base));
         let pr = open_or_update(
             &self.client,
             &self.ctx,
@@ -636,7 +594,7 @@ impl Session {
         let identity = self.identity();
         let message = format!(
             "{}\n\nsha256: {tag}\n",
-            sanitize_title(&format!(
+            crate::untrusted::one_line(&format!(
                 "bork-ci: {} {}",
                 if edit.delete { "delete" } else { "update" },
                 edit.path
@@ -665,7 +623,7 @@ impl Session {
                 commit
             }
         };
-        let title = sanitize_title(&format!(
+        let title = crate::untrusted::one_line(&format!(
             "bork-ci: approve {} {}",
             if edit.delete { "deletion of" } else { "change to" },
             edit.path
@@ -741,14 +699,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fences_outlast_backticks_and_escape_controls() {
-        let fenced = fence("a ```` b\u{1b}]8;;http://evil\u{7}");
-        assert!(fenced.starts_with("`````text\n"));
-        assert!(fenced.ends_with("\n`````"));
-        assert!(!fenced.contains('\u{1b}'));
-    }
-
-    #[test]
     fn model_text_never_becomes_a_link_or_image() {
         let findings = Findings {
             per_file_findings: vec![Finding::CodeReview {
@@ -788,7 +738,7 @@ mod tests {
 
     #[test]
     fn titles_are_one_clean_line() {
-        assert_eq!(sanitize_title("a\nb\u{1b}[2J  c"), "a b[2J c");
-        assert_eq!(sanitize_title(&"x".repeat(500)).len(), 200);
+        assert_eq!(crate::untrusted::one_line("a\nb\u{1b}[2J  c"), "a b[2J c");
+        assert_eq!(crate::untrusted::one_line(&"x".repeat(500)).len(), 200);
     }
 }

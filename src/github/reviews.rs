@@ -281,7 +281,7 @@ impl Session {
                 let merge = serde_json::json!({
                     "sha": head_sha,
                     "merge_method": "merge",
-                    "commit_title": super::pulls::sanitize_title(&format!(
+                    "commit_title": crate::untrusted::one_line(&format!(
                         "bork-ci: apply approved change to {} (approved by {by})",
                         record.path
                     )),

@@ -15,10 +15,8 @@ pub(super) struct Listed {
 
 /// Runs `git <args>` in `repo` and returns stdout, or the error with stderr.
 pub(super) fn run(repo: &Path, args: &[&str]) -> Result<Vec<u8>, PackError> {
-    let output = command(repo)
-        .args(args)
-        .output()
-        .map_err(|source| PackError::Io {
+    let output =
+        crate::blocking::run(|| command(repo).args(args).output()).map_err(|source| PackError::Io {
             action: "starting git in",
             path: repo.to_path_buf(),
             source,

@@ -289,28 +289,14 @@ pub fn write_json(report: &RunReport, path: &Path) -> std::io::Result<()> {
 /// Most bytes of model-written contents shown for one edit.
 pub const SHOWN_BYTES: usize = 64 * 1024;
 
-/// Escapes control, bidirectional and invisible characters (other than newline and tab) as
-/// `\u{..}` so they cannot drive a terminal or a log parser.
-pub fn escape(text: &str) -> String {
-    crate::actions::escape_controls(text)
-}
-
 /// Renders one block of untrusted contents, bounded, with the sha256 of the whole.
 pub fn untrusted_block(title: &str, contents: &str, stop_token: Option<&str>) -> String {
     let digest = hex::encode(Sha256::digest(contents.as_bytes()));
-    let mut shown = contents;
-    let mut cut = false;
-    if shown.len() > SHOWN_BYTES {
-        let mut end = SHOWN_BYTES;
-        while !shown.is_char_boundary(end) {
-            end -= 1;
-        }
-        shown = &shown[..end];
-        cut = true;
-    }
+    let shown = crate::untrusted::head(contents, SHOWN_BYTES);
+    let cut = shown.len() < contents.len();
     let mut block = format!(
         "----- bork-ci: {} ({} bytes, sha256 {digest}) -----\n",
-        escape(title),
+        crate::untrusted::escape(title),
         contents.len()
     );
     let mut body = shown.to_owned();
@@ -321,9 +307,9 @@ pub fn untrusted_block(title: &str, contents: &str, stop_token: Option<&str>) ->
         ));
     }
     match stop_token {
-        Some(token) => block.push_str(&crate::actions::untrusted_block(&body, token)),
+        Some(token) => block.push_str(&crate::untrusted::block(&body, token)),
         None => {
-            block.push_str(&escape(&body));
+            block.push_str(&crate::untrusted::escape(&body));
             if !block.ends_with('\n') {
                 block.push('\n');
             }
@@ -353,7 +339,7 @@ pub fn print_edits(
             None => writeln!(
                 out,
                 "----- bork-ci: {} (contents not shown) -----",
-                escape(&title)
+                crate::untrusted::escape(&title)
             )?,
         }
     }
@@ -365,7 +351,7 @@ pub fn print_edits(
         );
         match &edit.contents {
             Some(contents) => out.write_all(untrusted_block(&title, contents, stop_token).as_bytes())?,
-            None => writeln!(out, "----- bork-ci: {} -----", escape(&title))?,
+            None => writeln!(out, "----- bork-ci: {} -----", crate::untrusted::escape(&title))?,
         }
     }
     out.flush()
@@ -385,8 +371,8 @@ mod tests {
 
     #[test]
     fn escape_neutralises_terminal_and_bidi() {
-        assert_eq!(escape("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
-        assert_eq!(escape("x\u{202e}y\n"), "x\\u{202e}y\n");
+        assert_eq!(crate::untrusted::escape("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(crate::untrusted::escape("x\u{202e}y\n"), "x\\u{202e}y\n");
     }
 
     #[test]

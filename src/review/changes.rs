@@ -148,8 +148,12 @@ struct Git<'a> {
 impl Git<'_> {
     /// Runs `git args`; at most [`MAX_GIT_OUTPUT_BYTES`] of stdout are kept, and past that
     /// git is stopped and the cut output returned as is.
-    #[allow(clippy::disallowed_methods)] // a git runner: the reviewer's diff
     fn run(&self, args: &[&str], ok_codes: &[i32]) -> anyhow::Result<Output> {
+        crate::blocking::run(|| self.run_now(args, ok_codes))
+    }
+
+    #[allow(clippy::disallowed_methods)] // a git runner: the reviewer's diff
+    fn run_now(&self, args: &[&str], ok_codes: &[i32]) -> anyhow::Result<Output> {
         let name = args.first().copied().unwrap_or("");
         let mut child = Command::new("git")
             .args(["-c", "core.fsmonitor=false", "-c", "core.quotepath=false"])

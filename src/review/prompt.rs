@@ -13,6 +13,7 @@
 //!
 //! Every cut is at a character boundary and is marked in the text with the sizes involved.
 
+use crate::untrusted::{backtick_fence, head};
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
@@ -102,33 +103,6 @@ Optional fields (leave a field out rather than writing null or an empty value):
     )
 }
 
-/// Cuts `text` to at most `limit` bytes at a character boundary.
-fn cut(text: &str, limit: usize) -> &str {
-    if text.len() <= limit {
-        return text;
-    }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
-/// A Markdown fence longer than any backtick run in `text`, so `text` cannot close it.
-fn fence_for(text: &str) -> String {
-    let mut longest = 0;
-    let mut run = 0;
-    for character in text.chars() {
-        if character == '`' {
-            run += 1;
-            longest = longest.max(run);
-        } else {
-            run = 0;
-        }
-    }
-    "`".repeat((longest + 1).max(3))
-}
-
 /// A path as the prompt shows it: as is, or JSON-quoted when it holds control characters, so a
 /// crafted file name cannot forge lines of the prompt.
 fn shown_path(path: &str) -> String {
@@ -174,9 +148,9 @@ fn user_text(changed_files: &[ChangedFile], diff: &str) -> String {
             continue;
         }
         let limit = MAX_FILE_BYTES.min(budget);
-        let shown = cut(contents, limit);
+        let shown = head(contents, limit);
         budget -= shown.len();
-        let fence = fence_for(shown);
+        let fence = backtick_fence(shown);
         let _ = writeln!(text, "{fence}");
         for (number, line) in shown.lines().enumerate() {
             let _ = writeln!(text, "{:>5}| {line}", number + 1);
@@ -191,8 +165,8 @@ fn user_text(changed_files: &[ChangedFile], diff: &str) -> String {
     if diff.is_empty() {
         text.push_str("(empty diff)\n");
     } else {
-        let shown = cut(diff, MAX_DIFF_BYTES);
-        let fence = fence_for(shown);
+        let shown = head(diff, MAX_DIFF_BYTES);
+        let fence = backtick_fence(shown);
         let _ = writeln!(text, "{fence}diff");
         text.push_str(shown);
         if !shown.ends_with('\n') {
@@ -272,8 +246,8 @@ mod tests {
 
     #[test]
     fn fences_outgrow_backticks_in_contents() {
-        assert_eq!(fence_for("no ticks"), "```");
-        assert_eq!(fence_for("a ```` b"), "`````");
+        assert_eq!(backtick_fence("no ticks"), "```");
+        assert_eq!(backtick_fence("a ```` b"), "`````");
         let (_, user) = render_prompt(&[file("a.md", Some("````\nx\n````"))], "");
         assert!(user.contains("`````\n    1| ````\n"));
     }
@@ -284,12 +258,5 @@ mod tests {
         assert!(user.contains("- \"a\\n- b.rs\"\n"));
         assert!(user.contains("## \"a\\n- b.rs\"\n"));
         assert!(!user.contains("\n- b.rs"));
-    }
-
-    #[test]
-    fn cut_respects_char_boundaries() {
-        assert_eq!(cut("éé", 3), "é");
-        assert_eq!(cut("abc", 10), "abc");
-        assert_eq!(cut("abc", 0), "");
     }
 }

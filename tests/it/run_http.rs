@@ -1061,3 +1061,37 @@ async fn a_refusal_is_an_unusable_answer_asked_again_within_the_iteration() {
     assert_eq!(fake.received().len(), 2);
     assert_eq!(repo.read("src/app.txt"), "DONE\n");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_that_writes_the_key_into_a_file_is_never_applied() {
+    let key = canary("answer");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(key.as_bytes());
+    let repo = repo_with_checker();
+    let before = repo.read("src/app.txt");
+    // The endpoint echoes the key into an edit, then its base64, then answers properly.
+    let fake = FakeLlm::openai(vec![
+        write_app(&format!("DONE\nkey={key}\n")),
+        write_app(&format!("DONE\nkey={encoded}\n")),
+        write_app("DONE\n"),
+    ])
+    .await;
+    let outcome = Run::new(&fake).key(&key).on(&repo).await;
+
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    assert_ne!(before, "DONE\n");
+    assert_eq!(repo.read("src/app.txt"), "DONE\n");
+    // Neither answer reached the tree, a later request, the report or the log.
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3, "{}", outcome.stderr);
+    for request in &requests {
+        assert_absent(&key, "a request", &request.to_string());
+    }
+    assert!(
+        outcome.report_text.contains("OPENAI_API_KEY"),
+        "the refusal names the variable: {}",
+        outcome.report_text
+    );
+    assert_absent(&key, "stderr", &outcome.stderr);
+    assert_absent(&key, "stdout", &outcome.stdout);
+    assert_absent(&key, "the report", &outcome.report_text);
+}

@@ -645,6 +645,29 @@ fn untrusted_text_never_issues_a_workflow_command() {
         outcome.stderr.contains("HOSTILE"),
         "the hostile text is shown, escaped"
     );
+
+    // `bork-ci pack` prints the repository's files: under Actions, none of their lines is a
+    // command either, whatever stop-commands token the file tries to guess or end early.
+    repo.write(
+        "src/notes.txt",
+        "::add-mask::HOSTILE\n::stop-commands::HOSTILE\n::HOSTILE::\n::error::HOSTILE\n",
+    );
+    let packed = bork()
+        .args(["pack", "--repo"])
+        .arg(repo.path())
+        .env("GITHUB_ACTIONS", "true")
+        .output()
+        .expect("pack runs");
+    let stdout = String::from_utf8_lossy(&packed.stdout);
+    assert!(
+        packed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&packed.stderr)
+    );
+    assert!(stdout.contains("src/notes.txt"), "{stdout}");
+    for command in commands_seen(&stdout) {
+        assert!(!command.contains("HOSTILE"), "pack: {command:?}\n{stdout}");
+    }
 }
 
 #[test]

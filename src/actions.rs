@@ -91,8 +91,7 @@ pub struct SummaryLink {
 /// What the job summary shows.
 #[derive(Debug, Clone, Default)]
 pub struct SummaryInput {
-    /// `converged`, `needs-human`, `awaiting-approval`, `error` or `skipped`.
-    pub status: String,
+    pub status: crate::report::RunStatus,
     /// Why the run was skipped or failed, when it was.
     pub reason: Option<String>,
     pub iterations: u32,
@@ -104,13 +103,14 @@ pub struct SummaryInput {
     pub logs: Vec<(String, String)>,
 }
 
-fn status_icon(status: &str) -> &'static str {
+fn status_icon(status: crate::report::RunStatus) -> &'static str {
+    use crate::report::RunStatus;
     match status {
-        "converged" => "✅",
-        "needs-human" => "⚠️",
-        "awaiting-approval" => "⏳",
-        "skipped" => "⏭️",
-        _ => "❌",
+        RunStatus::Converged => "✅",
+        RunStatus::NeedsHuman => "⚠️",
+        RunStatus::AwaitingApproval => "⏳",
+        RunStatus::Skipped => "⏭️",
+        RunStatus::Error => "❌",
     }
 }
 
@@ -131,14 +131,14 @@ pub fn render_summary(input: &SummaryInput) -> String {
     let _ = writeln!(
         out,
         "## bork-ci: {} {}\n",
-        status_icon(&input.status),
-        cell(&input.status)
+        status_icon(input.status),
+        input.status.as_str()
     );
     if let Some(reason) = &input.reason {
         let _ = writeln!(out, "{}\n", cell(reason));
     }
     let _ = writeln!(out, "| | |\n|---|---|");
-    let _ = writeln!(out, "| status | `{}` |", cell(&input.status));
+    let _ = writeln!(out, "| status | `{}` |", input.status.as_str());
     let _ = writeln!(out, "| iterations | {} |", input.iterations);
     let _ = writeln!(out, "| findings left | {} |", input.findings.len());
     let (tokens_in, tokens_out, cached) = input.tokens;
@@ -342,7 +342,7 @@ mod tests {
     #[test]
     fn summary_says_skipped_and_stays_small() {
         let summary = render_summary(&SummaryInput {
-            status: "skipped".into(),
+            status: crate::report::RunStatus::Skipped,
             reason: Some("untrusted context: no secrets".into()),
             logs: vec![("checker output".into(), "y".repeat(3 * 1024 * 1024))],
             findings: Findings {

@@ -446,7 +446,7 @@ async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
                     run_id,
                     resolved.config.llm.provider_name(),
                     resolved.config.llm.model.clone(),
-                    format!("{:?}", sandbox.kind()).to_lowercase(),
+                    sandbox.kind().as_str().to_owned(),
                     resolved.config.max_iterations,
                 );
                 report.error = Some(format!("{error:#}"));
@@ -484,7 +484,7 @@ fn finish_run(
     let result_pr = report.pull_requests.iter().find(|pr| pr.purpose == "result");
     if let Some(path) = &github.github_step_summary {
         let summary = crate::actions::render_summary(&crate::actions::SummaryInput {
-            status: report.status.as_str().to_owned(),
+            status: report.status,
             reason: Some(report.error.clone().unwrap_or_else(|| report.stop_reason.clone())),
             iterations: report.iterations.len() as u32,
             findings: report.findings_left.clone(),

@@ -45,7 +45,7 @@ pub fn iteration_summary(iteration: &IterationReport) -> IterationSummary {
 /// What `github` needs to publish a report.
 pub fn publish_input(report: &RunReport) -> PublishInput {
     PublishInput {
-        status: report.status.as_str().to_owned(),
+        status: report.status,
         iterations: report.iterations.iter().map(iteration_summary).collect(),
         findings_left: report.findings_left.clone(),
         pending: report
@@ -162,7 +162,7 @@ pub async fn run(
                 options.run_id.clone(),
                 resolved.config.llm.provider_name(),
                 resolved.config.llm.model.clone(),
-                format!("{:?}", sandbox.kind()).to_lowercase(),
+                sandbox.kind().as_str().to_owned(),
                 resolved.config.max_iterations,
             );
             report.run_totals = options.spent;

@@ -275,7 +275,7 @@ async fn run_edit_step(
         Err(_) if ran.outcome == Outcome::TimedOut => bail!(BudgetExhausted::Time),
         Err(error) => {
             return Err(error.context(format!(
-                "the edit step ended ({:?}) without a result; its stderr: {}",
+                "the edit step ended ({}) without a result; its stderr: {}",
                 ran.outcome,
                 crate::untrusted::tail_bytes(&ran.stderr, 2000)
             )));
@@ -640,7 +640,7 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
         options.run_id.clone(),
         provider.describe(),
         config.llm.model.clone(),
-        format!("{:?}", sandbox.kind()).to_lowercase(),
+        sandbox.kind().as_str().to_owned(),
         config.max_iterations,
     );
     report.prompt_tokens_estimate = estimate;

@@ -455,8 +455,7 @@ pub struct PendingEdit {
 /// What the loop hands over at the end of a run.
 #[derive(Debug, Clone, Default)]
 pub struct PublishInput {
-    /// `converged`, `needs-human`, `awaiting-approval`, `error` or `skipped`.
-    pub status: String,
+    pub status: crate::report::RunStatus,
     pub iterations: Vec<IterationSummary>,
     pub findings_left: crate::findings::Findings,
     pub pending: Vec<PendingEdit>,

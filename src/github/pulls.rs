@@ -16,6 +16,7 @@ use super::{
     git,
 };
 use crate::findings::{Finding, Findings};
+use crate::report::RunStatus;
 
 /// The hidden marker of the result pull request for `base`.
 pub fn result_marker(base: &str) -> String {
@@ -77,7 +78,7 @@ pub fn render_result_body(
     state: &SavedState,
 ) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "## bork-ci: {}", crate::untrusted::one_line(&input.status));
+    let _ = writeln!(out, "## bork-ci: {}", input.status.as_str());
     let _ = writeln!(
         out,
         "\nbork-ci brought this branch in line with the specs on {}.\n",
@@ -398,7 +399,7 @@ impl Session {
     /// request per pending edit, and adds or removes the escalation label and findings comment.
     pub async fn publish(&mut self, input: &PublishInput) -> Result<PublishOutcome, GithubError> {
         let mut outcome = PublishOutcome::default();
-        if input.status == "skipped" {
+        if input.status == RunStatus::Skipped {
             return Ok(outcome);
         }
         let (owner, repo) = (self.ctx.owner.clone(), self.ctx.repo.clone());
@@ -469,7 +470,7 @@ impl Session {
         state.version = 1;
         state.base = self.base.clone();
         state.base_sha = self.base_sha.clone();
-        state.status = input.status.clone();
+        state.status = input.status;
         state.iterations = input.spent.iterations;
         state.spent = input.spent;
         for edit in &input.pending {
@@ -513,7 +514,7 @@ impl Session {
         self.state = Some(state);
         outcome.result_pr = Some(pr.clone());
         let marker = findings_marker(&self.base);
-        if input.status == "needs-human" {
+        if input.status == RunStatus::NeedsHuman {
             labels::ensure_label(&self.client, &owner, &repo, &self.ctx.label).await?;
             labels::add_label(&self.client, &owner, &repo, pr.number, &self.ctx.label).await?;
             outcome.labelled = true;
@@ -529,7 +530,7 @@ impl Session {
                 false,
             )
             .await?;
-        } else if input.status == "converged" {
+        } else if input.status == RunStatus::Converged {
             labels::remove_label(&self.client, &owner, &repo, pr.number, &self.ctx.label).await?;
             labels::upsert_comment(
                 &self.client,
@@ -717,7 +718,7 @@ mod tests {
     #[test]
     fn bodies_stay_under_the_limit_with_markers() {
         let input = PublishInput {
-            status: "needs-human".into(),
+            status: RunStatus::NeedsHuman,
             findings_left: Findings {
                 per_file_findings: (0..3000)
                     .map(|i| Finding::CodeReview {

@@ -45,7 +45,7 @@ pub struct SavedState {
     pub version: u32,
     pub base: String,
     pub base_sha: String,
-    pub status: String,
+    pub status: crate::report::RunStatus,
     pub iterations: u32,
     pub approvals: Vec<ApprovalRecord>,
     /// What the run spent before this state was saved; a resumed run counts on from it.
@@ -87,7 +87,7 @@ mod tests {
             version: 1,
             base: "main".into(),
             base_sha: "abc".into(),
-            status: "awaiting-approval".into(),
+            status: crate::report::RunStatus::AwaitingApproval,
             iterations: 2,
             spent: crate::budget::Spent {
                 iterations: 2,

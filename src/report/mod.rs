@@ -20,12 +20,13 @@ use crate::findings::Findings;
 use crate::llm::Usage;
 
 /// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunStatus {
     Converged,
     NeedsHuman,
     AwaitingApproval,
+    #[default]
     Error,
     Skipped,
 }

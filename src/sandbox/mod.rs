@@ -24,6 +24,16 @@ pub enum SandboxKind {
     Docker,
 }
 
+impl SandboxKind {
+    /// The name as written in configuration and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxKind::None => "none",
+            SandboxKind::Docker => "docker",
+        }
+    }
+}
+
 /// What a job is, which decides how locked down its environment is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -166,6 +176,17 @@ pub enum Outcome {
     Signaled(i32),
     TimedOut,
     OomKilled,
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Exited(code) => write!(f, "exit code {code}"),
+            Outcome::Signaled(signal) => write!(f, "killed by signal {signal}"),
+            Outcome::TimedOut => f.write_str("timed out"),
+            Outcome::OomKilled => f.write_str("out of memory"),
+        }
+    }
 }
 
 /// What a job printed and how it ended.

@@ -72,7 +72,7 @@ fn pulls(state: &Value) -> Vec<Value> {
 
 fn input(status: &str, iterations: Vec<IterationSummary>) -> PublishInput {
     PublishInput {
-        status: status.into(),
+        status: serde_json::from_value(serde_json::Value::from(status)).expect("a run status"),
         iterations,
         prompt_version: "v1".into(),
         tokens: (1000, 200, 0),
@@ -333,7 +333,7 @@ async fn awaiting_approval_saves_state_and_a_review_event_resumes() {
     assert_eq!(ctx.base_branch().as_deref(), Some("main"));
     let mut session = github::start(&ctx, later.path(), "main").await.expect("resume");
     let saved = session.resume_state().expect("saved state");
-    assert_eq!(saved.status, "awaiting-approval");
+    assert_eq!(saved.status, bork_ci::report::RunStatus::AwaitingApproval);
     assert_eq!(saved.pending().count(), 1);
     assert_eq!(head_file(later.path(), "src/widget.txt"), "colour = blue\n");
     let decisions = session

@@ -461,7 +461,7 @@ async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
         &github_flags,
         resolved.config.correctness_checker.as_deref(),
     )?;
-    Ok(report.status.exit_code())
+    Ok(ExitCode::from(report.status))
 }
 
 /// Writes the report, SARIF, job summary, outputs and annotations, and prints the summary line.
@@ -581,11 +581,7 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         .write_all(output.stdout.as_bytes())
         .context("writing to stdout")?;
     stdout.flush().context("writing to stdout")?;
-    Ok(match output.exit_code {
-        0 => ExitCode::Converged,
-        1 => ExitCode::NeedsHuman,
-        _ => ExitCode::Error,
-    })
+    Ok(ExitCode::of_checker_contract(output.exit_code))
 }
 
 async fn edit_step(args: crate::cli::EditStepArgs) -> Result<ExitCode> {
@@ -630,10 +626,7 @@ async fn verify(args: crate::cli::VerifyArgs) -> Result<ExitCode> {
         .write_all(result.to_json().as_bytes())
         .context("writing to stdout")?;
     stdout.write_all(b"\n").context("writing to stdout")?;
-    Ok(match result.status {
-        crate::verify::Status::Pass => ExitCode::Converged,
-        crate::verify::Status::Fail => ExitCode::NeedsHuman,
-    })
+    Ok(ExitCode::from(result.status))
 }
 
 async fn gc(args: crate::cli::GcArgs) -> Result<ExitCode> {

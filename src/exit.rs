@@ -23,5 +23,39 @@ impl ExitCode {
     }
 }
 
+impl From<crate::report::RunStatus> for ExitCode {
+    fn from(status: crate::report::RunStatus) -> Self {
+        use crate::report::RunStatus;
+        match status {
+            RunStatus::Converged | RunStatus::Skipped => ExitCode::Converged,
+            RunStatus::NeedsHuman => ExitCode::NeedsHuman,
+            RunStatus::AwaitingApproval => ExitCode::AwaitingApproval,
+            RunStatus::Error => ExitCode::Error,
+        }
+    }
+}
+
+/// `bork-ci verify`: a failing pipeline is findings a human (or the loop) must act on.
+impl From<crate::verify::Status> for ExitCode {
+    fn from(status: crate::verify::Status) -> Self {
+        match status {
+            crate::verify::Status::Pass => ExitCode::Converged,
+            crate::verify::Status::Fail => ExitCode::NeedsHuman,
+        }
+    }
+}
+
+impl ExitCode {
+    /// `bork-ci review` speaks the checker contract: 0 clean, 1 findings, anything else an
+    /// error.
+    pub fn of_checker_contract(code: i32) -> Self {
+        match code {
+            0 => ExitCode::Converged,
+            1 => ExitCode::NeedsHuman,
+            _ => ExitCode::Error,
+        }
+    }
+}
+
 /// The exit-code table for `--help`.
 pub const HELP: &str = "Exit codes:\n  0  converged (checker clean, nothing pending)\n  1  needs-human (out of iterations, tokens or time with findings left)\n  2  error (configuration, input, checker failed to run, model unreachable)\n  3  awaiting approval (protected edits pending)";

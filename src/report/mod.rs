@@ -32,16 +32,6 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
-    /// The process exit code of this status.
-    pub fn exit_code(self) -> ExitCode {
-        match self {
-            RunStatus::Converged | RunStatus::Skipped => ExitCode::Converged,
-            RunStatus::NeedsHuman => ExitCode::NeedsHuman,
-            RunStatus::AwaitingApproval => ExitCode::AwaitingApproval,
-            RunStatus::Error => ExitCode::Error,
-        }
-    }
-
     /// The status as written in reports and outputs.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -208,7 +198,7 @@ impl RunReport {
     /// Sets the final status and its exit code.
     pub fn finish(&mut self, status: RunStatus, reason: impl Into<String>) {
         self.status = status;
-        self.exit_code = status.exit_code().code();
+        self.exit_code = ExitCode::from(status).code();
         self.stop_reason = reason.into();
     }
 
@@ -417,9 +407,10 @@ mod tests {
 
     #[test]
     fn statuses_map_to_exit_codes() {
-        assert_eq!(RunStatus::Converged.exit_code().code(), 0);
-        assert_eq!(RunStatus::NeedsHuman.exit_code().code(), 1);
-        assert_eq!(RunStatus::Error.exit_code().code(), 2);
-        assert_eq!(RunStatus::AwaitingApproval.exit_code().code(), 3);
+        assert_eq!(ExitCode::from(RunStatus::Converged).code(), 0);
+        assert_eq!(ExitCode::from(RunStatus::Skipped).code(), 0);
+        assert_eq!(ExitCode::from(RunStatus::NeedsHuman).code(), 1);
+        assert_eq!(ExitCode::from(RunStatus::Error).code(), 2);
+        assert_eq!(ExitCode::from(RunStatus::AwaitingApproval).code(), 3);
     }
 }

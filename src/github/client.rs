@@ -1,6 +1,6 @@
 //! The REST client: one octocrab instance pointed at `GITHUB_API_URL`, with bork-ci's own retry
 //! policy on top (5xx, secondary rate limits with `retry-after`, primary rate limits until
-//! `x-ratelimit-reset`). It speaks raw JSON so that every call sees status and headers; it knows
+//! `x-ratelimit-reset`), run by `backon`: exponential backoff, adjusted to what the server asks. It speaks raw JSON so that every call sees status and headers; it knows
 //! nothing about pull requests or approvals.
 //!
 //! octocrab is built without its `retry` and `follow-redirect` features, so no request is sent
@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use backon::Retryable;
 use octocrab::Octocrab;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
@@ -35,12 +36,47 @@ impl Default for RetryPolicy {
     }
 }
 
-/// One answer: status, the `Link` header (for pagination) and the JSON body (`Null` when empty).
+/// One answer: status, the `Link` header (for pagination), the rate-limit headers and the JSON
+/// body (`Null` when empty).
 #[derive(Debug, Clone)]
 pub struct Answer {
     pub status: u16,
     pub link: Option<String>,
+    pub rate: RateHeaders,
     pub body: Value,
+}
+
+/// The headers GitHub uses to say when to come back.
+#[derive(Debug, Clone, Default)]
+pub struct RateHeaders {
+    pub retry_after: Option<String>,
+    pub remaining: Option<String>,
+    pub reset: Option<String>,
+}
+
+/// What to do after one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// The answer stands (success, or an error not worth repeating).
+    Done,
+    /// Try again after the policy's next backoff.
+    Backoff,
+    /// Try again after the policy's next backoff, but not sooner than this.
+    AtLeast(Duration),
+    /// Try again after exactly this long (`retry-after`, `x-ratelimit-reset`).
+    After(Duration),
+}
+
+/// An attempt worth repeating, and what it got.
+struct Again {
+    outcome: Result<Answer, GithubError>,
+    next: Next,
+}
+
+/// How an attempt failed, for `backon`.
+enum Failure {
+    Final(GithubError),
+    Again(Box<Again>),
 }
 
 impl Answer {
@@ -51,12 +87,15 @@ impl Answer {
 
     /// GitHub's `message` field, if any.
     pub fn message(&self) -> String {
-        let mut message = self
-            .body
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
+        let mut message = match &self.body {
+            // Not JSON (a proxy's HTML page): its beginning is the message.
+            Value::String(text) => crate::untrusted::head(text.trim(), 300).to_owned(),
+            body => body
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+        };
         if let Some(errors) = self.body.get("errors").and_then(Value::as_array) {
             for error in errors {
                 let text = error
@@ -189,37 +228,56 @@ impl Client {
             }
         });
         let body = redacted.as_ref();
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
+        let attempt = || async {
             let outcome = self.send_once(method, route, body).await;
-            let wait = match &outcome {
-                Ok(answer) => match retry_wait(answer, &self.policy, attempt)? {
-                    Some(wait) => wait,
-                    None => return outcome,
-                },
-                Err(GithubError::Transport(_)) => backoff(&self.policy, attempt),
-                Err(_) => return outcome,
+            let next = match &outcome {
+                Ok(answer) => retry_next(answer, &self.policy).map_err(Failure::Final)?,
+                Err(GithubError::Transport(_)) => Next::Backoff,
+                Err(_) => Next::Done,
             };
-            if attempt >= self.policy.max_attempts {
-                return match outcome {
-                    Ok(answer) => Err(GithubError::Api {
-                        method: method.as_str(),
-                        route: strip_query(route),
-                        status: answer.status,
-                        message: answer.message(),
-                    }),
-                    Err(error) => Err(error),
-                };
+            match next {
+                Next::Done => outcome.map_err(Failure::Final),
+                next => Err(Failure::Again(Box::new(Again { outcome, next }))),
             }
-            tracing::warn!(
-                method = method.as_str(),
-                route = %strip_query(route),
-                attempt,
-                wait_ms = wait.as_millis() as u64,
-                "retrying GitHub request"
-            );
-            tokio::time::sleep(wait).await;
+        };
+        let backoff = backon::ExponentialBuilder::default()
+            .with_min_delay(self.policy.base)
+            .with_max_delay(self.policy.max_wait)
+            .with_factor(2.0)
+            .with_max_times(self.policy.max_attempts.saturating_sub(1) as usize);
+        let result = attempt
+            .retry(backoff)
+            .sleep(tokio::time::sleep)
+            .when(|failure| matches!(failure, Failure::Again(_)))
+            .adjust(|failure, planned| match (failure, planned) {
+                (Failure::Again(again), Some(planned)) => Some(match again.next {
+                    Next::After(wait) => wait,
+                    Next::AtLeast(floor) => planned.max(floor),
+                    Next::Backoff | Next::Done => planned,
+                }),
+                _ => None,
+            })
+            .notify(|_, wait| {
+                tracing::warn!(
+                    method = method.as_str(),
+                    route = %strip_query(route),
+                    wait_ms = wait.as_millis() as u64,
+                    "retrying GitHub request"
+                );
+            })
+            .await;
+        match result {
+            Ok(answer) => Ok(answer),
+            Err(Failure::Final(error)) => Err(error),
+            Err(Failure::Again(again)) => match again.outcome {
+                Ok(answer) => Err(GithubError::Api {
+                    method: method.as_str(),
+                    route: strip_query(route),
+                    status: answer.status,
+                    message: answer.message(),
+                }),
+                Err(error) => Err(error),
+            },
         }
     }
 
@@ -251,35 +309,27 @@ impl Client {
                 .map(str::to_owned)
         };
         let link = header("link");
-        let retry_after = header("retry-after");
-        let remaining = header("x-ratelimit-remaining");
-        let reset = header("x-ratelimit-reset");
+        let rate = RateHeaders {
+            retry_after: header("retry-after"),
+            remaining: header("x-ratelimit-remaining"),
+            reset: header("x-ratelimit-reset"),
+        };
         let text = self
             .octocrab
             .body_to_string(response)
             .await
             .map_err(|error| GithubError::Transport(redact_error(&error)))?;
-        let mut body = if text.trim().is_empty() {
+        let body = if text.trim().is_empty() {
             Value::Null
         } else {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
-        // The rate-limit headers travel with the body so that `retry_wait` stays a pure function.
-        if !(200..300).contains(&status) {
-            if let Value::Object(map) = &mut body {
-                map.insert("__retry_after".into(), retry_after.into());
-                map.insert("__remaining".into(), remaining.into());
-                map.insert("__reset".into(), reset.into());
-            } else {
-                body = serde_json::json!({
-                    "message": body,
-                    "__retry_after": retry_after,
-                    "__remaining": remaining,
-                    "__reset": reset,
-                });
-            }
-        }
-        Ok(Answer { status, link, body })
+        Ok(Answer {
+            status,
+            link,
+            rate,
+            body,
+        })
     }
 }
 
@@ -301,49 +351,42 @@ fn strip_query(route: &str) -> String {
     route.split('?').next().unwrap_or(route).to_owned()
 }
 
-/// How long to wait before retrying this answer, `None` when it is final.
-pub(crate) fn retry_wait(
-    answer: &Answer,
-    policy: &RetryPolicy,
-    attempt: u32,
-) -> Result<Option<Duration>, GithubError> {
-    let field = |name: &str| answer.body.get(name).and_then(Value::as_str);
+/// What to do after this answer: nothing more, or another attempt and when. A server asking
+/// for a longer wait than the policy allows is an error.
+pub(crate) fn retry_next(answer: &Answer, policy: &RetryPolicy) -> Result<Next, GithubError> {
     let status = answer.status;
-    if status == 403 || status == 429 {
-        if let Some(seconds) = field("__retry_after").and_then(|s| s.trim().parse::<u64>().ok()) {
-            let wait = Duration::from_secs(seconds);
-            if wait > policy.max_wait {
-                return Err(GithubError::RateLimited { wait });
-            }
-            return Ok(Some(wait));
+    let bounded = |wait: Duration| {
+        if wait > policy.max_wait {
+            Err(GithubError::RateLimited { wait })
+        } else {
+            Ok(Next::After(wait))
         }
-        if field("__remaining") == Some("0") {
-            let reset = field("__reset").and_then(|s| s.trim().parse::<i64>().ok());
+    };
+    if status == 403 || status == 429 {
+        let rate = &answer.rate;
+        if let Some(seconds) = rate
+            .retry_after
+            .as_deref()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+        {
+            return bounded(Duration::from_secs(seconds));
+        }
+        if rate.remaining.as_deref() == Some("0") {
+            let reset = rate.reset.as_deref().and_then(|s| s.trim().parse::<i64>().ok());
             let now = time::OffsetDateTime::now_utc().unix_timestamp();
             let seconds = reset.map(|reset| (reset - now).max(0) as u64 + 1).unwrap_or(60);
-            let wait = Duration::from_secs(seconds);
-            if wait > policy.max_wait {
-                return Err(GithubError::RateLimited { wait });
-            }
-            return Ok(Some(wait));
+            return bounded(Duration::from_secs(seconds));
         }
         let message = answer.message().to_ascii_lowercase();
         if message.contains("secondary rate limit") || status == 429 {
-            return Ok(Some(
-                backoff(policy, attempt).max(Duration::from_secs(60).min(policy.max_wait)),
-            ));
+            return Ok(Next::AtLeast(Duration::from_secs(60).min(policy.max_wait)));
         }
-        return Ok(None);
+        return Ok(Next::Done);
     }
     if matches!(status, 500 | 502 | 503 | 504) {
-        return Ok(Some(backoff(policy, attempt)));
+        return Ok(Next::Backoff);
     }
-    Ok(None)
-}
-
-fn backoff(policy: &RetryPolicy, attempt: u32) -> Duration {
-    let factor = 1u32 << attempt.saturating_sub(1).min(10);
-    policy.base.saturating_mul(factor).min(policy.max_wait)
+    Ok(Next::Done)
 }
 
 /// The URL of `rel="next"` in a `Link` header.
@@ -407,48 +450,66 @@ pub(crate) fn redact_urls(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn answer(status: u16, body: Value) -> Answer {
+    fn answer(status: u16, body: Value, rate: RateHeaders) -> Answer {
         Answer {
             status,
             link: None,
+            rate,
             body,
         }
     }
 
     #[test]
     fn retries_5xx_with_backoff_and_not_4xx() {
-        let policy = RetryPolicy {
-            base: Duration::from_millis(10),
-            ..RetryPolicy::default()
-        };
-        let wait = retry_wait(&answer(502, serde_json::json!({})), &policy, 2).expect("ok");
-        assert_eq!(wait, Some(Duration::from_millis(20)));
-        let none = retry_wait(&answer(404, serde_json::json!({})), &policy, 1).expect("ok");
-        assert_eq!(none, None);
+        let policy = RetryPolicy::default();
+        let none = RateHeaders::default;
+        let next = retry_next(&answer(502, serde_json::json!({}), none()), &policy).expect("ok");
+        assert_eq!(next, Next::Backoff);
+        let next = retry_next(&answer(404, serde_json::json!({}), none()), &policy).expect("ok");
+        assert_eq!(next, Next::Done);
         let forbidden = serde_json::json!({"message": "Resource not accessible by integration"});
-        assert_eq!(retry_wait(&answer(403, forbidden), &policy, 1).expect("ok"), None);
+        assert_eq!(
+            retry_next(&answer(403, forbidden, none()), &policy).expect("ok"),
+            Next::Done
+        );
+        let secondary = serde_json::json!({"message": "You have exceeded a secondary rate limit"});
+        assert_eq!(
+            retry_next(&answer(403, secondary, none()), &policy).expect("ok"),
+            Next::AtLeast(Duration::from_secs(60))
+        );
     }
 
     #[test]
     fn honours_retry_after_and_reset() {
         let policy = RetryPolicy::default();
-        let secondary = serde_json::json!({"message": "secondary", "__retry_after": "3"});
+        let empty = serde_json::json!({});
+        let secondary = RateHeaders {
+            retry_after: Some("3".into()),
+            ..RateHeaders::default()
+        };
         assert_eq!(
-            retry_wait(&answer(403, secondary), &policy, 1).expect("ok"),
-            Some(Duration::from_secs(3))
+            retry_next(&answer(403, empty.clone(), secondary), &policy).expect("ok"),
+            Next::After(Duration::from_secs(3))
         );
         let reset = time::OffsetDateTime::now_utc().unix_timestamp() + 5;
-        let primary = serde_json::json!({"__remaining": "0", "__reset": reset.to_string()});
-        let wait = retry_wait(&answer(403, primary), &policy, 1)
-            .expect("ok")
-            .expect("some");
+        let primary = RateHeaders {
+            remaining: Some("0".into()),
+            reset: Some(reset.to_string()),
+            ..RateHeaders::default()
+        };
+        let Next::After(wait) = retry_next(&answer(403, empty.clone(), primary), &policy).expect("ok") else {
+            panic!("a wait until the reset");
+        };
         assert!(
             wait >= Duration::from_secs(4) && wait <= Duration::from_secs(7),
             "{wait:?}"
         );
-        let far = serde_json::json!({"__retry_after": "999999"});
+        let far = RateHeaders {
+            retry_after: Some("999999".into()),
+            ..RateHeaders::default()
+        };
         assert!(matches!(
-            retry_wait(&answer(429, far), &policy, 1),
+            retry_next(&answer(429, empty, far), &policy),
             Err(GithubError::RateLimited { .. })
         ));
     }

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::ghsim::GithubSim;
-use crate::support::{Repo, script, tree_hash};
+use crate::support::{Repo, git, script, tree_hash};
 
 const BOT_TOKEN: &str = "t-bot-canary-5150";
 const LLM_KEY: &str = "sk-action-canary-2231";
@@ -413,21 +413,6 @@ fn runner(action_dir: &Path, workspace: &Path, temp: &Path, action_ref: &str) ->
     }
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(["-c", "user.name=dev", "-c", "user.email=dev@example.invalid"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
-}
-
 fn pulls(state: &Value) -> Vec<Value> {
     state["repos"]["acme/widgets"]["pulls"]
         .as_array()
@@ -450,13 +435,13 @@ async fn action_installs_the_pinned_release_and_delivers_a_push_on_the_simulator
     // A developer pushes a spec change (and the repository's config) to main.
     let dev = scratch.path().join("dev");
     sim.clone_into(&dev);
-    let before = git(&dev, &["rev-parse", "HEAD"]);
+    let before = git(&dev, &["rev-parse", "HEAD"]).trim().to_owned();
     std::fs::write(dev.join("specs/widget.md"), "A widget is blue and round.\n").expect("spec");
     std::fs::create_dir_all(dev.join(".config")).expect("mkdir");
     std::fs::write(dev.join(".config/bork.json"), r#"{"max-iterations": 3}"#).expect("config");
     git(&dev, &["add", "-A"]);
     git(&dev, &["commit", "-q", "-m", "widgets are round"]);
-    let after = git(&dev, &["rev-parse", "HEAD"]);
+    let after = git(&dev, &["rev-parse", "HEAD"]).trim().to_owned();
     let authority = sim.url.trim_start_matches("http://");
     git(
         &dev,
@@ -471,7 +456,7 @@ async fn action_installs_the_pinned_release_and_delivers_a_push_on_the_simulator
     // The workflow's checkout of that push, and its event.
     let workspace = scratch.path().join("workspace");
     sim.clone_into(&workspace);
-    assert_eq!(git(&workspace, &["rev-parse", "HEAD"]), after);
+    assert_eq!(git(&workspace, &["rev-parse", "HEAD"]).trim(), after);
     let event = scratch.path().join("event.json");
     std::fs::write(
         &event,

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::support::{Repo, bork, script};
+use crate::support::{Repo, TestContext, bork};
 
 fn repo() -> Repo {
     Repo::new(&[("specs/app.md", "The app says hello.\n"), ("src/app.txt", "hi\n")])
@@ -12,25 +12,13 @@ fn repo() -> Repo {
 
 /// `bork-ci run` on `repo` with a scripted model that would edit `src/app.txt`.
 fn run(repo: &Repo, env: &[(&str, &str)], args: &[&str]) -> (i32, String) {
-    let answers = script(
-        repo.path(),
-        &[json!({"create-or-update": {"src/app.txt": "HELLO\n"}})],
-    );
-    let mut command = bork();
-    command
-        .args(["run", "--repo"])
-        .arg(repo.path())
-        .args(args)
-        .env("BORK_LLM_PROVIDER", "scripted")
-        .env("BORK_LLM_SCRIPT", &answers);
+    let mut context = TestContext::on(repo);
+    context.scripted(&[json!({"create-or-update": {"src/app.txt": "HELLO\n"}})]);
     for (name, value) in env {
-        command.env(name, value);
+        context.env(name, value);
     }
-    let output = command.output().expect("bork-ci runs");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    let outcome = context.run(args);
+    (outcome.code, outcome.stderr)
 }
 
 fn assert_refused(repo: &Repo, code: i32, stderr: &str, names: &[&str]) {

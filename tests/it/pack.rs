@@ -11,29 +11,11 @@ use std::time::Duration;
 use bork_ci::pack::{self, FileKind, PackError, PackOptions, RepoSnapshot};
 use proptest::prelude::*;
 
+use crate::support::git_bytes as git;
+
 const CANARY: &str = "CANARY-7f3a9c1e-do-not-pack";
 
 /// Runs git in `dir` with a config isolated from the machine's.
-fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        output.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output.stdout
-}
-
 fn init_repo(dir: &Path) {
     std::fs::create_dir_all(dir).expect("mkdir");
     git(dir, &["init", "-q", "-b", "main"]);

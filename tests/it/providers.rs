@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{Repo, bork, checker_wanting, report};
+use crate::support::{Outcome, Repo, TestContext, bork, checker_wanting};
 
 const SPEC: &str = "---\nkind: spec\nid: app\ndescription: the app\n---\nThe app prints DONE.\n";
 const ANSWER: &str = r#"{"create-or-update": {"src/app.txt": "DONE\n"}}"#;
@@ -139,56 +139,17 @@ fn azure_not_found() -> ResponseTemplate {
     }}))
 }
 
-struct Outcome {
-    code: i32,
-    report: Value,
-    stdout: String,
-    stderr: String,
-    report_text: String,
-}
-
-/// Runs `bork-ci run` on `repo` with `env` (cloud credential variables of the host removed).
+/// Runs `bork-ci run` on `repo` with `env` (the host's cloud credential variables never reach it:
+/// the test context is hermetic).
 async fn run(repo: &Repo, env: &[(&str, &str)]) -> Outcome {
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let report_path = scratch.path().join("report.json");
-    let mut command = bork();
-    command
-        .arg("run")
-        .arg("--repo")
-        .arg(repo.path())
-        .arg("--report")
-        .arg(&report_path)
+    let mut context = TestContext::on(repo);
+    context
         .env("BORK_LLM_MAX_RETRIES", "1")
         .env("BORK_LLM_TIMEOUT_SECS", "20");
-    clear_cloud_env(&mut command);
     for (name, value) in env {
-        command.env(name, value);
+        context.env(name, value);
     }
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .expect("join")
-        .expect("bork-ci runs");
-    let report_text = std::fs::read_to_string(&report_path).unwrap_or_default();
-    Outcome {
-        code: output.status.code().unwrap_or(-1),
-        report: if report_path.exists() {
-            report(&report_path)
-        } else {
-            Value::Null
-        },
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        report_text,
-    }
-}
-
-fn clear_cloud_env(command: &mut Command) {
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy().into_owned();
-        if name.starts_with("AWS_") || name.starts_with("GOOGLE_") || name.starts_with("AZURE_") {
-            command.env_remove(name);
-        }
-    }
+    context.run_async(&[]).await
 }
 
 fn assert_converged(outcome: &Outcome, repo: &Repo) {

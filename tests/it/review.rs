@@ -2,7 +2,6 @@
 //! fake model, the conversion into `code-review` findings, and parser robustness properties.
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use bork_ci::findings::Finding;
@@ -12,31 +11,7 @@ use bork_ci::review::{
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args([
-            "-c",
-            "user.name=Test",
-            "-c",
-            "user.email=test@example.com",
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .output()
-        .expect("git runs");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+use crate::support::git;
 
 fn write(dir: &Path, path: &str, text: &str) {
     let path = dir.join(path);

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::support::{Repo, bork, checker_wanting, report, script};
+use crate::support::{Outcome, Repo, TestContext, bork, checker_wanting, report, script};
 
 const SPEC: &str = "---\nkind: spec\nid: app\ndescription: the app\n---\nThe app prints DONE.\n";
 
@@ -24,39 +24,8 @@ fn write_app(contents: &str) -> serde_json::Value {
     json!({"create-or-update": {"src/app.txt": contents}})
 }
 
-struct Outcome {
-    code: i32,
-    report: serde_json::Value,
-    stdout: String,
-    stderr: String,
-}
-
 fn run(repo: &Repo, answers: &[serde_json::Value], extra: &[&str]) -> Outcome {
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let script = script(scratch.path(), answers);
-    let report_path = scratch.path().join("report.json");
-    let output = bork()
-        .arg("run")
-        .arg("--repo")
-        .arg(repo.path())
-        .arg("--report")
-        .arg(&report_path)
-        .args(extra)
-        .env("BORK_LLM_SCRIPT", &script)
-        .output()
-        .expect("bork-ci runs");
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    let report = if report_path.exists() {
-        report(&report_path)
-    } else {
-        json!(null)
-    };
-    Outcome {
-        code: output.status.code().unwrap_or(-1),
-        report,
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr,
-    }
+    TestContext::on(repo).scripted(answers).run(extra)
 }
 
 #[test]

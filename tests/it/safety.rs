@@ -12,18 +12,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Repo, bork, checker_wanting, report, script, tree_hash};
+use crate::support::{Outcome, Repo, TestContext, bork, checker_wanting, script, tree_hash};
 
 const SPEC: &str = "---\nkind: spec\nid: app\ndescription: the app\n---\nThe app prints DONE.\n";
 /// A checker body that always says clean: what a model would write to fake a pass.
 const FAKE_CLEAN: &str = "#!/bin/sh\necho '{\"per_file_findings\":[],\"overall_findings\":[]}'\nexit 0\n";
-
-struct Outcome {
-    code: i32,
-    report: Value,
-    stderr: String,
-    stdout: String,
-}
 
 fn base_repo(config: Value, extra: &[(&str, &str)]) -> Repo {
     let mut files = vec![
@@ -41,32 +34,12 @@ fn base_repo(config: Value, extra: &[(&str, &str)]) -> Repo {
 }
 
 fn run_with(repo: &Repo, answers: &[Value], envs: &[(&str, &str)], extra: &[&str]) -> Outcome {
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let script = script(scratch.path(), answers);
-    let report_path = scratch.path().join("report.json");
-    let mut command = bork();
-    command
-        .arg("run")
-        .arg("--repo")
-        .arg(repo.path())
-        .arg("--report")
-        .arg(&report_path)
-        .args(extra)
-        .env("BORK_LLM_SCRIPT", &script);
+    let mut context = TestContext::on(repo);
+    context.scripted(answers);
     for (name, value) in envs {
-        command.env(name, value);
+        context.env(name, value);
     }
-    let output = command.output().expect("bork-ci runs");
-    Outcome {
-        code: output.status.code().unwrap_or(-1),
-        report: if report_path.exists() {
-            report(&report_path)
-        } else {
-            Value::Null
-        },
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-    }
+    context.run(extra)
 }
 
 /// Digests of the tree outside `.git`, `.git` itself, and an outside canary folder.

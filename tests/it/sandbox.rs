@@ -7,6 +7,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub use crate::support::git;
 use bork_ci::sandbox::docker::{self, DockerSandbox, DockerSettings, PullPolicy};
 use bork_ci::sandbox::{ArtifactDirs, Job, JobKind, Outcome, Sandbox, SandboxError};
 
@@ -78,17 +79,6 @@ pub fn repo() -> tempfile::TempDir {
         ],
     );
     dir
-}
-
-pub fn git(repo: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(output.status.success(), "git {args:?}: {output:?}");
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 pub fn sh(kind: JobKind, script: &str) -> Job {

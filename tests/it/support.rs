@@ -45,18 +45,7 @@ impl Repo {
     }
 
     pub fn git(&self, args: &[&str]) -> String {
-        let output = Command::new("git")
-            .args(["-c", "user.name=test", "-c", "user.email=test@example.invalid"])
-            .args(args)
-            .current_dir(self.path())
-            .output()
-            .expect("git runs");
-        assert!(
-            output.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        git(self.path(), args)
     }
 
     pub fn commit(&self, message: &str) {
@@ -68,6 +57,32 @@ impl Repo {
     pub fn git_dir_hash(&self) -> String {
         tree_hash(&self.path().join(".git"))
     }
+}
+
+/// `git ARGS` in `dir` as a test author (no global configuration needed): its stdout; panics
+/// with git's stderr when it fails.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    String::from_utf8_lossy(&git_bytes(dir, args)).into_owned()
+}
+
+/// [`git`], stdout as bytes.
+pub fn git_bytes(dir: &Path, args: &[&str]) -> Vec<u8> {
+    let output = Command::new("git")
+        .args(["-c", "user.name=test", "-c", "user.email=test@example.invalid"])
+        .args(["-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
 }
 
 /// sha256 over the paths, modes and contents of every entry below `root` (links not followed).
@@ -113,17 +128,155 @@ pub fn tree_hash(root: &Path) -> String {
     hex::encode(hasher.finalize())
 }
 
-/// The `bork-ci` binary with an environment cleared of anything that could change its behaviour.
+/// Variables passed from the test process to the binary: what it needs to find programs and
+/// temporary space, nothing that could change bork-ci's behaviour.
+const PASSED_THROUGH: &[&str] = &["PATH", "TMPDIR", "LANG", "LC_ALL"];
+
+/// A home directory shared by the binaries started without a [`TestContext`]: empty, so no
+/// `~/.agent-artifacts`, git configuration or cache of the machine leaks in.
+fn shared_home() -> &'static Path {
+    static HOME: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    HOME.get_or_init(|| {
+        tempfile::Builder::new()
+            .prefix("bork-ci-test-home-")
+            .tempdir()
+            .expect("test home")
+    })
+    .path()
+}
+
+/// The `bork-ci` binary in a hermetic environment: only [`PASSED_THROUGH`] variables from the
+/// test process (no `HOME`, `DOCKER_HOST`, `AGENT_ARTIFACT_DIR`, `BORK_*`, `GITHUB_*`, CI or
+/// cloud variables), an empty home, and the local sandbox unless a test asks for Docker. An
+/// engine other than the default socket is named by `BORK_TEST_DOCKER_HOST`.
 pub fn bork() -> Command {
+    bork_in(shared_home())
+}
+
+fn bork_in(home: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_bork-ci"));
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy().into_owned();
-        if name.starts_with("BORK_") || name.starts_with("GITHUB_") || name.ends_with("_API_KEY") {
-            command.env_remove(name);
+    command.env_clear();
+    for name in PASSED_THROUGH {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
         }
     }
+    if let Some(host) = std::env::var_os("BORK_TEST_DOCKER_HOST").filter(|host| !host.is_empty()) {
+        command.env("DOCKER_HOST", host);
+    }
+    command.env("HOME", home);
     command.env("BORK_SANDBOX_KIND", "none");
     command
+}
+
+/// One test's world, in uv's shape: a repository, a scratch directory outside it (home, report,
+/// scripts), the environment and arguments the binary gets, and one way to run it.
+pub struct TestContext<'r> {
+    pub repo: &'r Repo,
+    pub scratch: tempfile::TempDir,
+    env: Vec<(String, String)>,
+}
+
+impl<'r> TestContext<'r> {
+    /// A context around `repo`.
+    pub fn on(repo: &'r Repo) -> Self {
+        let scratch = tempfile::tempdir().expect("scratch");
+        std::fs::create_dir_all(scratch.path().join("home")).expect("home");
+        Self {
+            repo,
+            scratch,
+            env: Vec::new(),
+        }
+    }
+
+    /// Sets a variable for every command of this context.
+    pub fn env(&mut self, name: &str, value: impl AsRef<std::ffi::OsStr>) -> &mut Self {
+        self.env
+            .push((name.to_owned(), value.as_ref().to_string_lossy().into_owned()));
+        self
+    }
+
+    /// A scripted model that gives these answers in turn.
+    pub fn scripted(&mut self, answers: &[serde_json::Value]) -> &mut Self {
+        let path = script(self.scratch.path(), answers);
+        self.env("BORK_LLM_PROVIDER", "scripted")
+            .env("BORK_LLM_SCRIPT", path)
+    }
+
+    /// Where `run` asks for the report.
+    pub fn report_path(&self) -> PathBuf {
+        self.scratch.path().join("report.json")
+    }
+
+    /// `bork-ci <verb>` for this context, hermetic, with its environment (not yet `--repo`).
+    pub fn command(&self, verb: &str) -> Command {
+        let mut command = bork_in(&self.scratch.path().join("home"));
+        command.arg(verb);
+        for (name, value) in &self.env {
+            command.env(name, value);
+        }
+        command
+    }
+
+    /// `bork-ci run --repo REPO --report REPORT ARGS... extra...`.
+    pub fn run(&self, extra: &[&str]) -> Outcome {
+        let _ = std::fs::remove_file(self.report_path());
+        let mut command = self.command("run");
+        command
+            .arg("--repo")
+            .arg(self.repo.path())
+            .arg("--report")
+            .arg(self.report_path())
+            .args(extra);
+        Outcome::of(command, Some(&self.report_path()))
+    }
+
+    /// [`TestContext::run`] off the async runtime, so fakes on it keep answering.
+    pub async fn run_async(&self, extra: &[&str]) -> Outcome {
+        let mut command = self.command("run");
+        let _ = std::fs::remove_file(self.report_path());
+        command
+            .arg("--repo")
+            .arg(self.repo.path())
+            .arg("--report")
+            .arg(self.report_path())
+            .args(extra);
+        let report = self.report_path();
+        tokio::task::spawn_blocking(move || Outcome::of(command, Some(&report)))
+            .await
+            .expect("join")
+    }
+}
+
+/// How one command of the binary ended: exit code, output, and the report it wrote (`Null`
+/// when it wrote none).
+pub struct Outcome {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub report: serde_json::Value,
+    pub report_text: String,
+}
+
+impl Outcome {
+    /// Runs `command` to completion.
+    pub fn of(mut command: Command, report_path: Option<&Path>) -> Self {
+        let output = command.output().expect("bork-ci runs");
+        let report_text = report_path
+            .and_then(|path| std::fs::read_to_string(path).ok())
+            .unwrap_or_default();
+        Outcome {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            report: if report_text.is_empty() {
+                serde_json::Value::Null
+            } else {
+                serde_json::from_str(&report_text).expect("the report is JSON")
+            },
+            report_text,
+        }
+    }
 }
 
 /// Writes a scripted-model file with these answers and returns its path.

@@ -31,6 +31,17 @@ pub fn mask(secret: &str) -> String {
     out
 }
 
+/// Masks every secret in the runner's log (`::add-mask::` on stdout), before anything else is
+/// printed.
+pub fn mask_secrets<'a>(secrets: impl IntoIterator<Item = &'a secrecy::SecretString>) {
+    use secrecy::ExposeSecret;
+    let mut stdout = std::io::stdout().lock();
+    for secret in secrets {
+        let _ = std::io::Write::write_all(&mut stdout, mask(secret.expose_secret()).as_bytes());
+    }
+    let _ = std::io::Write::flush(&mut stdout);
+}
+
 fn escape_data(text: &str) -> String {
     text.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
 }

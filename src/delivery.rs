@@ -3,12 +3,14 @@
 //! and approval pull requests, and waits for reviewers when asked to. It orders these steps only;
 //! the loop itself is `reconcile`, the talking to GitHub is `github`.
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 
 use crate::budget;
-use crate::config::Resolved;
+use crate::config::{GithubConfig, Resolved};
 use crate::edit::apply::EditAction;
 use crate::github::{
     self, ApprovalDecision, ApprovalState, GithubContext, IterationSummary, PendingEdit, PublishInput,
@@ -16,6 +18,63 @@ use crate::github::{
 use crate::reconcile::{self, RunOptions};
 use crate::report::{IterationReport, PullRequestRef, RunReport, RunStatus};
 use crate::sandbox::Sandbox;
+
+/// The GitHub flags with the repository's `github.*` settings filling what the command line
+/// left unset.
+pub fn github_flags(flags: &github::GithubFlags, config: &GithubConfig) -> github::GithubFlags {
+    let mut flags = flags.clone();
+    flags.github_label.get_or_insert_with(|| config.label.clone());
+    flags
+        .github_author_name
+        .get_or_insert_with(|| config.author_name.clone());
+    flags
+        .github_author_email
+        .get_or_insert_with(|| config.author_email.clone());
+    flags
+}
+
+/// What GitHub started this run with, if anything (`None`: a local run).
+pub fn github_context(flags: &github::GithubFlags, config: &GithubConfig) -> Result<Option<GithubContext>> {
+    Ok(GithubContext::from_env_and_flags(flags)
+        .map_err(anyhow::Error::new)
+        .context("reading the GitHub settings")?
+        .map(|mut ctx| {
+            ctx.branch_prefix = config.branch_prefix.clone();
+            ctx
+        }))
+}
+
+/// On pull-request events the checkout is not trusted yet: the settings that decide where
+/// secrets go and what is protected come from the base branch's configuration file.
+pub async fn trusted_config(
+    ctx: &GithubContext,
+    repo: &Path,
+    repo_args: &crate::cli::RepoArgs,
+    flags: &crate::cli::ConfigFlags,
+    env: &BTreeMap<String, String>,
+    checkout: &Resolved,
+) -> Result<Resolved> {
+    let base = ctx.base_branch().unwrap_or_else(|| checkout.config.base.clone());
+    let path = repo_args
+        .config
+        .as_ref()
+        .map(|path| path.display().to_string())
+        .unwrap_or_else(|| crate::config::CONFIG_PATH.to_owned());
+    let text = github::file_at(ctx, &path, &base)
+        .await
+        .map_err(anyhow::Error::new)
+        .with_context(|| format!("reading {path} from the base branch {base}"))?;
+    tracing::info!("pull-request event: security settings come from {path} on {base}");
+    crate::config::load_with_trusted(
+        repo,
+        repo_args.config.as_deref(),
+        env,
+        &flags.values(),
+        Some(text.as_deref()),
+    )
+    .map_err(anyhow::Error::new)
+    .context("invalid configuration")
+}
 
 /// The one-line commit message and summary of an iteration (bork-ci's words, not the model's).
 pub fn iteration_summary(iteration: &IterationReport) -> IterationSummary {

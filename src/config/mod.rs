@@ -1140,6 +1140,73 @@ impl Resolved {
             .unwrap_or_else(crate::verify::default_artifact_dir)
     }
 
+    /// The Docker backend's settings from the `sandbox.*` keys.
+    pub fn docker_settings(&self) -> Result<crate::sandbox::docker::DockerSettings, ConfigError> {
+        use crate::sandbox::docker::{DockerSettings, PullPolicy, parse_memory};
+        let sandbox = &self.config.sandbox;
+        let mut settings = DockerSettings::new(self.artifact_root());
+        settings.host = self.docker_host.clone();
+        settings.image = sandbox.image.clone();
+        settings.runner_image = sandbox.runner_image.clone();
+        settings.pull = match sandbox.pull.as_str() {
+            "always" => PullPolicy::Always,
+            "never" => PullPolicy::Never,
+            _ => PullPolicy::Missing,
+        };
+        settings.network = sandbox.network.clone();
+        settings.memory = Some(
+            parse_memory(&sandbox.memory).map_err(|error| ConfigError::BadValue {
+                key: "sandbox.memory".into(),
+                source_name: self.source_of("sandbox.memory"),
+                message: error.to_string(),
+            })?,
+        );
+        settings.cpus = Some(sandbox.cpus);
+        settings.pids_limit = Some(sandbox.pids_limit);
+        settings.user = sandbox.user.clone();
+        Ok(settings)
+    }
+
+    /// The artifact directory must live outside the repository: a checker that can write
+    /// artifacts must not be able to write into the tree it judges. (It may not exist yet: the
+    /// nearest existing ancestor is compared.)
+    pub fn check_artifact_root(&self, repo: &Path) -> Result<(), ConfigError> {
+        let root = self.artifact_root();
+        let absolute = if root.is_absolute() {
+            root.clone()
+        } else {
+            std::env::current_dir()
+                .map_err(|source| ConfigError::Read {
+                    file: "the current directory".into(),
+                    source,
+                })?
+                .join(&root)
+        };
+        let mut probe = absolute.as_path();
+        let existing = loop {
+            if let Ok(canonical) = probe.canonicalize() {
+                break canonical;
+            }
+            match probe.parent() {
+                Some(parent) => probe = parent,
+                None => break absolute.clone(),
+            }
+        };
+        let repo = repo.canonicalize().unwrap_or_else(|_| repo.to_owned());
+        if existing.starts_with(&repo) {
+            return Err(ConfigError::BadValue {
+                key: "sandbox.artifact-dir".into(),
+                source_name: self.source_of("sandbox.artifact-dir"),
+                message: format!(
+                    "the artifact directory {} is inside the repository {}; set `sandbox.artifact-dir` or AGENT_ARTIFACT_DIR to a directory outside it",
+                    root.display(),
+                    repo.display()
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// The verifier steps configured in the file (`agent.yaml` is read by `verify::load_steps`).
     pub fn verification_steps(&self) -> Vec<crate::verify::Step> {
         self.config

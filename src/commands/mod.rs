@@ -1,0 +1,196 @@
+//! The command line's verbs, one file each (`commands/<verb>.rs`), each short: read the
+//! flags, ask the library, print, return how it ended. Policy lives in the modules that own it;
+//! exit codes come from `exit`. Errors are printed here, once, with their context chain.
+
+mod docs;
+mod edit_step;
+mod gc;
+mod pack;
+mod review;
+mod run;
+mod show_config;
+mod verify;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::cli::{Cli, Command, LogFormat, RepoArgs};
+use crate::config::{self, Resolved};
+use crate::exit::ExitCode;
+use crate::sandbox::{Sandbox, SandboxKind};
+
+/// Sets up `tracing` on stderr: the format (`--log-format`), the level (`BORK_LOG` when set,
+/// else `-q` warnings and errors only, default info, `-v` debug, `-vv` trace) and colour
+/// (`--color`, `NO_COLOR`, `TERM=dumb`; JSON lines are never coloured).
+pub fn init_logging(cli: &Cli) {
+    let env = config::process_env();
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "warn",
+        (false, 0) => "info",
+        (false, 1) => "debug",
+        (false, _) => "trace",
+    };
+    let from_env = env
+        .get("BORK_LOG")
+        .filter(|value| !value.trim().is_empty())
+        .filter(|value| tracing_subscriber::EnvFilter::try_new(value.as_str()).is_ok());
+    let filter = tracing_subscriber::EnvFilter::new(from_env.map_or(level, String::as_str));
+    let child_filter = from_env
+        .cloned()
+        .or_else(|| (cli.quiet || cli.verbose > 0).then(|| level.to_owned()));
+    let ansi = cli.log_format == LogFormat::Text
+        && cli.color.enabled(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            env.get("NO_COLOR").map(String::as_str),
+            env.get("TERM").map(String::as_str),
+        );
+    let mut child_args = vec![
+        "--color".to_owned(),
+        if ansi { "always" } else { "never" }.to_owned(),
+    ];
+    if cli.quiet {
+        child_args.push("--quiet".to_owned());
+    }
+    child_args.extend((0..cli.verbose.min(2)).map(|_| "--verbose".to_owned()));
+    crate::cli::set_child_logging(crate::cli::ChildLogging {
+        args: child_args,
+        filter: child_filter,
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(move || -> Box<dyn std::io::Write> {
+            // Every log line is one line, escaped and redacted; on a terminal (colors) only
+            // redacted.
+            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                Box::new(crate::secrets::Redacting(std::io::stderr()))
+            } else if ansi {
+                Box::new(crate::untrusted::ColourLogWriter(std::io::stderr()))
+            } else {
+                Box::new(crate::untrusted::LogWriter(std::io::stderr()))
+            }
+        })
+        .with_target(false)
+        .with_ansi(ansi);
+    let _ = match cli.log_format {
+        LogFormat::Text => builder.without_time().try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
+
+/// Runs the parsed command and returns its exit code.
+pub async fn dispatch(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Run(args) => run::run(*args, cli.log_format == LogFormat::Json).await,
+        Command::EditStep(args) => edit_step::edit_step(args).await,
+        Command::Verify(args) => verify::verify(args).await,
+        Command::Gc(args) => gc::gc(args).await,
+        Command::Pack(args) => pack::pack(args, cli.quiet),
+        Command::Completions(args) => docs::completions(&args),
+        Command::Man(args) => docs::man(&args),
+        Command::Config(args) => show_config::show_config(args),
+        Command::Review(args) => review::review(args).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            ExitCode::Error
+        }
+    }
+}
+
+/// The repository root: `--repo`, or the current directory's git top level.
+#[allow(clippy::disallowed_methods)] // a git runner: finds the repository root
+fn repo_root(args: &RepoArgs) -> Result<PathBuf> {
+    let start = match &args.repo {
+        Some(path) => path.clone(),
+        None => std::env::current_dir().context("reading the current directory")?,
+    };
+    let start = start
+        .canonicalize()
+        .with_context(|| format!("opening the repository at {}", start.display()))?;
+    if start.join(".git").exists() || args.repo.is_some() {
+        return Ok(start);
+    }
+    let output = std::process::Command::new("git")
+        .args(["rev-parse", "--show-toplevel"])
+        .current_dir(&start)
+        .output();
+    match output {
+        Ok(output) if output.status.success() => {
+            let top = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+            Ok(PathBuf::from(top))
+        }
+        _ => Ok(start),
+    }
+}
+
+fn load_config(repo: &Path, args: &RepoArgs, flags: &crate::cli::ConfigFlags) -> Result<Resolved> {
+    config::load(
+        repo,
+        args.config.as_deref(),
+        &config::process_env(),
+        &flags.values(),
+    )
+    .map_err(anyhow::Error::new)
+    .context("invalid configuration")
+}
+
+/// How long labelled leftovers of a dead run are kept before `gc` removes them regardless.
+const GC_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// The sandbox of a run: local processes (this process made non-dumpable first), or the
+/// Docker engine with the leftovers of dead runs removed.
+async fn sandbox_for(resolved: &Resolved, run_id: &str) -> Result<Sandbox> {
+    match resolved.config.sandbox.kind {
+        SandboxKind::None => {
+            // A same-user checker must not read this process's memory or environment.
+            non_dumpable();
+            Ok(Sandbox::None(crate::sandbox::none::Local))
+        }
+        SandboxKind::Docker => {
+            let docker = crate::sandbox::docker::DockerSandbox::connect(
+                resolved.docker_settings().map_err(anyhow::Error::new)?,
+                run_id,
+            )
+            .await
+            .map_err(anyhow::Error::new)
+            .context("connecting to the Docker engine")?;
+            match crate::sandbox::docker::gc(&docker, GC_TTL).await {
+                Ok(report) if !report.containers.is_empty() || !report.volumes.is_empty() => tracing::info!(
+                    "removed {} leftover container(s) and {} volume(s) of earlier runs",
+                    report.containers.len(),
+                    report.volumes.len()
+                ),
+                Ok(_) => {}
+                Err(error) => tracing::warn!("removing leftovers of earlier runs: {error}"),
+            }
+            Ok(Sandbox::Docker(Box::new(docker)))
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM (a CI cancel), naming the signal.
+async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) =
+        (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+    else {
+        // Without handlers, never resolve: the default dispositions apply.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => "SIGINT",
+        _ = terminate.recv() => "SIGTERM",
+    }
+}
+
+/// Makes this process non-dumpable: `/proc/<pid>/environ` and `/proc/<pid>/mem` are then
+/// closed to other processes of the same user (a checker run with `--sandbox none`).
+pub fn non_dumpable() {
+    if let Err(error) = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        tracing::warn!("could not make bork-ci non-dumpable: {error}");
+    }
+}

@@ -1,0 +1,189 @@
+//! `bork-ci run`: one job from the command line to its report, SARIF, summary and outputs.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+
+use super::{load_config, repo_root, sandbox_for, shutdown_signal};
+use crate::cli::RunArgs;
+use crate::config;
+use crate::exit::ExitCode;
+use crate::reconcile::{self, RunOptions};
+use crate::report;
+
+pub(super) async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
+    let repo = repo_root(&args.repo)?;
+    let env = config::process_env();
+    let in_actions = env.get("GITHUB_ACTIONS").is_some_and(|value| value == "true");
+    let resolved = load_config(&repo, &args.repo, &args.flags)?;
+    let github_flags = crate::delivery::github_flags(&args.github, &resolved.config.github);
+    let github = crate::delivery::github_context(&github_flags, &resolved.config.github)?;
+    let resolved = match &github {
+        Some(ctx) if ctx.is_pull_request_event() => {
+            crate::delivery::trusted_config(ctx, &repo, &args.repo, &args.flags, &env, &resolved).await?
+        }
+        _ => resolved,
+    };
+    if in_actions {
+        crate::actions::mask_secrets(
+            resolved
+                .llm_secrets()
+                .into_iter()
+                .chain(github.as_ref().map(|ctx| &ctx.token)),
+        );
+    }
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let options = RunOptions {
+        repo: repo.clone(),
+        run_id: run_id.clone(),
+        stop_token: in_actions.then(crate::actions::random_token),
+        preamble: None,
+        after_iteration: None,
+        json_logs,
+        spent: crate::budget::Spent::default(),
+    };
+
+    let skipped = github.as_ref().and_then(|ctx| ctx.untrusted_context());
+    let report = if let Some(reason) = skipped {
+        tracing::warn!("{reason}; nothing was run");
+        let mut report = report::RunReport::new(
+            run_id,
+            resolved.config.llm.provider_name(),
+            resolved.config.llm.model.clone(),
+            "none".into(),
+            resolved.config.max_iterations,
+        );
+        report.finish(report::RunStatus::Skipped, reason);
+        report
+    } else {
+        resolved
+            .validate_llm()
+            .map_err(anyhow::Error::new)
+            .context("invalid configuration")?;
+        resolved.check_artifact_root(&repo).map_err(anyhow::Error::new)?;
+        let sandbox = sandbox_for(&resolved, &run_id).await?;
+        let work = async {
+            match &github {
+                Some(ctx) => {
+                    crate::delivery::run(
+                        ctx,
+                        &resolved,
+                        &sandbox,
+                        options,
+                        github_flags.wait_for_approval.map(Into::into),
+                    )
+                    .await
+                }
+                None => reconcile::run(&resolved, &sandbox, &options).await,
+            }
+        };
+        let result = tokio::select! {
+            result = work => result,
+            signal = shutdown_signal() => {
+                tracing::warn!("received {signal}: removing this run's containers and stopping");
+                sandbox.cleanup().await;
+                crate::blocking::run(|| crate::edit::apply::sweep_temp_files(&repo));
+                Err(anyhow::anyhow!("interrupted by {signal}"))
+            }
+        };
+        sandbox.cleanup().await;
+        match result {
+            Ok(report) => report,
+            Err(error) => {
+                // Errors before the loop could start: still leave a report and the outputs.
+                let mut report = report::RunReport::new(
+                    run_id,
+                    resolved.config.llm.provider_name(),
+                    resolved.config.llm.model.clone(),
+                    sandbox.kind().as_str().to_owned(),
+                    resolved.config.max_iterations,
+                );
+                report.error = Some(format!("{error:#}"));
+                report.finish(report::RunStatus::Error, "error");
+                report
+            }
+        }
+    };
+    finish_run(
+        &report,
+        &args,
+        &github_flags,
+        resolved.config.correctness_checker.as_deref(),
+    )?;
+    Ok(ExitCode::from(report.status))
+}
+
+/// Writes the report, SARIF, job summary, outputs and annotations, and prints the summary line.
+fn finish_run(
+    report: &report::RunReport,
+    args: &RunArgs,
+    github: &crate::github::GithubFlags,
+    checker: Option<&str>,
+) -> Result<()> {
+    if let Some(path) = &args.report {
+        report::write_json(report, path)
+            .with_context(|| format!("writing the report to {}", path.display()))?;
+    }
+    if let Some(path) = &args.sarif {
+        let sarif = crate::sarif::render(&report.findings_left, env!("CARGO_PKG_VERSION"), checker);
+        let text = serde_json::to_string_pretty(&sarif).context("rendering SARIF")?;
+        crate::safe_fs::write_atomic(path, text.as_bytes())
+            .with_context(|| format!("writing SARIF to {}", path.display()))?;
+    }
+    let result_pr = report.pull_requests.iter().find(|pr| pr.purpose == "result");
+    if let Some(path) = &github.github_step_summary {
+        let summary = crate::actions::render_summary(&crate::actions::SummaryInput {
+            status: report.status,
+            reason: Some(report.error.clone().unwrap_or_else(|| report.stop_reason.clone())),
+            iterations: report.iterations.len() as u32,
+            findings: report.findings_left.clone(),
+            tokens: (
+                report.usage.input_tokens,
+                report.usage.output_tokens,
+                report.usage.cached_input_tokens,
+            ),
+            cost_usd: report.cost_usd,
+            pull_requests: report
+                .pull_requests
+                .iter()
+                .map(|pr| crate::actions::SummaryLink {
+                    title: format!("#{} ({})", pr.number, pr.purpose),
+                    url: pr.url.clone(),
+                })
+                .collect(),
+            logs: Vec::new(),
+        });
+        crate::actions::ActionsWriter::append(path, &summary)
+            .with_context(|| format!("writing the job summary to {}", path.display()))?;
+    }
+    if let Some(path) = &github.github_output {
+        let outputs = crate::actions::run_outputs(
+            report.status.as_str(),
+            result_pr.map(|pr| pr.number),
+            result_pr.map(|pr| pr.url.as_str()),
+            report.iterations.len() as u32,
+        );
+        crate::actions::ActionsWriter::append(path, &crate::actions::render_outputs(&outputs))
+            .with_context(|| format!("writing step outputs to {}", path.display()))?;
+    }
+    if github.github_step_summary.is_some() || github.github_output.is_some() {
+        let mut stdout = crate::secrets::Redacting(std::io::stdout().lock());
+        for line in crate::actions::annotations(&report.findings_left) {
+            let _ = stdout.write_all(line.as_bytes());
+        }
+        let _ = stdout.flush();
+    }
+    if let Some(error) = &report.error {
+        tracing::error!("{error}");
+    }
+    tracing::info!(
+        status = report.status.as_str(),
+        exit_code = report.exit_code,
+        iterations = report.iterations.len(),
+        input_tokens = report.usage.input_tokens,
+        output_tokens = report.usage.output_tokens,
+        "{}",
+        report.summary_line()
+    );
+    Ok(())
+}

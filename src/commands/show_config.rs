@@ -1,0 +1,19 @@
+//! `bork-ci config`: the resolved configuration and where each value came from.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+
+use super::{load_config, repo_root};
+use crate::cli::ConfigArgs;
+use crate::exit::ExitCode;
+
+pub(super) fn show_config(args: ConfigArgs) -> Result<ExitCode> {
+    let repo = repo_root(&args.repo)?;
+    let resolved = load_config(&repo, &args.repo, &args.flags)?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(resolved.explain().as_bytes())
+        .context("writing to stdout")?;
+    Ok(ExitCode::Converged)
+}

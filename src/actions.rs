@@ -6,20 +6,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use rand::RngExt;
-
 use crate::findings::{Finding, Findings};
 
 /// GitHub's limit for one step's summary.
 pub const MAX_SUMMARY_BYTES: usize = 1024 * 1024;
 /// GitHub shows about this many annotations of one kind per step.
 pub const MAX_ANNOTATIONS: usize = 50;
-
-/// A fresh random token (hex, 128 bits) for stop-commands and heredoc delimiters.
-pub fn random_token() -> String {
-    let bytes: [u8; 16] = rand::rng().random();
-    hex::encode(bytes)
-}
 
 /// `::add-mask::` lines for a secret, one per non-empty line of it (a multi-line secret is
 /// masked line by line, as the runner matches lines).
@@ -227,9 +219,9 @@ pub fn render_summary(input: &SummaryInput) -> String {
 pub fn render_outputs(outputs: &[(&str, String)]) -> String {
     let mut out = String::new();
     for (name, value) in outputs {
-        let mut delimiter = format!("ghadelimiter_{}", random_token());
+        let mut delimiter = format!("ghadelimiter_{}", crate::untrusted::random_token());
         while value.contains(&delimiter) {
-            delimiter = format!("ghadelimiter_{}", random_token());
+            delimiter = format!("ghadelimiter_{}", crate::untrusted::random_token());
         }
         let _ = write!(out, "{name}<<{delimiter}\n{value}\n{delimiter}\n");
     }
@@ -294,7 +286,7 @@ mod tests {
         // Threat model C10, K31.
         let evil = "::set-env name=LD_PRELOAD::/tmp/x.so\n::error file=a::pwn\n::add-mask::x\n\
                     ::stop-commands::abc\n::abc::\n::set-output name=a::b\n\u{1b}]8;;http://evil\u{7}";
-        let token = random_token();
+        let token = crate::untrusted::random_token();
         let block = crate::untrusted::block(evil, &token);
         assert!(commands_seen(&block).is_empty(), "{block}");
         assert!(!block.contains('\u{1b}'));

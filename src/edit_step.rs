@@ -100,11 +100,7 @@ pub async fn run(
     if let Some(key) = &api_key {
         crate::secrets::register(&input.llm.key_env(), secrecy::ExposeSecret::expose_secret(key));
     }
-    let provider = match Provider::new(crate::reconcile::llm_settings_with(
-        &input.llm,
-        api_key,
-        credentials,
-    )) {
+    let provider = match Provider::new(input.llm.settings(api_key, credentials)) {
         Ok(provider) => provider,
         Err(error) => {
             output.error = Some(format!("setting up the model provider: {error}"));

@@ -7,6 +7,33 @@
 //! | 2 | error: bad configuration or input, a checker that failed to run, an unreachable model |
 //! | 3 | awaiting approval: protected edits are pending a human's decision |
 
+use serde::{Deserialize, Serialize};
+
+/// How a run ended (`status` in the report and the step outputs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStatus {
+    Converged,
+    NeedsHuman,
+    AwaitingApproval,
+    #[default]
+    Error,
+    Skipped,
+}
+
+impl RunStatus {
+    /// The status as written in reports and outputs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Converged => "converged",
+            RunStatus::NeedsHuman => "needs-human",
+            RunStatus::AwaitingApproval => "awaiting-approval",
+            RunStatus::Error => "error",
+            RunStatus::Skipped => "skipped",
+        }
+    }
+}
+
 /// How the process ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitCode {
@@ -23,9 +50,8 @@ impl ExitCode {
     }
 }
 
-impl From<crate::report::RunStatus> for ExitCode {
-    fn from(status: crate::report::RunStatus) -> Self {
-        use crate::report::RunStatus;
+impl From<RunStatus> for ExitCode {
+    fn from(status: RunStatus) -> Self {
         match status {
             RunStatus::Converged | RunStatus::Skipped => ExitCode::Converged,
             RunStatus::NeedsHuman => ExitCode::NeedsHuman,

@@ -19,9 +19,7 @@ use crate::edit::apply::{Changeset, EditAction};
 use crate::edit::policy::Protection;
 use crate::edit_step::{self, EditStepInput, EditStepOutput};
 use crate::findings::Findings;
-use crate::llm::{
-    self, Conversation, FinishReason, LlmSettings, Provider, ResponseFormat, Role, Turn, Usage,
-};
+use crate::llm::{self, Conversation, FinishReason, Provider, ResponseFormat, Role, Turn, Usage};
 use crate::pack::{self, PackOptions};
 use crate::prompt::{self, Feedback};
 use crate::report::{Durations, IterationReport, JudgeStatus, RunReport, RunStatus};
@@ -59,52 +57,6 @@ pub enum RunError {
     SecretInPrompt { name: String },
     #[error("{problem} (`correctness-checker`); nothing was sent to the model")]
     CheckerUnusable { problem: String },
-}
-
-/// The LLM settings of `llm` config plus the key.
-pub fn llm_settings(
-    config: &crate::config::LlmConfig,
-    api_key: Option<secrecy::SecretString>,
-) -> LlmSettings {
-    LlmSettings {
-        provider: config.provider.kind(),
-        model: config.model.clone(),
-        base_url: config.base_url.clone(),
-        api_key,
-        api_key_env: config.key_env(),
-        max_output_tokens: config.max_output_tokens,
-        timeout: Duration::from_secs(config.timeout_secs),
-        max_retries: config.max_retries,
-        script: config.script.as_ref().map(PathBuf::from),
-        endpoint: llm::EndpointSettings {
-            api_version: config.api_version.clone(),
-            auth: if config.auth == "bearer" {
-                llm::AuthMode::Bearer
-            } else {
-                llm::AuthMode::Key
-            },
-            region: config.region.clone(),
-            project: config.project.clone(),
-            sts_url: config.sts_url.clone(),
-            extra_headers: config.extra_headers.clone(),
-            extra_body: config.extra_body.clone(),
-            temperature: config.temperature,
-            seed: config.seed,
-            prompt_caching: config.prompt_caching,
-            credentials: llm::Credentials::default(),
-        },
-    }
-}
-
-/// [`llm_settings`] with the provider's other credentials (AWS, Google, extra headers).
-pub fn llm_settings_with(
-    config: &crate::config::LlmConfig,
-    api_key: Option<secrecy::SecretString>,
-    credentials: llm::Credentials,
-) -> LlmSettings {
-    let mut settings = llm_settings(config, api_key);
-    settings.endpoint.credentials = credentials;
-    settings
 }
 
 /// Packs the repository and renders the constant part of the conversation.
@@ -214,7 +166,7 @@ async fn run_edit_step(
             edit_step::SCRIPT
         ));
     }
-    if let Some(name) = crate::secrets::find_in_conversation(conversation) {
+    if let Some(name) = conversation.secret_name() {
         return Err(RunError::SecretInPrompt { name }.into());
     }
     let repo = options.repo.clone();
@@ -329,11 +281,12 @@ async fn edit_step_credentials(resolved: &Resolved) -> Result<Vec<(String, Strin
     let needs_exchange = credentials.plain.contains_key("AWS_WEB_IDENTITY_TOKEN_FILE")
         || credentials.plain.contains_key("GOOGLE_APPLICATION_CREDENTIALS");
     if needs_exchange {
-        let provider = Provider::new(llm_settings_with(
-            &resolved.config.llm,
-            resolved.api_key.clone(),
-            credentials.clone(),
-        ))
+        let provider = Provider::new(
+            resolved
+                .config
+                .llm
+                .settings(resolved.api_key.clone(), credentials.clone()),
+        )
         .context("setting up the model provider")?;
         for (name, value) in provider
             .handoff_env()
@@ -390,8 +343,7 @@ pub async fn review_once(
     let (changed, diff) = review::changed_files(repo, &resolved.config.base, files)
         .context("collecting the changes to review")?;
     let llm_config = resolved.review_llm();
-    let provider = Provider::new(llm_settings_with(
-        &llm_config,
+    let provider = Provider::new(llm_config.settings(
         resolved.review_api_key.clone(),
         resolved.review_llm_credentials.clone(),
     ))
@@ -616,11 +568,11 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
     if let Some(name) = secret_in_prompt(resolved, &conversation, &crate::config::process_env()) {
         return Err(RunError::SecretInPrompt { name }.into());
     }
-    let provider = Provider::new(llm_settings_with(
-        &config.llm,
-        resolved.api_key.clone(),
-        resolved.llm_credentials.clone(),
-    ))
+    let provider = Provider::new(
+        config
+            .llm
+            .settings(resolved.api_key.clone(), resolved.llm_credentials.clone()),
+    )
     .context("setting up the model provider")?;
     if config.llm.seed.is_some() && !provider.sends_seed() {
         tracing::warn!(

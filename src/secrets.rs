@@ -98,13 +98,6 @@ pub fn find(text: &str) -> Option<String> {
         .map(|entry| entry.name.clone())
 }
 
-/// The name of the first registered secret anywhere in what would be sent to a model.
-pub fn find_in_conversation(conversation: &crate::llm::Conversation) -> Option<String> {
-    find(&conversation.system)
-        .or_else(|| find(&conversation.prefix))
-        .or_else(|| conversation.turns.iter().find_map(|turn| find(&turn.text)))
-}
-
 /// `text` with every registered secret, under any encoding, replaced by [`REDACTED`].
 pub fn redact(text: &str) -> Cow<'_, str> {
     let registry = REGISTRY.read().unwrap_or_else(|poisoned| poisoned.into_inner());

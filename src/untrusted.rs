@@ -146,12 +146,18 @@ pub fn code_span(text: &str) -> String {
     format!("`{}`", one_line(text).replace('`', "'"))
 }
 
+/// A fresh random token (hex, 128 bits) for stop-commands blocks and heredoc delimiters.
+pub fn random_token() -> String {
+    let bytes: [u8; 16] = rand::random();
+    hex::encode(bytes)
+}
+
 /// Untrusted text between `::stop-commands::<token>` and `::<token>::`, escaped, so no line of
 /// it is read as a workflow command. Should the text contain the token, a new one is drawn.
 pub fn block(text: &str, token: &str) -> String {
     let mut token = token.to_owned();
     while token.is_empty() || text.contains(&token) {
-        token = crate::actions::random_token();
+        token = random_token();
     }
     let body = escape(text);
     let newline = if body.ends_with('\n') || body.is_empty() {

@@ -29,7 +29,7 @@ pub(super) fn pack(args: PackArgs, quiet: bool) -> Result<ExitCode> {
         .is_some_and(|value| value == "true");
     let prompt = format!("{head}{}", conversation.prefix);
     let shown = if in_actions {
-        crate::untrusted::block(&prompt, &crate::actions::random_token())
+        crate::untrusted::block(&prompt, &crate::untrusted::random_token())
     } else if std::io::IsTerminal::is_terminal(&stdout) {
         crate::untrusted::escape(&prompt)
     } else {

@@ -36,7 +36,7 @@ pub(super) async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
     let options = RunOptions {
         repo: repo.clone(),
         run_id: run_id.clone(),
-        stop_token: in_actions.then(crate::actions::random_token),
+        stop_token: in_actions.then(crate::untrusted::random_token),
         preamble: None,
         after_iteration: None,
         json_logs,

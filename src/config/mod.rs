@@ -227,6 +227,45 @@ impl Default for LlmConfig {
 }
 
 impl LlmConfig {
+    /// The model provider's settings: these keys plus the key and the provider's other
+    /// credentials (AWS, Google, extra headers). The one conversion from configuration to
+    /// [`crate::llm::LlmSettings`].
+    pub fn settings(
+        &self,
+        api_key: Option<SecretString>,
+        credentials: crate::llm::Credentials,
+    ) -> crate::llm::LlmSettings {
+        use crate::llm;
+        llm::LlmSettings {
+            provider: self.provider.kind(),
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            api_key,
+            api_key_env: self.key_env(),
+            max_output_tokens: self.max_output_tokens,
+            timeout: std::time::Duration::from_secs(self.timeout_secs),
+            max_retries: self.max_retries,
+            script: self.script.as_ref().map(PathBuf::from),
+            endpoint: llm::EndpointSettings {
+                api_version: self.api_version.clone(),
+                auth: if self.auth == "bearer" {
+                    llm::AuthMode::Bearer
+                } else {
+                    llm::AuthMode::Key
+                },
+                region: self.region.clone(),
+                project: self.project.clone(),
+                sts_url: self.sts_url.clone(),
+                extra_headers: self.extra_headers.clone(),
+                extra_body: self.extra_body.clone(),
+                temperature: self.temperature,
+                seed: self.seed,
+                prompt_caching: self.prompt_caching,
+                credentials,
+            },
+        }
+    }
+
     /// The provider's name as written in the configuration.
     pub fn provider_name(&self) -> String {
         self.provider.kind().as_str().to_owned()

@@ -84,6 +84,19 @@ pub struct Conversation {
 }
 
 impl Conversation {
+    /// The name of the first registered secret anywhere in what would be sent to a model.
+    pub fn secret_name(&self) -> Option<String> {
+        crate::secrets::find(&self.system)
+            .or_else(|| crate::secrets::find(&self.prefix))
+            .or_else(|| {
+                self.turns
+                    .iter()
+                    .find_map(|turn| crate::secrets::find(&turn.text))
+            })
+    }
+}
+
+impl Conversation {
     /// How many assistant turns the conversation holds (the scripted model's answer index).
     pub fn assistant_turns(&self) -> usize {
         self.turns
@@ -411,7 +424,7 @@ impl Provider {
     ) -> Result<Completion, LlmError> {
         // The one boundary every vendor's request passes: nothing holding a registered secret
         // (under any encoding) is sent, whichever iteration it is.
-        if let Some(name) = crate::secrets::find_in_conversation(conversation) {
+        if let Some(name) = conversation.secret_name() {
             return Err(LlmError::Settings {
                 provider: self.kind(),
                 message: format!(

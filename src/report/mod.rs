@@ -19,30 +19,7 @@ use crate::exit::ExitCode;
 use crate::findings::Findings;
 use crate::llm::Usage;
 
-/// How a run ended.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RunStatus {
-    Converged,
-    NeedsHuman,
-    AwaitingApproval,
-    #[default]
-    Error,
-    Skipped,
-}
-
-impl RunStatus {
-    /// The status as written in reports and outputs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Converged => "converged",
-            RunStatus::NeedsHuman => "needs-human",
-            RunStatus::AwaitingApproval => "awaiting-approval",
-            RunStatus::Error => "error",
-            RunStatus::Skipped => "skipped",
-        }
-    }
-}
+pub use crate::exit::RunStatus;
 
 /// What one judge said about an iteration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -370,7 +347,7 @@ mod tests {
     fn workflow_commands_stay_inside_the_block() {
         let contents = "::set-env name=LD_PRELOAD::/tmp/x.so\n::error file=a::pwn\n\
                         ::add-mask::x\n::stop-commands::abc\n\u{1b}]8;;http://evil\u{7}\u{1b}[2J\u{202e}";
-        let token = crate::actions::random_token();
+        let token = crate::untrusted::random_token();
         let block = untrusted_block("refused", contents, Some(&token));
         let lines: Vec<&str> = block.lines().collect();
         let open = lines

@@ -3,6 +3,7 @@
 
 mod action;
 mod apply;
+mod architecture;
 mod budgets;
 mod ci_setup;
 mod cli;

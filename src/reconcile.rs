@@ -330,7 +330,7 @@ struct Judgement {
     warnings: Vec<String>,
 }
 
-/// Asks the reviewer (issue 5) about the working tree's changes against the base; `files`
+/// Asks the reviewer about the working tree's changes against the base; `files`
 /// restricts the review to those paths. Returns the parsed result and the tokens it used.
 pub async fn review_once(
     resolved: &Resolved,

@@ -1,4 +1,4 @@
-//! GitHub delivery against the simulator (issue 4, item 7): the Session API driven directly on
+//! GitHub delivery against the simulator: the Session API driven directly on
 //! real git repositories, as the loop would drive it.
 
 use std::path::Path;
@@ -560,7 +560,7 @@ fn action_yml_has_the_documented_shape() {
     );
 }
 
-/// The structure SchemaStore's github-workflow.json requires plus issue 4's rules: push on
+/// The structure SchemaStore's github-workflow.json requires plus bork-ci's own rules: push on
 /// `specs/**`, resume on `pull_request_review`, least privilege, a concurrency group per
 /// branch, never `pull_request_target`.
 #[test]

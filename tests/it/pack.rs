@@ -1,6 +1,6 @@
 //! `pack::snapshot` against real git repositories in temp dirs: the file set equals git's, no
 //! symlink is followed, nothing from `.git` is packed, special files never block, and the spec
-//! diff covers committed, staged, unstaged and untracked changes (issue 2, item 3).
+//! diff covers committed, staged, unstaged and untracked changes.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

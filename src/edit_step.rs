@@ -68,6 +68,10 @@ pub struct EditStepOutput {
     pub out_of_time: bool,
     /// Time spent applying the edits, in milliseconds.
     pub apply_ms: u64,
+    /// What the provider learned about the server (a weaker structured-output mode, a lower
+    /// output cap, streaming off); the runner passes it on to the next step.
+    #[serde(default)]
+    pub learned: crate::llm::Learned,
 }
 
 /// Checks a completion and parses it into an edit plan.
@@ -180,6 +184,7 @@ pub async fn run(
         }
     }
     output.turns = conversation.turns.split_off(first_new);
+    output.learned = provider.learned();
     output
 }
 

@@ -93,6 +93,15 @@ pub fn llm_settings(
             prompt_caching: config.prompt_caching,
             credentials: llm::Credentials::default(),
         },
+        structured_output: config.structured_output,
+    }
+}
+
+/// `config` with what a provider learned about its server applied (never a stronger
+/// structured-output mode, a higher output cap, or streaming turned back on).
+pub fn apply_learned(config: &mut crate::config::LlmConfig, learned: &llm::Learned) {
+    if let Some(mode) = learned.structured_output {
+        config.structured_output = config.structured_output.max(mode);
     }
 }
 
@@ -190,6 +199,7 @@ async fn run_edit_step(
     conversation: &mut Conversation,
     not_shown: &std::collections::BTreeSet<String>,
     deadline: Instant,
+    learned: &mut llm::Learned,
 ) -> Result<StepResult> {
     let config = &resolved.config;
     let remaining = deadline.saturating_duration_since(Instant::now());
@@ -201,6 +211,7 @@ async fn run_edit_step(
         .tempdir()
         .context("creating the edit step's state directory")?;
     let mut llm_config = config.llm.clone();
+    apply_learned(&mut llm_config, learned);
     if let Some(script) = &llm_config.script {
         let bytes = crate::safe_fs::read_regular(Path::new(script), crate::llm::scripted::MAX_SCRIPT_BYTES)
             .with_context(|| {
@@ -281,6 +292,7 @@ async fn run_edit_step(
             )));
         }
     };
+    *learned = learned.merge(output.learned);
     // An answer that echoes a secret (an endpoint that repeats the key) is kept redacted, so the
     // next request does not carry it back.
     conversation
@@ -377,6 +389,17 @@ struct Judgement {
     warnings: Vec<String>,
 }
 
+/// The reviewer's model provider (`review.llm` over `llm`).
+pub fn review_provider(resolved: &Resolved) -> Result<Provider> {
+    let llm_config = resolved.review_llm();
+    Provider::new(llm_settings_with(
+        &llm_config,
+        resolved.review_api_key.clone(),
+        resolved.review_llm_credentials.clone(),
+    ))
+    .context("setting up the reviewer's model provider")
+}
+
 /// Asks the reviewer (issue 5) about the working tree's changes against the base; `files`
 /// restricts the review to those paths. Returns the parsed result and the tokens it used.
 pub async fn review_once(
@@ -387,25 +410,32 @@ pub async fn review_once(
     std::result::Result<review::ReviewResult, review::ReviewError>,
     Usage,
 )> {
+    let provider = review_provider(resolved)?;
+    review_with(&provider, resolved, repo, files).await
+}
+
+/// [`review_once`] with a provider that lives across reviews (what it learns about its server
+/// lasts for the run).
+pub async fn review_with(
+    provider: &Provider,
+    resolved: &Resolved,
+    repo: &Path,
+    files: Option<&[String]>,
+) -> Result<(
+    std::result::Result<review::ReviewResult, review::ReviewError>,
+    Usage,
+)> {
     let (changed, diff) = review::changed_files(repo, &resolved.config.base, files)
         .context("collecting the changes to review")?;
-    let llm_config = resolved.review_llm();
-    let provider = Provider::new(llm_settings_with(
-        &llm_config,
-        resolved.review_api_key.clone(),
-        resolved.review_llm_credentials.clone(),
-    ))
-    .context("setting up the reviewer's model provider")?;
     let policy = review::VersionPolicy {
         allow_prompt_patch_drift: resolved.config.review.allow_prompt_patch_drift,
     };
     let usage = std::sync::Mutex::new(Usage::default());
     let format = ResponseFormat {
         name: "review_result".into(),
-        schema: review::response_schema(),
+        schema: review::request_schema(),
     };
     let ask = |system: String, user: String| {
-        let provider = &provider;
         let usage = &usage;
         let format = &format;
         async move {
@@ -436,6 +466,7 @@ async fn judge(
     sandbox: &Sandbox,
     repo: &Path,
     resolved: &Resolved,
+    reviewer: Option<&Provider>,
     deadline: Instant,
 ) -> Result<Option<Judgement>> {
     let config = &resolved.config;
@@ -527,7 +558,7 @@ async fn judge(
         }
         judgement.verify_ms = started.elapsed().as_millis() as u64;
     }
-    if config.review.enabled {
+    if let Some(reviewer) = reviewer.filter(|_| config.review.enabled) {
         any = true;
         let started = Instant::now();
         let min_severity: review::Severity = config
@@ -535,7 +566,7 @@ async fn judge(
             .min_severity
             .parse()
             .unwrap_or(review::Severity::Medium);
-        let (outcome, usage) = review_once(resolved, repo, None).await?;
+        let (outcome, usage) = review_with(reviewer, resolved, repo, None).await?;
         judgement.review_usage = usage;
         judgement.review_ms = started.elapsed().as_millis() as u64;
         match outcome {
@@ -733,6 +764,14 @@ async fn iterate(
     let first = options.spent.iterations;
     let max = first.saturating_add(config.max_iterations);
     let repo = &options.repo;
+    // What the edit steps' providers learned about the server, passed from step to step.
+    let mut learned = llm::Learned::default();
+    // One reviewer provider for the whole run, so what it learns about its server lasts.
+    let reviewer = if config.review.enabled {
+        Some(review_provider(resolved)?)
+    } else {
+        None
+    };
     for number in first.saturating_add(1)..=max {
         let iteration_started = Instant::now();
         if Instant::now() >= deadline {
@@ -750,7 +789,16 @@ async fn iterate(
             started.elapsed().as_secs()
         );
         let llm_started = Instant::now();
-        let step = run_edit_step(sandbox, resolved, options, conversation, not_shown, deadline).await?;
+        let step = run_edit_step(
+            sandbox,
+            resolved,
+            options,
+            conversation,
+            not_shown,
+            deadline,
+            &mut learned,
+        )
+        .await?;
         let llm_ms = llm_started.elapsed().as_millis() as u64;
         let mut iteration = IterationReport {
             number,
@@ -829,7 +877,7 @@ async fn iterate(
             iteration.checker = Some(JudgeStatus::Skipped);
             None
         } else {
-            match judge(sandbox, repo, resolved, deadline).await {
+            match judge(sandbox, repo, resolved, reviewer.as_ref(), deadline).await {
                 Ok(judged) => judged,
                 Err(error) if error.downcast_ref::<BudgetExhausted>().is_some() => {
                     iteration.durations = durations(llm_ms, step.apply_ms, 0, iteration_started);

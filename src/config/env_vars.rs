@@ -58,6 +58,7 @@ vars! {
     "BORK_LLM_SEED" => "llm.seed": Integer,
     "BORK_LLM_PROMPT_CACHING" => "llm.prompt-caching": Boolean,
     "BORK_LLM_CONTEXT_WINDOW" => "llm.context-window": Integer,
+    "BORK_LLM_STRUCTURED_OUTPUT" => "llm.structured-output": Text,
     "BORK_LLM_PRICES_INPUT_PER_MTOK" => "llm.prices.input-per-mtok": Decimal,
     "BORK_LLM_PRICES_OUTPUT_PER_MTOK" => "llm.prices.output-per-mtok": Decimal,
     "BORK_LLM_PRICES_CACHED_INPUT_PER_MTOK" => "llm.prices.cached-input-per-mtok": Decimal,

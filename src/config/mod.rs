@@ -196,6 +196,11 @@ pub struct LlmConfig {
     /// The model's context window in tokens; a packed prompt estimated above it is warned about.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
+    /// How the answer's JSON structure is asked for: `json-schema` (OpenAI `response_format`
+    /// `json_schema`; Anthropic and Bedrock a forced tool), `json-object` (OpenAI
+    /// `response_format` `json_object`; no tool elsewhere) or `none`. A server that rejects the
+    /// mode gets the next weaker one for the rest of the run.
+    pub structured_output: crate::llm::StructuredOutput,
 }
 
 impl Default for LlmConfig {
@@ -222,6 +227,7 @@ impl Default for LlmConfig {
             seed: None,
             prompt_caching: true,
             context_window: None,
+            structured_output: crate::llm::StructuredOutput::JsonSchema,
         }
     }
 }

@@ -213,6 +213,82 @@ impl fmt::Display for ProviderKind {
     }
 }
 
+/// How the answer's JSON structure is asked for (`llm.structured-output`), strongest first.
+///
+/// OpenAI-compatible servers: `json-schema` sends `response_format: {type: json_schema}`,
+/// `json-object` sends `response_format: {type: json_object}`, `none` sends neither. Anthropic
+/// Messages and Bedrock Converse: `json-schema` forces a tool whose input schema is the answer's;
+/// `json-object` and `none` send no tool (those APIs have no JSON mode). In every mode the prompt
+/// states the format, and the answer parser accepts a fenced JSON answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StructuredOutput {
+    #[default]
+    JsonSchema,
+    JsonObject,
+    None,
+}
+
+impl StructuredOutput {
+    /// The name used in config and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StructuredOutput::JsonSchema => "json-schema",
+            StructuredOutput::JsonObject => "json-object",
+            StructuredOutput::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for StructuredOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a provider learned about its server during a run, so that later requests (and later
+/// processes of the same run, such as the next iteration's edit step) start from it: a weaker
+/// structured-output mode, a lower output cap, streaming off. `None`: nothing learned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default)]
+pub struct Learned {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<StructuredOutput>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+}
+
+impl Learned {
+    /// Both lessons together; each value only ever moves one way (weaker mode, lower cap,
+    /// streaming off), so a later process cannot undo an earlier one.
+    pub fn merge(self, other: Learned) -> Learned {
+        Learned {
+            structured_output: self.structured_output.max(other.structured_output),
+            max_output_tokens: match (self.max_output_tokens, other.max_output_tokens) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            stream: match (self.stream, other.stream) {
+                (Some(false), _) | (_, Some(false)) => Some(false),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+
+    /// `settings` with these lessons applied (never a stronger mode, a higher cap, or streaming
+    /// turned back on).
+    pub fn apply(&self, settings: &mut LlmSettings) {
+        if let Some(mode) = self.structured_output {
+            settings.structured_output = settings.structured_output.max(mode);
+        }
+        if let Some(cap) = self.max_output_tokens.filter(|cap| *cap > 0) {
+            settings.max_output_tokens = settings.max_output_tokens.min(cap);
+        }
+    }
+}
+
 /// Everything a provider needs, resolved by `config`.
 ///
 /// `Debug` never shows the key: [`SecretString`] prints as redacted.
@@ -235,6 +311,8 @@ pub struct LlmSettings {
     pub script: Option<PathBuf>,
     /// URL, authentication, extra headers and body fields beyond the key (see `endpoint`).
     pub endpoint: EndpointSettings,
+    /// How the answer's structure is asked for; weakened once per rejection by the server.
+    pub structured_output: StructuredOutput,
 }
 
 impl LlmSettings {
@@ -251,6 +329,7 @@ impl LlmSettings {
             max_retries: 4,
             script: None,
             endpoint: EndpointSettings::default(),
+            structured_output: StructuredOutput::JsonSchema,
         }
     }
 }
@@ -448,6 +527,14 @@ impl Provider {
         match &self.inner {
             Inner::Http(http) => http.handoff_env().await,
             Inner::Scripted(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// What this provider learned about its server so far (see [`Learned`]).
+    pub fn learned(&self) -> Learned {
+        match &self.inner {
+            Inner::Http(http) => http.learned(),
+            Inner::Scripted(_) => Learned::default(),
         }
     }
 

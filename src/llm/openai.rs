@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
-use super::{Role, Usage};
+use super::{Role, StructuredOutput, Usage};
 
 pub(super) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub(super) const PATH: &str = "/chat/completions";
@@ -20,6 +20,7 @@ pub(super) fn request_body(
     max_output_tokens: u32,
     conversation: &Conversation,
     format: Option<&ResponseFormat>,
+    mode: StructuredOutput,
 ) -> Value {
     let mut messages = Vec::with_capacity(conversation.turns.len() + 2);
     if !conversation.system.is_empty() {
@@ -38,15 +39,21 @@ pub(super) fn request_body(
         "messages": messages,
         "max_completion_tokens": max_output_tokens,
     });
-    if let Some(format) = format {
-        body["response_format"] = json!({
-            "type": "json_schema",
-            "json_schema": {
-                "name": format.name,
-                "schema": format.schema,
-                "strict": is_strict_compatible(&format.schema),
-            }
-        });
+    match (format, mode) {
+        (Some(format), StructuredOutput::JsonSchema) => {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": {
+                    "name": format.name,
+                    "schema": format.schema,
+                    "strict": is_strict_compatible(&format.schema),
+                }
+            });
+        }
+        (Some(_), StructuredOutput::JsonObject) => {
+            body["response_format"] = json!({"type": "json_object"});
+        }
+        _ => {}
     }
     body
 }

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::findings::{Finding, Findings};
 
 pub use changes::changed_files;
-pub use parse::{MAX_FINDINGS, MAX_RESPONSE_BYTES, parse, response_schema};
+pub use parse::{MAX_FINDINGS, MAX_RESPONSE_BYTES, parse, request_schema, response_schema};
 pub use prompt::{ChangedFile, render_prompt};
 pub use version::{PROMPT_VERSION, SCHEMA_VERSION, VersionPolicy};
 

@@ -109,8 +109,23 @@ struct Log {
     usage: Vec<(u64, u64)>,
 }
 
+/// Ways a fake departs from the vendor's own API, after real servers that speak it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Quirks {
+    /// Like llama-cpp-python's server (`python -m llama_cpp.server`, 0.3.x): a request whose
+    /// `response_format.type` is `json_schema` fails FastAPI's validation (the type must be
+    /// `text` or `json_object`), and its route handler wraps that error as HTTP 500
+    /// `internal_server_error`. Such requests consume no reply.
+    pub rejects_json_schema: bool,
+}
+
+/// The body llama-cpp-python's server answers a `json_schema` request with (HTTP 500):
+/// `{"error": {"message": str(RequestValidationError), "type": "internal_server_error", ...}}`.
+pub const LLAMA_CPP_JSON_SCHEMA_ERROR: &str = r#"[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': "Input should be 'text' or 'json_object'", 'input': 'json_schema', 'ctx': {'expected': "'text' or 'json_object'"}}]"#;
+
 struct State {
     api: Api,
+    quirks: Quirks,
     replies: Vec<Reply>,
     log: Mutex<Log>,
     validator: Option<jsonschema::Validator>,
@@ -142,13 +157,23 @@ impl FakeLlm {
         Self::start(Api::Anthropic, replies).await
     }
 
+    /// An OpenAI-compatible fake with `quirks`.
+    pub async fn openai_with(replies: Vec<Reply>, quirks: Quirks) -> Self {
+        Self::start_with(Api::Openai, replies, quirks).await
+    }
+
     async fn start(api: Api, replies: Vec<Reply>) -> Self {
+        Self::start_with(api, replies, Quirks::default()).await
+    }
+
+    async fn start_with(api: Api, replies: Vec<Reply>, quirks: Quirks) -> Self {
         let validator = match api {
             Api::Openai => Some(openai_request_validator()),
             Api::Anthropic => None,
         };
         let state = Arc::new(State {
             api,
+            quirks,
             replies,
             log: Mutex::new(Log::default()),
             validator,
@@ -312,6 +337,16 @@ fn reject(state: &State, received: &Received, log: &mut Log) -> Option<ResponseT
                 .is_some_and(|key| !key.trim().is_empty());
             if !authorized {
                 return Some(openai_error(401, "invalid_request_error", "missing API key"));
+            }
+            if state.quirks.rejects_json_schema && received.body["response_format"]["type"] == "json_schema" {
+                return Some(ResponseTemplate::new(500).set_body_json(json!({
+                    "error": {
+                        "message": LLAMA_CPP_JSON_SCHEMA_ERROR,
+                        "type": "internal_server_error",
+                        "param": null,
+                        "code": null,
+                    }
+                })));
             }
             if let Some(validator) = &state.validator {
                 let errors: Vec<String> = validator

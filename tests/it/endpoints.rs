@@ -1,0 +1,339 @@
+//! Real endpoints' behaviour (issue 10), against fakes shaped after real servers: structured
+//! output negotiated down when a server rejects it, the output cap, usage that adds up, and the
+//! reviewer's failures named.
+
+use std::time::Duration;
+
+use bork_ci::llm::{
+    Conversation, LlmSettings, Provider, ResponseFormat, RetryPolicy, StructuredOutput, Turn,
+};
+use serde_json::{Value, json};
+
+use crate::fake_llm::{FakeLlm, Quirks, Reply};
+use crate::support::{Repo, bork, checker_wanting, report};
+
+fn fast() -> RetryPolicy {
+    RetryPolicy {
+        base: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(5),
+        max_retry_after: Duration::from_secs(5),
+    }
+}
+
+fn provider(settings: LlmSettings) -> Provider {
+    Provider::new(settings)
+        .expect("valid settings")
+        .with_retry_policy(fast())
+}
+
+fn conversation() -> Conversation {
+    Conversation {
+        system: "You edit repositories. Answer with JSON only.".into(),
+        prefix: "<file path=\"src/a.rs\">fn main() {}</file>".into(),
+        turns: vec![Turn::user("Findings: none yet.")],
+    }
+}
+
+fn edit_format() -> ResponseFormat {
+    ResponseFormat {
+        name: "edits".into(),
+        schema: json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "create-or-update": {"type": "object", "additionalProperties": {"type": "string"}},
+                "delete": {"type": "array", "items": {"type": "string"}}
+            }
+        }),
+    }
+}
+
+const EDITS: &str = r#"{"create-or-update":{"src/a.rs":"fn main() {}\n"},"delete":[]}"#;
+
+fn response_format_type(body: &Value) -> Option<&str> {
+    body.get("response_format")?.get("type")?.as_str()
+}
+
+/// llama-cpp-python answers HTTP 500 to `json_schema`: the provider falls back to `json_object`
+/// at once (no retries of the 500), and keeps using it for later calls.
+#[tokio::test(flavor = "multi_thread")]
+async fn llama_cpp_python_rejecting_json_schema_falls_back_to_json_object_and_remembers() {
+    let fake = FakeLlm::openai_with(
+        vec![Reply::Answer(EDITS.into())],
+        Quirks {
+            rejects_json_schema: true,
+        },
+    )
+    .await;
+    let provider = provider(fake.settings("qwen2-0_5b"));
+    let first = provider
+        .complete(&conversation(), Some(&edit_format()))
+        .await
+        .expect("falls back");
+    assert_eq!(first.text, EDITS);
+    let second = provider
+        .complete(&conversation(), Some(&edit_format()))
+        .await
+        .expect("remembered");
+    assert_eq!(second.text, EDITS);
+    let kinds: Vec<Option<String>> = fake
+        .requests()
+        .iter()
+        .map(|body| response_format_type(body).map(str::to_owned))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            Some("json_schema".to_owned()),
+            Some("json_object".to_owned()),
+            Some("json_object".to_owned())
+        ]
+    );
+    assert_eq!(
+        provider.learned().structured_output,
+        Some(StructuredOutput::JsonObject)
+    );
+}
+
+/// A server that rejects `json_object` too ends at no `response_format` at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_rejection_steps_down_one_mode() {
+    let rejected = |what: &str| {
+        Reply::Raw {
+        status: 400,
+        content_type: "application/json".into(),
+        body: json!({"error": {"message": format!("'response_format.type' {what} is not supported"), "type": "invalid_request_error", "param": "response_format", "code": null}})
+            .to_string()
+            .into_bytes(),
+    }
+    };
+    let fake = FakeLlm::openai(vec![
+        rejected("json_schema"),
+        rejected("json_object"),
+        Reply::Answer(EDITS.into()),
+    ])
+    .await;
+    let provider = provider(fake.settings("local"));
+    provider
+        .complete(&conversation(), Some(&edit_format()))
+        .await
+        .expect("ends without a format");
+    let kinds: Vec<Option<String>> = fake
+        .requests()
+        .iter()
+        .map(|body| response_format_type(body).map(str::to_owned))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            Some("json_schema".to_owned()),
+            Some("json_object".to_owned()),
+            None
+        ]
+    );
+    assert_eq!(provider.learned().structured_output, Some(StructuredOutput::None));
+}
+
+/// An error that names no structured-output feature is not a reason to drop the format.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unrelated_400_keeps_the_format_and_fails() {
+    let fake = FakeLlm::openai(vec![Reply::Status(400, None)]).await;
+    let provider = provider(fake.settings("gpt-4o"));
+    provider
+        .complete(&conversation(), Some(&edit_format()))
+        .await
+        .expect_err("400");
+    assert_eq!(fake.requests().len(), 1);
+    assert_eq!(provider.learned().structured_output, None);
+}
+
+/// Anthropic: a gateway that refuses tools gets the plain prompt (no tool, no tool_choice).
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_gateway_rejecting_tools_gets_no_tool() {
+    let fake = FakeLlm::anthropic(vec![
+        Reply::Raw {
+            status: 400,
+            content_type: "application/json".into(),
+            body: json!({"type": "error", "error": {"type": "invalid_request_error", "message": "tools: Extra inputs are not permitted"}})
+                .to_string()
+                .into_bytes(),
+        },
+        Reply::AnswerText(format!("```json\n{EDITS}\n```")),
+    ])
+    .await;
+    let provider = provider(fake.settings("claude-3-5-sonnet-20241022"));
+    let completion = provider
+        .complete(&conversation(), Some(&edit_format()))
+        .await
+        .expect("falls back to no tool");
+    assert!(completion.text.contains(EDITS), "{}", completion.text);
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[0].get("tools").is_some());
+    assert!(requests[1].get("tools").is_none(), "{}", requests[1]);
+    assert!(requests[1].get("tool_choice").is_none());
+    assert_eq!(provider.learned().structured_output, Some(StructuredOutput::None));
+}
+
+/// A configured `json-object` or `none` is sent from the first request.
+#[tokio::test(flavor = "multi_thread")]
+async fn configured_modes_are_sent_as_such() {
+    for (mode, expected) in [
+        (StructuredOutput::JsonObject, Some("json_object")),
+        (StructuredOutput::None, None),
+    ] {
+        let fake = FakeLlm::openai(vec![Reply::Answer(EDITS.into())]).await;
+        let mut settings = fake.settings("local");
+        settings.structured_output = mode;
+        provider(settings)
+            .complete(&conversation(), Some(&edit_format()))
+            .await
+            .expect("answers");
+        assert_eq!(response_format_type(&fake.requests()[0]), expected, "{mode}");
+    }
+}
+
+const SPEC: &str = "---\nkind: spec\nid: app\ndescription: the app\n---\nThe app prints DONE.\n";
+
+/// A repository whose checker is clean once `src/app.txt` contains `DONE`, with a pending spec
+/// change, and `config` as `.config/bork.json`.
+fn repo_with(config: &str) -> Repo {
+    let repo = Repo::new(&[
+        ("specs/app.md", SPEC),
+        ("src/app.txt", "nothing yet\n"),
+        ("check.sh", &checker_wanting("src/app.txt", "DONE")),
+        (".config/bork.json", config),
+    ]);
+    repo.write("specs/app.md", &format!("{SPEC}It also prints DONE twice.\n"));
+    repo
+}
+
+fn write_app(contents: &str) -> Reply {
+    Reply::json(&json!({"create-or-update": {"src/app.txt": contents}}))
+}
+
+/// What a run of the binary left behind.
+struct Outcome {
+    code: i32,
+    report: Value,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `bork-ci ARGS` on `repo` against `fake` with `env` (off the async runtime, so the fake
+/// keeps answering); `--report` is added for `run`.
+async fn bork_on(repo: &Repo, fake: &FakeLlm, args: &[&str], env: &[(&str, String)]) -> Outcome {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let report_path = scratch.path().join("report.json");
+    let (provider, key_var) = match fake.api {
+        crate::fake_llm::Api::Openai => ("openai", "OPENAI_API_KEY"),
+        crate::fake_llm::Api::Anthropic => ("anthropic", "ANTHROPIC_API_KEY"),
+    };
+    let mut command = bork();
+    command.args(args).arg("--repo").arg(repo.path());
+    if args.first() == Some(&"run") {
+        command.arg("--report").arg(&report_path);
+    }
+    command
+        .env("BORK_LLM_PROVIDER", provider)
+        .env("BORK_LLM_BASE_URL", fake.base_url())
+        .env("BORK_LLM_MODEL", "fake-model-1")
+        .env("BORK_LLM_MAX_RETRIES", "1")
+        .env("BORK_LLM_TIMEOUT_SECS", "10")
+        .env(key_var, crate::fake_llm::TEST_KEY);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("join")
+        .expect("bork-ci runs");
+    let report = if report_path.exists() {
+        report(&report_path)
+    } else {
+        Value::Null
+    };
+    Outcome {
+        code: output.status.code().unwrap_or(-1),
+        report,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// End to end: the fallback is logged once, and the next iteration's edit step (another process)
+/// starts from `json_object`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_against_llama_cpp_python_logs_the_fallback_once_and_keeps_it() {
+    let fake = FakeLlm::openai_with(
+        vec![write_app("not yet\n"), write_app("DONE\n")],
+        Quirks {
+            rejects_json_schema: true,
+        },
+    )
+    .await;
+    let repo = repo_with(r#"{"correctness-checker": "check.sh"}"#);
+    let outcome = bork_on(&repo, &fake, &["run"], &[]).await;
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    assert_eq!(outcome.report["status"], "converged");
+    assert_eq!(
+        outcome.stderr.matches("rejected structured output").count(),
+        1,
+        "{}",
+        outcome.stderr
+    );
+    assert!(outcome.stderr.contains("json-object"), "{}", outcome.stderr);
+    let kinds: Vec<Option<String>> = fake
+        .requests()
+        .iter()
+        .map(|body| response_format_type(body).map(str::to_owned))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            Some("json_schema".to_owned()),
+            Some("json_object".to_owned()),
+            Some("json_object".to_owned())
+        ],
+        "the second iteration starts from json_object"
+    );
+}
+
+/// `BORK_LLM_STRUCTURED_OUTPUT` and `review.llm.structured-output` are read, and `bork-ci config`
+/// says where they came from.
+#[tokio::test(flavor = "multi_thread")]
+async fn structured_output_is_configurable_for_the_model_and_the_reviewer() {
+    let fake = FakeLlm::openai(vec![write_app("DONE\n")]).await;
+    let reviewer = FakeLlm::openai(vec![Reply::json(&json!({
+        "schema_version": "1.0", "prompt_version": "1.0.0", "findings": []
+    }))])
+    .await;
+    let config = json!({
+        "correctness-checker": "check.sh",
+        "review": {"enabled": true, "llm": {"base-url": reviewer.base_url(), "structured-output": "none"}}
+    });
+    let repo = repo_with(&config.to_string());
+    let env = [("BORK_LLM_STRUCTURED_OUTPUT", "json-object".to_owned())];
+    let outcome = bork_on(&repo, &fake, &["run"], &env).await;
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    assert_eq!(response_format_type(&fake.requests()[0]), Some("json_object"));
+    let review_requests = reviewer.requests();
+    assert_eq!(review_requests.len(), 1);
+    assert!(review_requests[0].get("response_format").is_none());
+
+    let shown = bork_on(&repo, &fake, &["config"], &env).await;
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    let line = shown
+        .stdout
+        .lines()
+        .find(|line| line.starts_with("llm.structured-output "))
+        .unwrap_or_else(|| panic!("{}", shown.stdout));
+    assert!(line.contains("json-object"), "{line}");
+    assert!(line.contains("BORK_LLM_STRUCTURED_OUTPUT"), "{line}");
+    let review_line = shown
+        .stdout
+        .lines()
+        .find(|line| line.starts_with("review.llm.structured-output "))
+        .unwrap_or_else(|| panic!("{}", shown.stdout));
+    assert!(review_line.contains("none"), "{review_line}");
+}

@@ -94,6 +94,7 @@ pub fn llm_settings(
             credentials: llm::Credentials::default(),
         },
         structured_output: config.structured_output,
+        max_tokens_field: config.max_tokens_field,
     }
 }
 
@@ -102,6 +103,9 @@ pub fn llm_settings(
 pub fn apply_learned(config: &mut crate::config::LlmConfig, learned: &llm::Learned) {
     if let Some(mode) = learned.structured_output {
         config.structured_output = config.structured_output.max(mode);
+    }
+    if let Some(cap) = learned.max_output_tokens.filter(|cap| *cap > 0) {
+        config.max_output_tokens = config.max_output_tokens.min(cap);
     }
 }
 

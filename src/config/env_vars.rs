@@ -45,6 +45,7 @@ vars! {
     "BORK_LLM_BASE_URL" => "llm.base-url": Text,
     "BORK_LLM_API_KEY_ENV" => "llm.api-key-env": Text,
     "BORK_LLM_MAX_OUTPUT_TOKENS" => "llm.max-output-tokens": Integer,
+    "BORK_LLM_MAX_TOKENS_FIELD" => "llm.max-tokens-field": Text,
     "BORK_LLM_TIMEOUT_SECS" => "llm.timeout-secs": Integer,
     "BORK_LLM_MAX_RETRIES" => "llm.max-retries": Integer,
     "BORK_LLM_MAX_TOTAL_TOKENS" => "llm.max-total-tokens": Integer,

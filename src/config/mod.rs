@@ -150,7 +150,14 @@ pub struct LlmConfig {
     /// Name of the variable holding the key; absent: `OPENAI_API_KEY` or `ANTHROPIC_API_KEY`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
+    /// Output token limit of one answer. A server whose 400 states a lower maximum gets that
+    /// maximum, once, for the rest of the run.
     pub max_output_tokens: u32,
+    /// OpenAI-compatible servers: `max_completion_tokens` or `max_tokens`, the field the cap is
+    /// sent in; absent: `max_completion_tokens` for `api.openai.com` and `azure`, `max_tokens`
+    /// for every other endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens_field: Option<crate::llm::MaxTokensField>,
     /// Deadline of one request, in seconds.
     pub timeout_secs: u64,
     pub max_retries: u32,
@@ -210,7 +217,8 @@ impl Default for LlmConfig {
             model: "gpt-4.1".into(),
             base_url: None,
             api_key_env: None,
-            max_output_tokens: 32_000,
+            max_output_tokens: crate::llm::DEFAULT_MAX_OUTPUT_TOKENS,
+            max_tokens_field: None,
             timeout_secs: 600,
             max_retries: 4,
             max_total_tokens: None,

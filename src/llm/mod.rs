@@ -246,6 +246,27 @@ impl fmt::Display for StructuredOutput {
     }
 }
 
+/// The body field that carries the output cap on OpenAI-compatible servers
+/// (`llm.max-tokens-field`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    /// OpenAI's current field (`max_tokens` is deprecated there and refused by o-series models).
+    MaxCompletionTokens,
+    /// What most other OpenAI-compatible servers read (vLLM, llama.cpp, Ollama, LiteLLM, Vertex).
+    MaxTokens,
+}
+
+impl MaxTokensField {
+    /// The field's name in the request body.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+        }
+    }
+}
+
 /// What a provider learned about its server during a run, so that later requests (and later
 /// processes of the same run, such as the next iteration's edit step) start from it: a weaker
 /// structured-output mode, a lower output cap, streaming off. `None`: nothing learned.
@@ -289,6 +310,10 @@ impl Learned {
     }
 }
 
+/// The output cap used when `llm.max-output-tokens` is not set: what every current and previous
+/// model generation of both vendors accepts (gpt-4o allows 16,384, Claude 3.5 Sonnet 8,192).
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
+
 /// Everything a provider needs, resolved by `config`.
 ///
 /// `Debug` never shows the key: [`SecretString`] prints as redacted.
@@ -313,6 +338,9 @@ pub struct LlmSettings {
     pub endpoint: EndpointSettings,
     /// How the answer's structure is asked for; weakened once per rejection by the server.
     pub structured_output: StructuredOutput,
+    /// OpenAI-compatible servers: the cap's field; `None` chooses by endpoint
+    /// (`max_completion_tokens` for `api.openai.com` and Azure, `max_tokens` elsewhere).
+    pub max_tokens_field: Option<MaxTokensField>,
 }
 
 impl LlmSettings {
@@ -324,12 +352,13 @@ impl LlmSettings {
             base_url: None,
             api_key: None,
             api_key_env: provider.default_api_key_env().to_owned(),
-            max_output_tokens: 16_384,
+            max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
             timeout: Duration::from_secs(600),
             max_retries: 4,
             script: None,
             endpoint: EndpointSettings::default(),
             structured_output: StructuredOutput::JsonSchema,
+            max_tokens_field: None,
         }
     }
 }

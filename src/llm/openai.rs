@@ -3,21 +3,23 @@
 //! `POST {base_url}/chat/completions` (default base `https://api.openai.com/v1`). Messages are the
 //! system prompt, the prefix as the first user message, then the turns, so the unchanged start of
 //! every request is served by the provider's automatic prompt caching. The output limit is sent as
-//! `max_completion_tokens` (the current field; `max_tokens` is deprecated upstream). The answer is
-//! `choices[0].message.content`, passed on untouched. Transport and retries live in `wire`.
+//! `max_completion_tokens` (OpenAI's current field; `max_tokens` is deprecated there) or as
+//! `max_tokens` (what other OpenAI-compatible servers read), as `endpoint` chooses or
+//! `llm.max-tokens-field` says. The answer is `choices[0].message.content`, passed on untouched.
+//! Transport and retries live in `wire`.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
-use super::{Role, StructuredOutput, Usage};
+use super::{MaxTokensField, Role, StructuredOutput, Usage};
 
 pub(super) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub(super) const PATH: &str = "/chat/completions";
 
 pub(super) fn request_body(
     model: &str,
-    max_output_tokens: u32,
+    (max_output_tokens, field): (u32, MaxTokensField),
     conversation: &Conversation,
     format: Option<&ResponseFormat>,
     mode: StructuredOutput,
@@ -37,8 +39,8 @@ pub(super) fn request_body(
     let mut body = json!({
         "model": model,
         "messages": messages,
-        "max_completion_tokens": max_output_tokens,
     });
+    body[field.as_str()] = json!(max_output_tokens);
     match (format, mode) {
         (Some(format), StructuredOutput::JsonSchema) => {
             body["response_format"] = json!({

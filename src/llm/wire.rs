@@ -16,10 +16,10 @@ use std::time::{Duration, SystemTime};
 use reqwest::Client;
 use secrecy::SecretString;
 
-use super::StructuredOutput;
 use super::endpoint::{Endpoint, WireFormat};
 use super::retry::{self, RetryPolicy};
 use super::{Completion, Conversation, Learned, LlmError, LlmSettings, ProviderKind, ResponseFormat};
+use super::{MaxTokensField, StructuredOutput};
 use super::{anthropic, bedrock, openai};
 
 /// A response body larger than this is refused rather than buffered.
@@ -52,12 +52,16 @@ pub(super) struct HttpProvider {
 struct Shape {
     mode: StructuredOutput,
     max_output_tokens: u32,
+    /// OpenAI-compatible bodies: the field the cap goes in.
+    max_tokens_field: MaxTokensField,
 }
 
 /// A feature the server refused, and what to ask for instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Rejection {
     StructuredOutput(StructuredOutput),
+    /// The cap is over the model's maximum, which the error states.
+    OutputCap(u32),
 }
 
 /// What one request (with its retries) came to.
@@ -115,6 +119,9 @@ impl HttpProvider {
             ));
         }
         let endpoint = Endpoint::new(&settings)?;
+        let max_tokens_field = settings
+            .max_tokens_field
+            .unwrap_or_else(|| endpoint.default_max_tokens_field());
 
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = crate::net::client_builder()
@@ -136,6 +143,7 @@ impl HttpProvider {
             shape: Mutex::new(Shape {
                 mode: settings.structured_output,
                 max_output_tokens: settings.max_output_tokens,
+                max_tokens_field,
             }),
             learned: Mutex::new(Learned::default()),
         })
@@ -202,7 +210,7 @@ impl HttpProvider {
             WireFormat::Bedrock => bedrock::request_body(shape.max_output_tokens, conversation, tool_format),
             WireFormat::Openai => openai::request_body(
                 &self.model,
-                shape.max_output_tokens,
+                (shape.max_output_tokens, shape.max_tokens_field),
                 conversation,
                 format,
                 shape.mode,
@@ -228,17 +236,26 @@ impl HttpProvider {
     }
 
     /// What the server refused in a failed attempt, when it is something a changed request can
-    /// avoid (a weaker structured-output mode) and that change is still possible.
+    /// avoid (a lower output cap, once per call; a weaker structured-output mode) and that change
+    /// is still possible.
     fn rejection(
         &self,
         failure: &Failure,
         shape: &Shape,
         format: Option<&ResponseFormat>,
+        cap_retried: bool,
     ) -> Option<Rejection> {
         let Failure::Status { status, body, .. } = failure else {
             return None;
         };
         let text = body.to_lowercase();
+        if matches!(status, 400 | 422)
+            && !cap_retried
+            && let Some(maximum) =
+                stated_maximum(&text).filter(|max| *max > 0 && *max < shape.max_output_tokens)
+        {
+            return Some(Rejection::OutputCap(maximum));
+        }
         let format_sent = format.is_some() && self.weaker(shape.mode).is_some();
         if format_sent
             && matches!(status, 400 | 422 | 500)
@@ -256,12 +273,52 @@ impl HttpProvider {
         conversation: &Conversation,
         format: Option<&ResponseFormat>,
     ) -> Result<Completion, LlmError> {
+        let mut cap_retried = false;
         loop {
             let shape = self.shape();
             let body = self.encode(conversation, format, &shape)?;
-            match self.exchange(&body, format, &shape).await {
-                Exchange::Done(result) => return result,
+            match self.exchange(&body, format, &shape, cap_retried).await {
+                Exchange::Done(result) => {
+                    if let Ok(completion) = &result
+                        && completion.usage.output_tokens > u64::from(shape.max_output_tokens)
+                    {
+                        tracing::warn!(
+                            provider = %self.kind,
+                            model = %self.model,
+                            output_tokens = completion.usage.output_tokens,
+                            max_output_tokens = shape.max_output_tokens,
+                            "{} reported {} output tokens, more than the cap of {} (llm.max-output-tokens){}",
+                            self.describe(),
+                            completion.usage.output_tokens,
+                            shape.max_output_tokens,
+                            match self.endpoint.format {
+                                WireFormat::Openai => format!(
+                                    "; the server may not read `{}` (llm.max-tokens-field)",
+                                    shape.max_tokens_field.as_str()
+                                ),
+                                _ => String::new(),
+                            }
+                        );
+                    }
+                    return result;
+                }
                 Exchange::Rejected { rejection, message } => match rejection {
+                    Rejection::OutputCap(maximum) => {
+                        cap_retried = true;
+                        tracing::warn!(
+                            provider = %self.kind,
+                            model = %self.model,
+                            max_output_tokens = maximum,
+                            "{} allows at most {maximum} output tokens, not {} ({}); using {maximum} for the rest of the run (llm.max-output-tokens)",
+                            self.describe(),
+                            shape.max_output_tokens,
+                            message
+                        );
+                        self.learn(Learned {
+                            max_output_tokens: Some(maximum),
+                            ..Learned::default()
+                        });
+                    }
                     Rejection::StructuredOutput(next) => {
                         tracing::warn!(
                             provider = %self.kind,
@@ -284,7 +341,13 @@ impl HttpProvider {
 
     /// One request with its retries: an answer, a final error, or a rejection the caller can
     /// avoid by changing the request.
-    async fn exchange(&self, body: &[u8], format: Option<&ResponseFormat>, shape: &Shape) -> Exchange {
+    async fn exchange(
+        &self,
+        body: &[u8],
+        format: Option<&ResponseFormat>,
+        shape: &Shape,
+        cap_retried: bool,
+    ) -> Exchange {
         let tool_format = format.filter(|_| shape.mode == StructuredOutput::JsonSchema);
         let mut attempts = 0u32;
         loop {
@@ -301,7 +364,7 @@ impl HttpProvider {
                 }
                 Attempt::Failed(failure) => failure,
             };
-            if let Some(rejection) = self.rejection(&failure, shape, format) {
+            if let Some(rejection) = self.rejection(&failure, shape, format, cap_retried) {
                 let message = match &failure {
                     Failure::Status { status, message, .. } => {
                         format!(
@@ -498,6 +561,73 @@ impl HttpProvider {
     }
 }
 
+/// The model's output maximum stated by an error body (lower case) that names the cap, if any:
+///
+/// - OpenAI: "max_tokens is too large: 32000. This model supports at most 16384 completion
+///   tokens, whereas you provided 32000."
+/// - Anthropic: "max_tokens: 32000 > 8192, which is the maximum allowed number of output tokens
+///   for claude-3-5-sonnet-20241022"
+/// - vLLM: "'max_tokens' or 'max_completion_tokens' is too large: 32000. This model's maximum
+///   context length is 8192 tokens and your request has 1000 input tokens (32000 > 8192 -
+///   1000)", and older: "This model's maximum context length is 4096 tokens. However, you
+///   requested 33000 tokens (1000 in the messages, 32000 in the completion)" (also
+///   llama-cpp-python's wording): the context less the input.
+fn stated_maximum(text: &str) -> Option<u32> {
+    let names_cap = [
+        "max_tokens",
+        "max_completion_tokens",
+        "maxtokens",
+        "max_output_tokens",
+        "output tokens",
+        "completion tokens",
+        "in the completion",
+    ]
+    .iter()
+    .any(|name| text.contains(name));
+    if !names_cap {
+        return None;
+    }
+    let number_after = |marker: &str| -> Option<u64> {
+        let start = text.find(marker)? + marker.len();
+        let digits: String = text[start..]
+            .trim_start()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    };
+    let maximum = if let Some(at_most) = number_after("at most ") {
+        Some(at_most)
+    } else if let Some(index) = text.find(", which is the maximum") {
+        let before = &text[..index];
+        let digits: String = before
+            .chars()
+            .rev()
+            .take_while(char::is_ascii_digit)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        digits.parse().ok()
+    } else {
+        let context = number_after("maximum context length is ")?;
+        let input = number_after("your request has ").or_else(|| {
+            let index = text.find(" in the messages")?;
+            let digits: String = text[..index]
+                .chars()
+                .rev()
+                .take_while(char::is_ascii_digit)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            digits.parse().ok()
+        })?;
+        context.checked_sub(input)
+    };
+    maximum.and_then(|maximum| u32::try_from(maximum).ok())
+}
+
 /// A transport error as text without the URL (it may carry a query with a key), with its causes.
 fn transport_failure(error: reqwest::Error) -> Failure {
     if error.is_timeout() {
@@ -568,6 +698,37 @@ mod tests {
         let url = Url::parse("https://user:pw@llm.example/v1/?key=sk-secret#x").expect("url");
         assert_eq!(shown_url(&url), "https://llm.example/v1/?[redacted]");
         assert_eq!(shown_url_text("htp:/user:pw@x?key=sk-secret"), "[redacted]@x");
+    }
+
+    #[test]
+    fn stated_maximums_of_real_servers() {
+        let cases = [
+            (
+                "max_tokens is too large: 32000. This model supports at most 16384 completion tokens, whereas you provided 32000.",
+                Some(16384),
+            ),
+            (
+                "max_tokens: 32000 > 8192, which is the maximum allowed number of output tokens for claude-3-5-sonnet-20241022",
+                Some(8192),
+            ),
+            (
+                "'max_tokens' or 'max_completion_tokens' is too large: 32000. This model's maximum context length is 8192 tokens and your request has 1000 input tokens (32000 > 8192 - 1000).",
+                Some(7192),
+            ),
+            (
+                "This model's maximum context length is 4096 tokens. However, you requested 33000 tokens (1000 in the messages, 32000 in the completion). Please reduce the length of the messages or completion.",
+                Some(3096),
+            ),
+            ("Invalid 'messages': at most 5 items", None),
+            ("max_tokens must be a positive integer", None),
+            (
+                "This model's maximum context length is 4096 tokens. However, your messages resulted in 5000 tokens.",
+                None,
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(stated_maximum(&text.to_lowercase()), expected, "{text}");
+        }
     }
 
     #[test]

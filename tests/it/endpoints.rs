@@ -62,6 +62,7 @@ async fn llama_cpp_python_rejecting_json_schema_falls_back_to_json_object_and_re
         vec![Reply::Answer(EDITS.into())],
         Quirks {
             rejects_json_schema: true,
+            ..Quirks::default()
         },
     )
     .await;
@@ -193,6 +194,131 @@ async fn configured_modes_are_sent_as_such() {
     }
 }
 
+/// gpt-4o allows 16,384 output tokens and says so in its 400: the cap is lowered to that once,
+/// and kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cap_over_gpt_4o_maximum_is_retried_once_with_the_stated_maximum() {
+    let fake = FakeLlm::openai_with(
+        vec![Reply::Answer(EDITS.into())],
+        Quirks {
+            max_output_tokens: Some(16_384),
+            ..Quirks::default()
+        },
+    )
+    .await;
+    let mut settings = fake.settings("gpt-4o");
+    settings.max_output_tokens = 32_000;
+    let provider = provider(settings);
+    for _ in 0..2 {
+        provider
+            .complete(&conversation(), Some(&edit_format()))
+            .await
+            .expect("answers at the model's maximum");
+    }
+    let caps: Vec<u64> = fake
+        .requests()
+        .iter()
+        .map(|body| body["max_tokens"].as_u64().expect("max_tokens"))
+        .collect();
+    assert_eq!(caps, vec![32_000, 16_384, 16_384]);
+    assert_eq!(provider.learned().max_output_tokens, Some(16_384));
+}
+
+/// Claude 3.5 Sonnet allows 8,192 output tokens; Anthropic's 400 says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cap_over_claude_3_5_maximum_is_retried_once_with_the_stated_maximum() {
+    let fake = FakeLlm::anthropic_with(
+        vec![Reply::Answer(EDITS.into())],
+        Quirks {
+            max_output_tokens: Some(8192),
+            ..Quirks::default()
+        },
+    )
+    .await;
+    let mut settings = fake.settings("claude-3-5-sonnet-20241022");
+    settings.max_output_tokens = 32_000;
+    let provider = provider(settings);
+    provider
+        .complete(&conversation(), Some(&edit_format()))
+        .await
+        .expect("answers at the model's maximum");
+    let caps: Vec<u64> = fake
+        .requests()
+        .iter()
+        .map(|body| body["max_tokens"].as_u64().expect("max_tokens"))
+        .collect();
+    assert_eq!(caps, vec![32_000, 8192]);
+}
+
+/// The default cap is accepted as it is by both vendors' smaller models.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_default_cap_fits_gpt_4o_and_claude_3_5() {
+    assert_eq!(bork_ci::llm::DEFAULT_MAX_OUTPUT_TOKENS, 8192);
+    assert_eq!(
+        bork_ci::config::Config::default().llm.max_output_tokens,
+        bork_ci::llm::DEFAULT_MAX_OUTPUT_TOKENS
+    );
+    let openai = FakeLlm::openai_with(
+        vec![Reply::Answer(EDITS.into())],
+        Quirks {
+            max_output_tokens: Some(16_384),
+            ..Quirks::default()
+        },
+    )
+    .await;
+    let anthropic = FakeLlm::anthropic_with(
+        vec![Reply::Answer(EDITS.into())],
+        Quirks {
+            max_output_tokens: Some(8192),
+            ..Quirks::default()
+        },
+    )
+    .await;
+    for fake in [&openai, &anthropic] {
+        provider(fake.settings("m"))
+            .complete(&conversation(), Some(&edit_format()))
+            .await
+            .expect("the default cap is accepted");
+        assert_eq!(fake.requests().len(), 1);
+    }
+}
+
+/// A server that keeps refusing the cap it stated is not asked again and again.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cap_is_lowered_once_per_call() {
+    let fake = FakeLlm::openai(vec![Reply::Raw {
+        status: 400,
+        content_type: "application/json".into(),
+        body: json!({"error": {"message": "max_tokens is too large: 9000. This model supports at most 4096 completion tokens, whereas you provided 9000.", "type": "invalid_request_error", "param": "max_tokens", "code": "invalid_value"}})
+            .to_string()
+            .into_bytes(),
+    }])
+    .await;
+    let mut settings = fake.settings("m");
+    settings.max_output_tokens = 9000;
+    let error = provider(settings)
+        .complete(&conversation(), None)
+        .await
+        .expect_err("still refused");
+    assert!(error.to_string().contains("HTTP 400"), "{error}");
+    assert_eq!(fake.requests().len(), 2);
+}
+
+/// `llm.max-tokens-field` overrides the endpoint's choice.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cap_field_can_be_chosen() {
+    let fake = FakeLlm::openai(vec![Reply::Answer(EDITS.into())]).await;
+    let mut settings = fake.settings("o3-mini");
+    settings.max_tokens_field = Some(bork_ci::llm::MaxTokensField::MaxCompletionTokens);
+    provider(settings)
+        .complete(&conversation(), None)
+        .await
+        .expect("answers");
+    let body = &fake.requests()[0];
+    assert_eq!(body["max_completion_tokens"], 8192);
+    assert!(body.get("max_tokens").is_none());
+}
+
 const SPEC: &str = "---\nkind: spec\nid: app\ndescription: the app\n---\nThe app prints DONE.\n";
 
 /// A repository whose checker is clean once `src/app.txt` contains `DONE`, with a pending spec
@@ -269,6 +395,7 @@ async fn a_run_against_llama_cpp_python_logs_the_fallback_once_and_keeps_it() {
         vec![write_app("not yet\n"), write_app("DONE\n")],
         Quirks {
             rejects_json_schema: true,
+            ..Quirks::default()
         },
     )
     .await;
@@ -296,6 +423,30 @@ async fn a_run_against_llama_cpp_python_logs_the_fallback_once_and_keeps_it() {
             Some("json_object".to_owned())
         ],
         "the second iteration starts from json_object"
+    );
+}
+
+/// A completion reporting more output tokens than the cap is logged, naming the field.
+#[tokio::test(flavor = "multi_thread")]
+async fn output_over_the_cap_is_logged() {
+    let fake = FakeLlm::openai(vec![write_app("DONE\n")]).await;
+    let repo = repo_with(r#"{"correctness-checker": "check.sh"}"#);
+    let env = [
+        ("BORK_LLM_MAX_OUTPUT_TOKENS", "3".to_owned()),
+        ("BORK_LLM_MAX_TOKENS_FIELD", "max_completion_tokens".to_owned()),
+    ];
+    let outcome = bork_on(&repo, &fake, &["run"], &env).await;
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    assert_eq!(fake.requests()[0]["max_completion_tokens"], 3);
+    assert!(
+        outcome.stderr.contains("more than the cap of 3"),
+        "{}",
+        outcome.stderr
+    );
+    assert!(
+        outcome.stderr.contains("llm.max-tokens-field"),
+        "{}",
+        outcome.stderr
     );
 }
 

@@ -117,6 +117,10 @@ pub struct Quirks {
     /// `text` or `json_object`), and its route handler wraps that error as HTTP 500
     /// `internal_server_error`. Such requests consume no reply.
     pub rejects_json_schema: bool,
+    /// The model's output maximum: a request asking for more gets the vendor's 400, worded as
+    /// OpenAI does for gpt-4o (16,384) or Anthropic for Claude 3.5 Sonnet (8,192). Such
+    /// requests consume no reply.
+    pub max_output_tokens: Option<u64>,
 }
 
 /// The body llama-cpp-python's server answers a `json_schema` request with (HTTP 500):
@@ -160,6 +164,11 @@ impl FakeLlm {
     /// An OpenAI-compatible fake with `quirks`.
     pub async fn openai_with(replies: Vec<Reply>, quirks: Quirks) -> Self {
         Self::start_with(Api::Openai, replies, quirks).await
+    }
+
+    /// An Anthropic fake with `quirks`.
+    pub async fn anthropic_with(replies: Vec<Reply>, quirks: Quirks) -> Self {
+        Self::start_with(Api::Anthropic, replies, quirks).await
     }
 
     async fn start(api: Api, replies: Vec<Reply>) -> Self {
@@ -338,6 +347,21 @@ fn reject(state: &State, received: &Received, log: &mut Log) -> Option<ResponseT
             if !authorized {
                 return Some(openai_error(401, "invalid_request_error", "missing API key"));
             }
+            if let Some(maximum) = state.quirks.max_output_tokens {
+                for field in ["max_completion_tokens", "max_tokens"] {
+                    if let Some(asked) = received.body[field].as_u64().filter(|asked| *asked > maximum) {
+                        return Some(openai_error_with(
+                            400,
+                            "invalid_request_error",
+                            &format!(
+                                "{field} is too large: {asked}. This model supports at most {maximum} completion tokens, whereas you provided {asked}."
+                            ),
+                            field,
+                            "invalid_value",
+                        ));
+                    }
+                }
+            }
             if state.quirks.rejects_json_schema && received.body["response_format"]["type"] == "json_schema" {
                 return Some(ResponseTemplate::new(500).set_body_json(json!({
                     "error": {
@@ -381,6 +405,18 @@ fn reject(state: &State, received: &Received, log: &mut Log) -> Option<ResponseT
                 ));
             }
             let body = &received.body;
+            if let Some(maximum) = state.quirks.max_output_tokens
+                && let Some(asked) = body["max_tokens"].as_u64().filter(|asked| *asked > maximum)
+            {
+                return Some(anthropic_error(
+                    400,
+                    "invalid_request_error",
+                    &format!(
+                        "max_tokens: {asked} > {maximum}, which is the maximum allowed number of output tokens for {}",
+                        body["model"].as_str().unwrap_or("claude-3-5-sonnet-20241022")
+                    ),
+                ));
+            }
             if !body["model"].is_string() || !body["max_tokens"].is_u64() || !body["messages"].is_array() {
                 return Some(anthropic_error(
                     400,
@@ -554,6 +590,12 @@ fn anthropic_error_type(status: u16) -> &'static str {
 fn openai_error(status: u16, kind: &str, message: &str) -> ResponseTemplate {
     ResponseTemplate::new(status).set_body_json(json!({
         "error": {"message": message, "type": kind, "param": null, "code": null}
+    }))
+}
+
+fn openai_error_with(status: u16, kind: &str, message: &str, param: &str, code: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_json(json!({
+        "error": {"message": message, "type": kind, "param": param, "code": code}
     }))
 }
 

@@ -139,7 +139,7 @@ pub async fn run(
                 // (J16): the iteration is consumed the same way as for malformed text.
                 Ok(Err(error @ (LlmError::Refused { .. } | LlmError::EmptyAnswer { .. }))) => Completion {
                     text: String::new(),
-                    usage: Usage::default(),
+                    usage: error.usage(),
                     finish: FinishReason::Other(error.to_string()),
                 },
                 Ok(Err(error)) => {
@@ -148,7 +148,6 @@ pub async fn run(
                 }
                 Ok(Ok(completion)) => completion,
             };
-        output.usage += completion.usage;
         conversation.turns.push(Turn {
             role: Role::Assistant,
             text: completion.text.clone(),
@@ -185,6 +184,9 @@ pub async fn run(
     }
     output.turns = conversation.turns.split_off(first_new);
     output.learned = provider.learned();
+    // Every token the server reported, whether the answer was used or not (refused, empty, cut
+    // off, unparsable, retried, sent again with a weaker format or a lower cap).
+    output.usage = provider.spent();
     output
 }
 

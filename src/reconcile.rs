@@ -192,7 +192,11 @@ struct StepResult {
     changeset: Changeset,
     answer_error: Option<String>,
     parse_retries: u32,
+    /// Every token the step's model calls cost, also when the step failed.
     usage: Usage,
+    /// The step itself failed (model unreachable, bad settings).
+    error: Option<String>,
+    out_of_time: bool,
 }
 
 /// Runs the edit step through the sandbox (see `edit_step`) and appends the model's turns.
@@ -305,18 +309,14 @@ async fn run_edit_step(
             turn.text = crate::secrets::redact(&turn.text).into_owned();
             turn
         }));
-    if let Some(error) = output.error {
-        bail!(error);
-    }
-    if output.out_of_time {
-        bail!(BudgetExhausted::Time);
-    }
     Ok(StepResult {
         apply_ms: output.apply_ms,
         changeset: output.changeset,
         answer_error: output.answer_error,
         parse_retries: output.parse_retries,
         usage: output.usage,
+        error: output.error,
+        out_of_time: output.out_of_time,
     })
 }
 
@@ -434,13 +434,12 @@ pub async fn review_with(
     let policy = review::VersionPolicy {
         allow_prompt_patch_drift: resolved.config.review.allow_prompt_patch_drift,
     };
-    let usage = std::sync::Mutex::new(Usage::default());
+    let before = provider.spent();
     let format = ResponseFormat {
         name: "review_result".into(),
         schema: review::request_schema(),
     };
     let ask = |system: String, user: String| {
-        let usage = &usage;
         let format = &format;
         async move {
             let conversation = Conversation {
@@ -452,9 +451,6 @@ pub async fn review_with(
                 .complete(&conversation, Some(format))
                 .await
                 .with_context(|| format!("asking the reviewer, {}", provider.describe()))?;
-            if let Ok(mut total) = usage.lock() {
-                *total += completion.usage;
-            }
             if completion.finish == FinishReason::Length {
                 bail!("the reviewer's answer was cut off at the output token limit");
             }
@@ -462,7 +458,8 @@ pub async fn review_with(
         }
     };
     let outcome = review::review(&changed, &diff, ask, &policy).await;
-    let usage = usage.into_inner().unwrap_or_default();
+    // Every token of the review's calls, also of answers that could not be used.
+    let usage = provider.spent().since(before);
     Ok((outcome, usage))
 }
 
@@ -594,6 +591,7 @@ async fn judge(
             }
             Err(error) => {
                 let reason = error.to_string();
+                tracing::warn!("the reviewer failed to run: {reason}");
                 judgement.reviewer = Some(JudgeStatus::FailedToRun {
                     reason: reason.clone(),
                     stderr_tail: String::new(),
@@ -803,6 +801,14 @@ async fn iterate(
             &mut learned,
         )
         .await?;
+        // Counted before anything else, so a step that failed still adds what it cost.
+        report.usage += step.usage;
+        if let Some(error) = &step.error {
+            bail!("{error}");
+        }
+        if step.out_of_time {
+            bail!(BudgetExhausted::Time);
+        }
         let llm_ms = llm_started.elapsed().as_millis() as u64;
         let mut iteration = IterationReport {
             number,
@@ -815,7 +821,6 @@ async fn iterate(
             usage: step.usage,
             ..IterationReport::default()
         };
-        report.usage += step.usage;
         report.refused.extend(step.changeset.refused.iter().cloned());
         for held in &step.changeset.pending {
             report

@@ -125,6 +125,20 @@ impl Add for Usage {
     }
 }
 
+impl Usage {
+    /// What `self` holds beyond `earlier` (field by field, never below zero): the usage between
+    /// two readings of a running total.
+    pub fn since(self, earlier: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_sub(earlier.input_tokens),
+            output_tokens: self.output_tokens.saturating_sub(earlier.output_tokens),
+            cached_input_tokens: self
+                .cached_input_tokens
+                .saturating_sub(earlier.cached_input_tokens),
+        }
+    }
+}
+
 impl AddAssign for Usage {
     fn add_assign(&mut self, other: Usage) {
         *self = *self + other;
@@ -432,19 +446,21 @@ pub enum LlmError {
         attempts: u32,
         message: String,
     },
-    /// The model refused or a content filter stopped it.
+    /// The model refused or a content filter stopped it. `usage`: what the refusal cost.
     #[error("{provider} model `{model}` refused to answer: {message}")]
     Refused {
         provider: ProviderKind,
         model: String,
         message: String,
+        usage: Usage,
     },
-    /// A 200 without any answer text.
+    /// A 200 without any answer text. `usage`: what the empty answer cost.
     #[error("{provider} model `{model}` returned no answer: {reason}")]
     EmptyAnswer {
         provider: ProviderKind,
         model: String,
         reason: String,
+        usage: Usage,
     },
     /// A 200 whose body is not the documented JSON (empty, invalid UTF-8, wrong shape).
     #[error("{provider} model `{model}` sent a response that could not be read: {message}")]
@@ -465,6 +481,14 @@ pub enum LlmError {
 }
 
 impl LlmError {
+    /// The tokens an answer that could not be used still cost (a refusal, an empty answer).
+    pub fn usage(&self) -> Usage {
+        match self {
+            LlmError::Refused { usage, .. } | LlmError::EmptyAnswer { usage, .. } => *usage,
+            _ => Usage::default(),
+        }
+    }
+
     /// Whether the failure is the server's or the network's (worth trying again later) rather
     /// than the settings' or the model's.
     pub fn is_transient(&self) -> bool {
@@ -564,6 +588,16 @@ impl Provider {
         match &self.inner {
             Inner::Http(http) => http.learned(),
             Inner::Scripted(_) => Learned::default(),
+        }
+    }
+
+    /// Every token the servers reported for this provider's requests so far: answers used or
+    /// not (refused, empty, cut off, unparsable), retried attempts and negotiation attempts
+    /// included. What a report's usage is made of.
+    pub fn spent(&self) -> Usage {
+        match &self.inner {
+            Inner::Http(http) => http.spent(),
+            Inner::Scripted(script) => script.spent(),
         }
     }
 

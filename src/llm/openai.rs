@@ -167,6 +167,7 @@ pub(super) fn read_completion(
     let empty = |reason: String| LlmError::EmptyAnswer {
         provider,
         model: model.to_owned(),
+        usage,
         reason,
     };
     let Some(choice) = response.choices.into_iter().next() else {
@@ -180,6 +181,7 @@ pub(super) fn read_completion(
         return Err(LlmError::Refused {
             provider,
             model: model.to_owned(),
+            usage,
             message: super::wire::cut(&refusal, 500),
         });
     }
@@ -190,6 +192,7 @@ pub(super) fn read_completion(
             return Err(LlmError::Refused {
                 provider,
                 model: model.to_owned(),
+                usage,
                 message: "a content filter stopped the answer (finish_reason content_filter)".to_owned(),
             });
         }

@@ -19,7 +19,7 @@ use secrecy::SecretString;
 use super::endpoint::{Endpoint, WireFormat};
 use super::retry::{self, RetryPolicy};
 use super::{Completion, Conversation, Learned, LlmError, LlmSettings, ProviderKind, ResponseFormat};
-use super::{MaxTokensField, StructuredOutput};
+use super::{MaxTokensField, StructuredOutput, Usage};
 use super::{anthropic, bedrock, openai};
 
 /// A response body larger than this is refused rather than buffered.
@@ -44,6 +44,8 @@ pub(super) struct HttpProvider {
     shape: Mutex<Shape>,
     /// What was learned about the server so far.
     learned: Mutex<Learned>,
+    /// Every token the server reported, over all calls and attempts.
+    spent: Mutex<Usage>,
 }
 
 /// What a request asks for beyond the conversation: the configured values, weakened when the
@@ -146,6 +148,7 @@ impl HttpProvider {
                 max_tokens_field,
             }),
             learned: Mutex::new(Learned::default()),
+            spent: Mutex::new(Usage::default()),
         })
     }
 
@@ -171,6 +174,15 @@ impl HttpProvider {
     /// What the next request asks for: the configured shape, as weakened so far.
     fn shape(&self) -> Shape {
         *self.shape.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(super) fn spent(&self) -> Usage {
+        *self.spent.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Counts what an answer cost, whether it could be used or not.
+    fn count(&self, usage: Usage) {
+        *self.spent.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) += usage;
     }
 
     pub(super) fn learned(&self) -> Learned {
@@ -360,6 +372,10 @@ impl HttpProvider {
                         WireFormat::Openai => openai::read_completion(self.kind, &self.model, &bytes),
                     }
                     .map_err(|error| self.scrub_error(error));
+                    self.count(match &result {
+                        Ok(completion) => completion.usage,
+                        Err(error) => error.usage(),
+                    });
                     return Exchange::Done(result);
                 }
                 Attempt::Failed(failure) => failure,
@@ -551,10 +567,12 @@ impl HttpProvider {
                 provider,
                 model,
                 message,
+                usage,
             } => LlmError::Refused {
                 provider,
                 model,
                 message: self.scrub(&message),
+                usage,
             },
             other => other,
         }

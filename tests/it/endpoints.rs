@@ -488,3 +488,112 @@ async fn structured_output_is_configurable_for_the_model_and_the_reviewer() {
         .unwrap_or_else(|| panic!("{}", shown.stdout));
     assert!(review_line.contains("none"), "{review_line}");
 }
+
+fn usage_of(value: &Value) -> (u64, u64) {
+    (
+        value["input-tokens"].as_u64().expect("input-tokens"),
+        value["output-tokens"].as_u64().expect("output-tokens"),
+    )
+}
+
+/// Every call counts (issue 10): refused, cut off, unparsable and empty answers, a retried 5xx,
+/// the reviewer's refused review. The report's totals equal what the fakes reported.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_report_usage_is_the_sum_of_every_call() {
+    let fake = FakeLlm::openai(vec![
+        Reply::Refusal("I cannot help with that.".into()),
+        Reply::Truncated(r#"{"create-or-update": {"src/app.txt": "DO"#.into()),
+        Reply::Answer("not JSON at all".into()),
+        Reply::Answer(String::new()),
+        Reply::Status(500, None),
+        write_app("not yet\n"),
+        write_app("DONE\n"),
+    ])
+    .await;
+    let reviewer = FakeLlm::openai(vec![
+        Reply::Refusal("I will not review this.".into()),
+        Reply::json(&json!({"schema_version": "1.0", "prompt_version": "1.0.0", "findings": []})),
+    ])
+    .await;
+    let config = json!({
+        "correctness-checker": "check.sh",
+        "review": {"enabled": true, "llm": {"base-url": reviewer.base_url()}}
+    });
+    let repo = repo_with(&config.to_string());
+    let outcome = bork_on(&repo, &fake, &["run"], &[]).await;
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    let iterations = outcome.report["iterations"].as_array().expect("iterations");
+    assert_eq!(iterations.len(), 4, "{}", outcome.report);
+    assert_eq!(fake.requests().len(), 7);
+    assert_eq!(reviewer.requests().len(), 2);
+
+    let (input, output) = fake.usage_returned();
+    assert!(input > 0 && output > 0);
+    assert_eq!(usage_of(&outcome.report["usage"]), (input, output));
+    let summed = iterations.iter().fold((0, 0), |(i, o), iteration| {
+        let (di, do_) = usage_of(&iteration["usage"]);
+        (i + di, o + do_)
+    });
+    assert_eq!(summed, (input, output), "iterations add up to the total");
+    assert_eq!(
+        usage_of(&outcome.report["review-usage"]),
+        reviewer.usage_returned(),
+        "the refused review counts too"
+    );
+}
+
+fn http_error(status: u16, message: &str) -> Reply {
+    Reply::Raw {
+        status,
+        content_type: "application/json".into(),
+        body: json!({"error": {"message": message, "type": "server_error", "param": null, "code": null}})
+            .to_string()
+            .into_bytes(),
+    }
+}
+
+/// A reviewer that cannot be reached is named with its status and the server's message, on
+/// stderr and in the report.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reviewer_failure_names_its_cause_in_the_run() {
+    let fake = FakeLlm::openai(vec![write_app("DONE\n")]).await;
+    let reviewer = FakeLlm::openai(vec![http_error(503, "the review pool is draining")]).await;
+    let config = json!({
+        "correctness-checker": "check.sh",
+        "max-iterations": 1,
+        "review": {"enabled": true, "llm": {"base-url": reviewer.base_url()}}
+    });
+    let repo = repo_with(&config.to_string());
+    let outcome = bork_on(&repo, &fake, &["run"], &[]).await;
+    assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+    for shown in [
+        outcome.stderr.clone(),
+        outcome.report["error"].to_string(),
+        outcome.report["iterations"][0]["reviewer"].to_string(),
+    ] {
+        assert!(shown.contains("HTTP 503"), "{shown}");
+        assert!(shown.contains("the review pool is draining"), "{shown}");
+    }
+    assert!(
+        outcome.stderr.contains("the reviewer failed to run"),
+        "{}",
+        outcome.stderr
+    );
+}
+
+/// `bork-ci review` with an unreachable reviewer exits 2 with an error object on stdout.
+#[tokio::test(flavor = "multi_thread")]
+async fn bork_ci_review_failing_prints_an_error_object() {
+    let fake = FakeLlm::openai(vec![http_error(503, "the review pool is draining")]).await;
+    let repo = Repo::new(&[("src/lib.txt", "one\n")]);
+    repo.write("src/lib.txt", "one\ntwo\n");
+    for format in ["findings", "review-result"] {
+        let outcome = bork_on(&repo, &fake, &["review", "--format", format], &[]).await;
+        assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+        let error: Value = serde_json::from_str(&outcome.stdout).expect("JSON on stdout");
+        let text = error["error"].as_str().unwrap_or_else(|| panic!("{error}"));
+        assert!(text.contains("HTTP 503"), "{text}");
+        assert!(text.contains("the review pool is draining"), "{text}");
+        assert!(outcome.stderr.contains("HTTP 503"), "{}", outcome.stderr);
+    }
+}

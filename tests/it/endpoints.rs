@@ -597,3 +597,34 @@ async fn bork_ci_review_failing_prints_an_error_object() {
         assert!(outcome.stderr.contains("HTTP 503"), "{}", outcome.stderr);
     }
 }
+
+/// Issue 10 item 8: a real checker whose command finding carries bytes that are not UTF-8 and a
+/// lone surrogate escape: the finding is kept with the placeholder and reaches the model.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_checker_with_non_utf8_command_output_is_a_finding_not_a_failure() {
+    let checker = concat!(
+        "#!/bin/sh\n",
+        "if grep -q DONE src/app.txt; then echo '{\"per_file_findings\":[],\"overall_findings\":[]}'; exit 0; fi\n",
+        "printf '{\"overall_findings\":[{\"provenance\":\"command\",\"command\":\"./run-tests\",",
+        "\"stdout\":\"\\211PNG\\377\\376\",\"stderr\":\"half \\\\ud800 pair\",\"exit-code\":1}]}\\n'\n",
+        "exit 1\n"
+    );
+    let repo = Repo::new(&[
+        ("specs/app.md", SPEC),
+        ("src/app.txt", "nothing yet\n"),
+        ("check.sh", checker),
+        (".config/bork.json", r#"{"correctness-checker": "check.sh"}"#),
+    ]);
+    repo.write("specs/app.md", &format!("{SPEC}It also prints DONE twice.\n"));
+    let fake = FakeLlm::openai(vec![write_app("not yet\n"), write_app("DONE\n")]).await;
+    let outcome = bork_on(&repo, &fake, &["run"], &[]).await;
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    let first = &outcome.report["iterations"][0];
+    assert_eq!(first["checker"]["status"], "findings", "{first}");
+    let finding = &first["findings"]["overall_findings"][0];
+    assert_eq!(finding["stdout"], "<non-UTF8 output>", "{finding}");
+    assert_eq!(finding["stderr"], "<non-UTF8 output>", "{finding}");
+    assert_eq!(finding["command"], "./run-tests");
+    let second = fake.requests()[1].to_string();
+    assert!(second.contains("<non-UTF8 output>"), "the model hears of it");
+}

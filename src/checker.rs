@@ -2,7 +2,8 @@
 //! repository root) through the sandbox and judges what it returned, failing closed.
 //!
 //! [`judge`] is pure: clean only when the exit code is 0 and the documented JSON holds no
-//! findings; exit 0 with findings counts as findings; exit 1 with none, exit 2, any other code, a
+//! findings (a `command` finding's `stdout` or `stderr` that is not UTF-8 is kept as
+//! `"<non-UTF8 output>"`, see [`crate::findings::parse_checker_output`]); exit 0 with findings counts as findings; exit 1 with none, exit 2, any other code, a
 //! signal, a timeout, an OOM kill, truncated or undocumented stdout all count as failed to run.
 //! This module does not decide what happens next; `reconcile` does.
 
@@ -63,10 +64,9 @@ pub fn judge(output: &JobOutput, timeout: Duration) -> Verdict {
     if output.stdout_truncated {
         return failed(format!("wrote more than {OUTPUT_CAP} bytes to stdout"));
     }
-    let Ok(text) = std::str::from_utf8(&output.stdout) else {
-        return failed("stdout is not UTF-8".into());
-    };
-    let findings: Findings = match serde_json::from_str(text) {
+    // A command finding's output that is not UTF-8 becomes the contract's placeholder; anything
+    // else that cannot be read fails closed.
+    let findings: Findings = match crate::findings::parse_checker_output(&output.stdout) {
         Ok(findings) => findings,
         Err(error) => {
             return failed(format!(
@@ -212,6 +212,31 @@ mod tests {
         ));
         let mut out = output(Outcome::Exited(0), "");
         out.stdout = vec![0xff, 0xfe];
+        assert!(matches!(
+            judge(&out, Duration::from_secs(1)),
+            Verdict::FailedToRun { .. }
+        ));
+    }
+
+    /// Issue 10: a command finding whose output is not UTF-8 is kept, not a failure to run.
+    #[test]
+    fn non_utf8_command_output_is_a_finding() {
+        let mut out = output(Outcome::Exited(1), "");
+        out.stdout = b"{\"overall_findings\":[{\"provenance\":\"command\",\"command\":\"cat bin\",\"stdout\":\"\x89PNG\xff\",\"stderr\":\"\\ud800\",\"exit-code\":1}]}".to_vec();
+        match judge(&out, Duration::from_secs(1)) {
+            Verdict::Findings { findings } => assert_eq!(
+                findings.overall_findings,
+                vec![crate::findings::Finding::Command {
+                    command: "cat bin".into(),
+                    stdout: crate::findings::NON_UTF8_OUTPUT.into(),
+                    stderr: crate::findings::NON_UTF8_OUTPUT.into(),
+                    exit_code: 1
+                }]
+            ),
+            other => panic!("{other:?}"),
+        }
+        out.stdout =
+            b"{\"overall_findings\":[{\"provenance\":\"code-review\",\"finding\":\"\xff\"}]}".to_vec();
         assert!(matches!(
             judge(&out, Duration::from_secs(1)),
             Verdict::FailedToRun { .. }

@@ -68,6 +68,10 @@ pub struct EditStepOutput {
     pub out_of_time: bool,
     /// Time spent applying the edits, in milliseconds.
     pub apply_ms: u64,
+    /// What the provider learned about the server (a weaker structured-output mode, a lower
+    /// output cap, streaming off); the runner passes it on to the next step.
+    #[serde(default)]
+    pub learned: crate::llm::Learned,
 }
 
 /// Checks a completion and parses it into an edit plan.
@@ -138,7 +142,7 @@ pub async fn run(
                 // (J16): the iteration is consumed the same way as for malformed text.
                 Ok(Err(error @ (LlmError::Refused { .. } | LlmError::EmptyAnswer { .. }))) => Completion {
                     text: String::new(),
-                    usage: Usage::default(),
+                    usage: error.usage(),
                     finish: FinishReason::Other(error.to_string()),
                 },
                 Ok(Err(error)) => {
@@ -147,7 +151,6 @@ pub async fn run(
                 }
                 Ok(Ok(completion)) => completion,
             };
-        output.usage += completion.usage;
         conversation.turns.push(Turn {
             role: Role::Assistant,
             text: crate::secrets::redact(&completion.text).into_owned(),
@@ -183,6 +186,10 @@ pub async fn run(
         }
     }
     output.turns = conversation.turns.split_off(first_new);
+    output.learned = provider.learned();
+    // Every token the server reported, whether the answer was used or not (refused, empty, cut
+    // off, unparsable, retried, sent again with a weaker format or a lower cap).
+    output.usage = provider.spent();
     output
 }
 

@@ -131,7 +131,11 @@ struct StepResult {
     changeset: Changeset,
     answer_error: Option<String>,
     parse_retries: u32,
+    /// Every token the step's model calls cost, also when the step failed.
     usage: Usage,
+    /// The step itself failed (model unreachable, bad settings).
+    error: Option<String>,
+    out_of_time: bool,
 }
 
 /// Runs the edit step through the sandbox (see `edit_step`) and appends the model's turns.
@@ -142,6 +146,7 @@ async fn run_edit_step(
     conversation: &mut Conversation,
     not_shown: &std::collections::BTreeSet<String>,
     deadline: Instant,
+    learned: &mut llm::Learned,
 ) -> Result<StepResult> {
     let config = &resolved.config;
     let remaining = deadline.saturating_duration_since(Instant::now());
@@ -153,6 +158,7 @@ async fn run_edit_step(
         .tempdir()
         .context("creating the edit step's state directory")?;
     let mut llm_config = config.llm.clone();
+    llm_config.apply_learned(learned);
     if let Some(script) = &llm_config.script {
         let bytes = crate::safe_fs::read_regular(Path::new(script), crate::llm::scripted::MAX_SCRIPT_BYTES)
             .with_context(|| {
@@ -233,6 +239,7 @@ async fn run_edit_step(
             )));
         }
     };
+    *learned = learned.merge(output.learned);
     // An answer that echoes a secret (an endpoint that repeats the key) is kept redacted, so the
     // next request does not carry it back.
     conversation
@@ -241,18 +248,14 @@ async fn run_edit_step(
             turn.text = crate::secrets::redact(&turn.text).into_owned();
             turn
         }));
-    if let Some(error) = output.error {
-        bail!(error);
-    }
-    if output.out_of_time {
-        bail!(BudgetExhausted::Time);
-    }
     Ok(StepResult {
         apply_ms: output.apply_ms,
         changeset: output.changeset,
         answer_error: output.answer_error,
         parse_retries: output.parse_retries,
         usage: output.usage,
+        error: output.error,
+        out_of_time: output.out_of_time,
     })
 }
 
@@ -330,6 +333,16 @@ struct Judgement {
     warnings: Vec<String>,
 }
 
+/// The reviewer's model provider (`review.llm` over `llm`).
+pub fn review_provider(resolved: &Resolved) -> Result<Provider> {
+    let llm_config = resolved.review_llm();
+    Provider::new(llm_config.settings(
+        resolved.review_api_key.clone(),
+        resolved.review_llm_credentials.clone(),
+    ))
+    .context("setting up the reviewer's model provider")
+}
+
 /// Asks the reviewer about the working tree's changes against the base; `files`
 /// restricts the review to those paths. Returns the parsed result and the tokens it used.
 pub async fn review_once(
@@ -340,25 +353,32 @@ pub async fn review_once(
     std::result::Result<review::ReviewResult, review::ReviewError>,
     Usage,
 )> {
+    let provider = review_provider(resolved)?;
+    review_with(&provider, resolved, repo, files).await
+}
+
+/// [`review_once`] with a provider that lives across reviews (what it learns about its server
+/// lasts for the run).
+pub async fn review_with(
+    provider: &Provider,
+    resolved: &Resolved,
+    repo: &Path,
+    files: Option<&[String]>,
+) -> Result<(
+    std::result::Result<review::ReviewResult, review::ReviewError>,
+    Usage,
+)> {
     let (changed, diff) = review::changed_files(repo, &resolved.config.base, files)
         .context("collecting the changes to review")?;
-    let llm_config = resolved.review_llm();
-    let provider = Provider::new(llm_config.settings(
-        resolved.review_api_key.clone(),
-        resolved.review_llm_credentials.clone(),
-    ))
-    .context("setting up the reviewer's model provider")?;
     let policy = review::VersionPolicy {
         allow_prompt_patch_drift: resolved.config.review.allow_prompt_patch_drift,
     };
-    let usage = std::sync::Mutex::new(Usage::default());
+    let before = provider.spent();
     let format = ResponseFormat {
         name: "review_result".into(),
-        schema: review::response_schema(),
+        schema: review::request_schema(),
     };
     let ask = |system: String, user: String| {
-        let provider = &provider;
-        let usage = &usage;
         let format = &format;
         async move {
             let conversation = Conversation {
@@ -370,9 +390,6 @@ pub async fn review_once(
                 .complete(&conversation, Some(format))
                 .await
                 .with_context(|| format!("asking the reviewer, {}", provider.describe()))?;
-            if let Ok(mut total) = usage.lock() {
-                *total += completion.usage;
-            }
             if completion.finish == FinishReason::Length {
                 bail!("the reviewer's answer was cut off at the output token limit");
             }
@@ -380,7 +397,8 @@ pub async fn review_once(
         }
     };
     let outcome = review::review(&changed, &diff, ask, &policy).await;
-    let usage = usage.into_inner().unwrap_or_default();
+    // Every token of the review's calls, also of answers that could not be used.
+    let usage = provider.spent().since(before);
     Ok((outcome, usage))
 }
 
@@ -388,6 +406,7 @@ async fn judge(
     sandbox: &Sandbox,
     repo: &Path,
     resolved: &Resolved,
+    reviewer: Option<&Provider>,
     deadline: Instant,
 ) -> Result<Option<Judgement>> {
     let config = &resolved.config;
@@ -479,7 +498,7 @@ async fn judge(
         }
         judgement.verify_ms = started.elapsed().as_millis() as u64;
     }
-    if config.review.enabled {
+    if let Some(reviewer) = reviewer.filter(|_| config.review.enabled) {
         any = true;
         let started = Instant::now();
         let min_severity: review::Severity = config
@@ -487,7 +506,7 @@ async fn judge(
             .min_severity
             .parse()
             .unwrap_or(review::Severity::Medium);
-        let (outcome, usage) = review_once(resolved, repo, None).await?;
+        let (outcome, usage) = review_with(reviewer, resolved, repo, None).await?;
         judgement.review_usage = usage;
         judgement.review_ms = started.elapsed().as_millis() as u64;
         match outcome {
@@ -511,6 +530,7 @@ async fn judge(
             }
             Err(error) => {
                 let reason = error.to_string();
+                tracing::warn!("the reviewer failed to run: {reason}");
                 judgement.reviewer = Some(JudgeStatus::FailedToRun {
                     reason: reason.clone(),
                     stderr_tail: String::new(),
@@ -685,6 +705,14 @@ async fn iterate(
     let first = options.spent.iterations;
     let max = first.saturating_add(config.max_iterations);
     let repo = &options.repo;
+    // What the edit steps' providers learned about the server, passed from step to step.
+    let mut learned = llm::Learned::default();
+    // One reviewer provider for the whole run, so what it learns about its server lasts.
+    let reviewer = if config.review.enabled {
+        Some(review_provider(resolved)?)
+    } else {
+        None
+    };
     for number in first.saturating_add(1)..=max {
         let iteration_started = Instant::now();
         if Instant::now() >= deadline {
@@ -702,7 +730,24 @@ async fn iterate(
             started.elapsed().as_secs()
         );
         let llm_started = Instant::now();
-        let step = run_edit_step(sandbox, resolved, options, conversation, not_shown, deadline).await?;
+        let step = run_edit_step(
+            sandbox,
+            resolved,
+            options,
+            conversation,
+            not_shown,
+            deadline,
+            &mut learned,
+        )
+        .await?;
+        // Counted before anything else, so a step that failed still adds what it cost.
+        report.usage += step.usage;
+        if let Some(error) = &step.error {
+            bail!("{error}");
+        }
+        if step.out_of_time {
+            bail!(BudgetExhausted::Time);
+        }
         let llm_ms = llm_started.elapsed().as_millis() as u64;
         let mut iteration = IterationReport {
             number,
@@ -715,7 +760,6 @@ async fn iterate(
             usage: step.usage,
             ..IterationReport::default()
         };
-        report.usage += step.usage;
         report.refused.extend(step.changeset.refused.iter().cloned());
         for held in &step.changeset.pending {
             report
@@ -781,7 +825,7 @@ async fn iterate(
             iteration.checker = Some(JudgeStatus::Skipped);
             None
         } else {
-            match judge(sandbox, repo, resolved, deadline).await {
+            match judge(sandbox, repo, resolved, reviewer.as_ref(), deadline).await {
                 Ok(judged) => judged,
                 Err(error) if error.downcast_ref::<BudgetExhausted>().is_some() => {
                     iteration.durations = durations(llm_ms, step.apply_ms, 0, iteration_started);

@@ -150,7 +150,14 @@ pub struct LlmConfig {
     /// Name of the variable holding the key; absent: `OPENAI_API_KEY` or `ANTHROPIC_API_KEY`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
+    /// Output token limit of one answer. A server whose 400 states a lower maximum gets that
+    /// maximum, once, for the rest of the run.
     pub max_output_tokens: u32,
+    /// OpenAI-compatible servers: `max_completion_tokens` or `max_tokens`, the field the cap is
+    /// sent in; absent: `max_completion_tokens` for `api.openai.com` and `azure`, `max_tokens`
+    /// for every other endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens_field: Option<crate::llm::MaxTokensField>,
     /// Deadline of one request, in seconds.
     pub timeout_secs: u64,
     pub max_retries: u32,
@@ -196,6 +203,11 @@ pub struct LlmConfig {
     /// The model's context window in tokens; a packed prompt estimated above it is warned about.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
+    /// How the answer's JSON structure is asked for: `json-schema` (OpenAI `response_format`
+    /// `json_schema`; Anthropic and Bedrock a forced tool), `json-object` (OpenAI
+    /// `response_format` `json_object`; no tool elsewhere) or `none`. A server that rejects the
+    /// mode gets the next weaker one for the rest of the run.
+    pub structured_output: crate::llm::StructuredOutput,
 }
 
 impl Default for LlmConfig {
@@ -205,7 +217,8 @@ impl Default for LlmConfig {
             model: "gpt-4.1".into(),
             base_url: None,
             api_key_env: None,
-            max_output_tokens: 32_000,
+            max_output_tokens: crate::llm::DEFAULT_MAX_OUTPUT_TOKENS,
+            max_tokens_field: None,
             timeout_secs: 600,
             max_retries: 4,
             max_total_tokens: None,
@@ -222,6 +235,7 @@ impl Default for LlmConfig {
             seed: None,
             prompt_caching: true,
             context_window: None,
+            structured_output: crate::llm::StructuredOutput::JsonSchema,
         }
     }
 }
@@ -263,6 +277,19 @@ impl LlmConfig {
                 prompt_caching: self.prompt_caching,
                 credentials,
             },
+            structured_output: self.structured_output,
+            max_tokens_field: self.max_tokens_field,
+        }
+    }
+
+    /// These settings with what a provider learned about its server applied (never a
+    /// stronger structured-output mode, a higher output cap, or streaming turned back on).
+    pub fn apply_learned(&mut self, learned: &crate::llm::Learned) {
+        if let Some(mode) = learned.structured_output {
+            self.structured_output = self.structured_output.max(mode);
+        }
+        if let Some(cap) = learned.max_output_tokens.filter(|cap| *cap > 0) {
+            self.max_output_tokens = self.max_output_tokens.min(cap);
         }
     }
 

@@ -187,6 +187,7 @@ pub(super) fn read_completion(
             return Err(LlmError::Refused {
                 provider: PROVIDER,
                 model: model.to_owned(),
+                usage,
                 message: if said.is_empty() {
                     "stop_reason refusal".to_owned()
                 } else {
@@ -223,6 +224,7 @@ pub(super) fn read_completion(
         return Err(LlmError::EmptyAnswer {
             provider: PROVIDER,
             model: model.to_owned(),
+            usage,
             reason,
         });
     }

@@ -175,6 +175,7 @@ pub(super) fn read_completion(
             return Err(LlmError::Refused {
                 provider: PROVIDER,
                 model: model.to_owned(),
+                usage,
                 message: format!("stopReason {reason}"),
             });
         }
@@ -201,6 +202,7 @@ pub(super) fn read_completion(
         return Err(LlmError::EmptyAnswer {
             provider: PROVIDER,
             model: model.to_owned(),
+            usage,
             reason,
         });
     }

@@ -28,7 +28,7 @@ use reqwest::{Client, Url};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 
-use super::{LlmError, LlmSettings, ProviderKind};
+use super::{LlmError, LlmSettings, MaxTokensField, ProviderKind};
 use super::{anthropic, bedrock, google, openai};
 
 /// The Azure OpenAI data-plane API version used when `llm.api-version` is not set (latest GA).
@@ -424,6 +424,22 @@ impl Endpoint {
         })
     }
 
+    /// The field an OpenAI-compatible server reads the output cap from when
+    /// `llm.max-tokens-field` is not set: `max_completion_tokens` for OpenAI's own API and Azure
+    /// OpenAI, `max_tokens` for every other endpoint (vLLM, llama.cpp, Ollama, LiteLLM, Vertex's
+    /// OpenAI-compatible endpoint), which read it and may ignore the newer name.
+    pub(super) fn default_max_tokens_field(&self) -> MaxTokensField {
+        let openai_host = self.url.host_str().is_some_and(|host| {
+            host.eq_ignore_ascii_case("api.openai.com")
+                || host.to_ascii_lowercase().ends_with(".openai.azure.com")
+        });
+        match self.kind {
+            ProviderKind::Azure => MaxTokensField::MaxCompletionTokens,
+            ProviderKind::Openai if openai_host => MaxTokensField::MaxCompletionTokens,
+            _ => MaxTokensField::MaxTokens,
+        }
+    }
+
     /// Whether `llm.seed` reaches the server (only OpenAI-compatible bodies have a seed).
     pub(super) fn sends_seed(&self) -> bool {
         self.format == WireFormat::Openai
@@ -751,6 +767,53 @@ mod tests {
         let mut body = json!({"model": "gemini-2.0-flash", "messages": []});
         endpoint.finish_body(&mut body);
         assert_eq!(body["model"], "google/gemini-2.0-flash");
+    }
+
+    #[test]
+    fn the_cap_field_follows_the_endpoint() {
+        let field = |kind, base: Option<&str>| {
+            let mut settings = settings(kind, "m", base);
+            if kind == ProviderKind::Vertex {
+                settings.endpoint.region = Some("us-east5".into());
+                settings.endpoint.project = Some("p".into());
+                settings
+                    .endpoint
+                    .credentials
+                    .secrets
+                    .insert("GOOGLE_OAUTH_ACCESS_TOKEN".into(), "ya29.token".into());
+            }
+            Endpoint::new(&settings)
+                .expect("builds")
+                .default_max_tokens_field()
+        };
+        assert_eq!(
+            field(ProviderKind::Openai, None),
+            MaxTokensField::MaxCompletionTokens
+        );
+        assert_eq!(
+            field(ProviderKind::Openai, Some("https://API.openai.com/v1")),
+            MaxTokensField::MaxCompletionTokens
+        );
+        assert_eq!(
+            field(
+                ProviderKind::Azure,
+                Some("https://res.cognitiveservices.azure.com")
+            ),
+            MaxTokensField::MaxCompletionTokens
+        );
+        for base in [
+            "http://127.0.0.1:8000/v1",
+            "http://localhost:11434/v1",
+            "https://llm.internal.example/v1",
+            "https://api.openai.com.evil.example/v1",
+        ] {
+            assert_eq!(
+                field(ProviderKind::Openai, Some(base)),
+                MaxTokensField::MaxTokens,
+                "{base}"
+            );
+        }
+        assert_eq!(field(ProviderKind::Vertex, None), MaxTokensField::MaxTokens);
     }
 
     #[test]

@@ -138,6 +138,20 @@ impl Add for Usage {
     }
 }
 
+impl Usage {
+    /// What `self` holds beyond `earlier` (field by field, never below zero): the usage between
+    /// two readings of a running total.
+    pub fn since(self, earlier: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_sub(earlier.input_tokens),
+            output_tokens: self.output_tokens.saturating_sub(earlier.output_tokens),
+            cached_input_tokens: self
+                .cached_input_tokens
+                .saturating_sub(earlier.cached_input_tokens),
+        }
+    }
+}
+
 impl AddAssign for Usage {
     fn add_assign(&mut self, other: Usage) {
         *self = *self + other;
@@ -226,6 +240,107 @@ impl fmt::Display for ProviderKind {
     }
 }
 
+/// How the answer's JSON structure is asked for (`llm.structured-output`), strongest first.
+///
+/// OpenAI-compatible servers: `json-schema` sends `response_format: {type: json_schema}`,
+/// `json-object` sends `response_format: {type: json_object}`, `none` sends neither. Anthropic
+/// Messages and Bedrock Converse: `json-schema` forces a tool whose input schema is the answer's;
+/// `json-object` and `none` send no tool (those APIs have no JSON mode). In every mode the prompt
+/// states the format, and the answer parser accepts a fenced JSON answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StructuredOutput {
+    #[default]
+    JsonSchema,
+    JsonObject,
+    None,
+}
+
+impl StructuredOutput {
+    /// The name used in config and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StructuredOutput::JsonSchema => "json-schema",
+            StructuredOutput::JsonObject => "json-object",
+            StructuredOutput::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for StructuredOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The body field that carries the output cap on OpenAI-compatible servers
+/// (`llm.max-tokens-field`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    /// OpenAI's current field (`max_tokens` is deprecated there and refused by o-series models).
+    MaxCompletionTokens,
+    /// What most other OpenAI-compatible servers read (vLLM, llama.cpp, Ollama, LiteLLM, Vertex).
+    MaxTokens,
+}
+
+impl MaxTokensField {
+    /// The field's name in the request body.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+        }
+    }
+}
+
+/// What a provider learned about its server during a run, so that later requests (and later
+/// processes of the same run, such as the next iteration's edit step) start from it: a weaker
+/// structured-output mode, a lower output cap, streaming off. `None`: nothing learned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default)]
+pub struct Learned {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<StructuredOutput>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+}
+
+impl Learned {
+    /// Both lessons together; each value only ever moves one way (weaker mode, lower cap,
+    /// streaming off), so a later process cannot undo an earlier one.
+    pub fn merge(self, other: Learned) -> Learned {
+        Learned {
+            structured_output: self.structured_output.max(other.structured_output),
+            max_output_tokens: match (self.max_output_tokens, other.max_output_tokens) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            stream: match (self.stream, other.stream) {
+                (Some(false), _) | (_, Some(false)) => Some(false),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+
+    /// `settings` with these lessons applied (never a stronger mode, a higher cap, or streaming
+    /// turned back on).
+    pub fn apply(&self, settings: &mut LlmSettings) {
+        if let Some(mode) = self.structured_output {
+            settings.structured_output = settings.structured_output.max(mode);
+        }
+        if let Some(cap) = self.max_output_tokens.filter(|cap| *cap > 0) {
+            settings.max_output_tokens = settings.max_output_tokens.min(cap);
+        }
+    }
+}
+
+/// The output cap used when `llm.max-output-tokens` is not set: what every current and previous
+/// model generation of both vendors accepts (gpt-4o allows 16,384, Claude 3.5 Sonnet 8,192).
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
+
 /// Everything a provider needs, resolved by `config`.
 ///
 /// `Debug` never shows the key: [`SecretString`] prints as redacted.
@@ -248,6 +363,11 @@ pub struct LlmSettings {
     pub script: Option<PathBuf>,
     /// URL, authentication, extra headers and body fields beyond the key (see `endpoint`).
     pub endpoint: EndpointSettings,
+    /// How the answer's structure is asked for; weakened once per rejection by the server.
+    pub structured_output: StructuredOutput,
+    /// OpenAI-compatible servers: the cap's field; `None` chooses by endpoint
+    /// (`max_completion_tokens` for `api.openai.com` and Azure, `max_tokens` elsewhere).
+    pub max_tokens_field: Option<MaxTokensField>,
 }
 
 impl LlmSettings {
@@ -259,11 +379,13 @@ impl LlmSettings {
             base_url: None,
             api_key: None,
             api_key_env: provider.default_api_key_env().to_owned(),
-            max_output_tokens: 16_384,
+            max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
             timeout: Duration::from_secs(600),
             max_retries: 4,
             script: None,
             endpoint: EndpointSettings::default(),
+            structured_output: StructuredOutput::JsonSchema,
+            max_tokens_field: None,
         }
     }
 }
@@ -337,19 +459,21 @@ pub enum LlmError {
         attempts: u32,
         message: String,
     },
-    /// The model refused or a content filter stopped it.
+    /// The model refused or a content filter stopped it. `usage`: what the refusal cost.
     #[error("{provider} model `{model}` refused to answer: {message}")]
     Refused {
         provider: ProviderKind,
         model: String,
         message: String,
+        usage: Usage,
     },
-    /// A 200 without any answer text.
+    /// A 200 without any answer text. `usage`: what the empty answer cost.
     #[error("{provider} model `{model}` returned no answer: {reason}")]
     EmptyAnswer {
         provider: ProviderKind,
         model: String,
         reason: String,
+        usage: Usage,
     },
     /// A 200 whose body is not the documented JSON (empty, invalid UTF-8, wrong shape).
     #[error("{provider} model `{model}` sent a response that could not be read: {message}")]
@@ -370,6 +494,14 @@ pub enum LlmError {
 }
 
 impl LlmError {
+    /// The tokens an answer that could not be used still cost (a refusal, an empty answer).
+    pub fn usage(&self) -> Usage {
+        match self {
+            LlmError::Refused { usage, .. } | LlmError::EmptyAnswer { usage, .. } => *usage,
+            _ => Usage::default(),
+        }
+    }
+
     /// Whether the failure is the server's or the network's (worth trying again later) rather
     /// than the settings' or the model's.
     pub fn is_transient(&self) -> bool {
@@ -461,6 +593,24 @@ impl Provider {
         match &self.inner {
             Inner::Http(http) => http.handoff_env().await,
             Inner::Scripted(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// What this provider learned about its server so far (see [`Learned`]).
+    pub fn learned(&self) -> Learned {
+        match &self.inner {
+            Inner::Http(http) => http.learned(),
+            Inner::Scripted(_) => Learned::default(),
+        }
+    }
+
+    /// Every token the servers reported for this provider's requests so far: answers used or
+    /// not (refused, empty, cut off, unparsable), retried attempts and negotiation attempts
+    /// included. What a report's usage is made of.
+    pub fn spent(&self) -> Usage {
+        match &self.inner {
+            Inner::Http(http) => http.spent(),
+            Inner::Scripted(script) => script.spent(),
         }
     }
 

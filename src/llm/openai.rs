@@ -3,23 +3,26 @@
 //! `POST {base_url}/chat/completions` (default base `https://api.openai.com/v1`). Messages are the
 //! system prompt, the prefix as the first user message, then the turns, so the unchanged start of
 //! every request is served by the provider's automatic prompt caching. The output limit is sent as
-//! `max_completion_tokens` (the current field; `max_tokens` is deprecated upstream). The answer is
-//! `choices[0].message.content`, passed on untouched. Transport and retries live in `wire`.
+//! `max_completion_tokens` (OpenAI's current field; `max_tokens` is deprecated there) or as
+//! `max_tokens` (what other OpenAI-compatible servers read), as `endpoint` chooses or
+//! `llm.max-tokens-field` says. The answer is `choices[0].message.content`, passed on untouched.
+//! Transport and retries live in `wire`.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
-use super::{Role, Usage};
+use super::{MaxTokensField, Role, StructuredOutput, Usage};
 
 pub(super) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub(super) const PATH: &str = "/chat/completions";
 
 pub(super) fn request_body(
     model: &str,
-    max_output_tokens: u32,
+    (max_output_tokens, field): (u32, MaxTokensField),
     conversation: &Conversation,
     format: Option<&ResponseFormat>,
+    mode: StructuredOutput,
 ) -> Value {
     let mut messages = Vec::with_capacity(conversation.turns.len() + 2);
     if !conversation.system.is_empty() {
@@ -36,17 +39,23 @@ pub(super) fn request_body(
     let mut body = json!({
         "model": model,
         "messages": messages,
-        "max_completion_tokens": max_output_tokens,
     });
-    if let Some(format) = format {
-        body["response_format"] = json!({
-            "type": "json_schema",
-            "json_schema": {
-                "name": format.name,
-                "schema": format.schema,
-                "strict": is_strict_compatible(&format.schema),
-            }
-        });
+    body[field.as_str()] = json!(max_output_tokens);
+    match (format, mode) {
+        (Some(format), StructuredOutput::JsonSchema) => {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": {
+                    "name": format.name,
+                    "schema": format.schema,
+                    "strict": is_strict_compatible(&format.schema),
+                }
+            });
+        }
+        (Some(_), StructuredOutput::JsonObject) => {
+            body["response_format"] = json!({"type": "json_object"});
+        }
+        _ => {}
     }
     body
 }
@@ -158,6 +167,7 @@ pub(super) fn read_completion(
     let empty = |reason: String| LlmError::EmptyAnswer {
         provider,
         model: model.to_owned(),
+        usage,
         reason,
     };
     let Some(choice) = response.choices.into_iter().next() else {
@@ -171,6 +181,7 @@ pub(super) fn read_completion(
         return Err(LlmError::Refused {
             provider,
             model: model.to_owned(),
+            usage,
             message: super::wire::cut(&refusal, 500),
         });
     }
@@ -181,6 +192,7 @@ pub(super) fn read_completion(
             return Err(LlmError::Refused {
                 provider,
                 model: model.to_owned(),
+                usage,
                 message: "a content filter stopped the answer (finish_reason content_filter)".to_owned(),
             });
         }

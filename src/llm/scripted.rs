@@ -19,6 +19,8 @@ pub const MAX_SCRIPT_BYTES: u64 = 64 * 1024 * 1024;
 #[derive(Debug)]
 pub(super) struct ScriptedProvider {
     path: PathBuf,
+    /// The estimated usage of every answer given.
+    spent: std::sync::Mutex<Usage>,
 }
 
 impl ScriptedProvider {
@@ -27,7 +29,10 @@ impl ScriptedProvider {
             path: "(none)".to_owned(),
             message: "the scripted provider needs a script file of canned answers (llm.script)".to_owned(),
         })?;
-        Ok(Self { path })
+        Ok(Self {
+            path,
+            spent: std::sync::Mutex::new(Usage::default()),
+        })
     }
 
     pub(super) fn describe(&self) -> String {
@@ -65,15 +70,21 @@ impl ScriptedProvider {
                 .iter()
                 .map(|turn| turn.text.len())
                 .sum::<usize>();
+        let usage = Usage {
+            input_tokens: estimate_tokens(input_bytes),
+            output_tokens: estimate_tokens(text.len()),
+            cached_input_tokens: 0,
+        };
+        *self.spent.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) += usage;
         Ok(Completion {
-            usage: Usage {
-                input_tokens: estimate_tokens(input_bytes),
-                output_tokens: estimate_tokens(text.len()),
-                cached_input_tokens: 0,
-            },
+            usage,
             text,
             finish: FinishReason::Stop,
         })
+    }
+
+    pub(super) fn spent(&self) -> Usage {
+        *self.spent.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn answers(&self) -> Result<Vec<Value>, LlmError> {

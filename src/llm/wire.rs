@@ -4,7 +4,13 @@
 //! sensitive, never in a URL), the attempt loop with [`RetryPolicy`], and turning a failed
 //! response into an [`LlmError`] whose text is short and holds no key and no URL query. It does not
 //! know any vendor's JSON: `openai` and `anthropic` build the bodies and read the answers.
+//!
+//! It also negotiates what the server accepts: a request whose structured-output mode the server
+//! rejects (HTTP 400, 422 or 500 naming `response_format`, `json_schema`, a tool or the schema) is
+//! sent again at once with the next weaker mode, and the provider keeps that mode (`Shape`, shared
+//! by every call) and reports it as [`Learned`], so other processes of the run start from it.
 
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use reqwest::Client;
@@ -12,11 +18,14 @@ use secrecy::SecretString;
 
 use super::endpoint::{Endpoint, WireFormat};
 use super::retry::{self, RetryPolicy};
-use super::{Completion, Conversation, LlmError, LlmSettings, ProviderKind, ResponseFormat};
+use super::{Completion, Conversation, Learned, LlmError, LlmSettings, ProviderKind, ResponseFormat};
+use super::{MaxTokensField, StructuredOutput, Usage};
 use super::{anthropic, bedrock, openai};
 
 /// A response body larger than this is refused rather than buffered.
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+/// How much of an error body is read to tell which feature a server refused.
+const MAX_ERROR_BODY: usize = 64 * 1024;
 /// How much of an error body an error message quotes.
 const EXCERPT_CHARS: usize = 300;
 
@@ -28,10 +37,43 @@ pub(super) struct HttpProvider {
     /// URL, authentication and body touches (see `endpoint`).
     endpoint: Endpoint,
     client: Client,
-    max_output_tokens: u32,
     timeout: Duration,
     max_retries: u32,
     pub(super) retry: RetryPolicy,
+    /// What the next request asks for (weakened on rejections, shared by every call).
+    shape: Mutex<Shape>,
+    /// What was learned about the server so far.
+    learned: Mutex<Learned>,
+    /// Every token the server reported, over all calls and attempts.
+    spent: Mutex<Usage>,
+}
+
+/// What a request asks for beyond the conversation: the configured values, weakened when the
+/// server refuses them (and remembered for the rest of the run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Shape {
+    mode: StructuredOutput,
+    max_output_tokens: u32,
+    /// OpenAI-compatible bodies: the field the cap goes in.
+    max_tokens_field: MaxTokensField,
+}
+
+/// A feature the server refused, and what to ask for instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rejection {
+    StructuredOutput(StructuredOutput),
+    /// The cap is over the model's maximum, which the error states.
+    OutputCap(u32),
+}
+
+/// What one request (with its retries) came to.
+enum Exchange {
+    Done(Result<Completion, LlmError>),
+    /// The server refused a feature of the request; `message` names the status and its text.
+    Rejected {
+        rejection: Rejection,
+        message: String,
+    },
 }
 
 /// What one attempt produced.
@@ -46,6 +88,8 @@ enum Failure {
         status: u16,
         retry_after: Option<Duration>,
         message: String,
+        /// The error body as text (lossy, cut at [`MAX_ERROR_BODY`]), to tell what was refused.
+        body: String,
     },
     Redirect {
         status: u16,
@@ -77,6 +121,9 @@ impl HttpProvider {
             ));
         }
         let endpoint = Endpoint::new(&settings)?;
+        let max_tokens_field = settings
+            .max_tokens_field
+            .unwrap_or_else(|| endpoint.default_max_tokens_field());
 
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = crate::net::client_builder()
@@ -92,10 +139,16 @@ impl HttpProvider {
             model: settings.model,
             endpoint,
             client,
-            max_output_tokens: settings.max_output_tokens,
             timeout: settings.timeout,
             max_retries: settings.max_retries,
             retry: RetryPolicy::default(),
+            shape: Mutex::new(Shape {
+                mode: settings.structured_output,
+                max_output_tokens: settings.max_output_tokens,
+                max_tokens_field,
+            }),
+            learned: Mutex::new(Learned::default()),
+            spent: Mutex::new(Usage::default()),
         })
     }
 
@@ -118,40 +171,228 @@ impl HttpProvider {
             .map_err(|error| self.scrub_error(error))
     }
 
+    /// What the next request asks for: the configured shape, as weakened so far.
+    fn shape(&self) -> Shape {
+        *self.shape.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(super) fn spent(&self) -> Usage {
+        *self.spent.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Counts what an answer cost, whether it could be used or not.
+    fn count(&self, usage: Usage) {
+        *self.spent.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) += usage;
+    }
+
+    pub(super) fn learned(&self) -> Learned {
+        *self
+            .learned
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn learn(&self, lesson: Learned) {
+        let mut learned = self
+            .learned
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *learned = learned.merge(lesson);
+        let mut shape = self.shape.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(mode) = lesson.structured_output {
+            shape.mode = shape.mode.max(mode);
+        }
+        if let Some(cap) = lesson.max_output_tokens {
+            shape.max_output_tokens = shape.max_output_tokens.min(cap);
+        }
+    }
+
+    /// The request body for `shape`.
+    fn encode(
+        &self,
+        conversation: &Conversation,
+        format: Option<&ResponseFormat>,
+        shape: &Shape,
+    ) -> Result<Vec<u8>, LlmError> {
+        let tool_format = format.filter(|_| shape.mode == StructuredOutput::JsonSchema);
+        let mut body = match self.endpoint.format {
+            WireFormat::Anthropic => {
+                anthropic::request_body(&self.model, shape.max_output_tokens, conversation, tool_format)
+            }
+            WireFormat::Bedrock => bedrock::request_body(shape.max_output_tokens, conversation, tool_format),
+            WireFormat::Openai => openai::request_body(
+                &self.model,
+                (shape.max_output_tokens, shape.max_tokens_field),
+                conversation,
+                format,
+                shape.mode,
+            ),
+        };
+        self.endpoint.finish_body(&mut body);
+        serde_json::to_vec(&body).map_err(|error| LlmError::Settings {
+            provider: self.kind,
+            message: format!("cannot encode the request: {error}"),
+        })
+    }
+
+    /// The next weaker structured-output mode this endpoint can use after `mode` was rejected
+    /// (Anthropic and Bedrock have no JSON mode between a forced tool and none).
+    fn weaker(&self, mode: StructuredOutput) -> Option<StructuredOutput> {
+        match (self.endpoint.format, mode) {
+            (_, StructuredOutput::None) => None,
+            (WireFormat::Openai, StructuredOutput::JsonSchema) => Some(StructuredOutput::JsonObject),
+            (WireFormat::Openai, StructuredOutput::JsonObject) => Some(StructuredOutput::None),
+            (_, StructuredOutput::JsonSchema) => Some(StructuredOutput::None),
+            (_, StructuredOutput::JsonObject) => None,
+        }
+    }
+
+    /// What the server refused in a failed attempt, when it is something a changed request can
+    /// avoid (a lower output cap, once per call; a weaker structured-output mode) and that change
+    /// is still possible.
+    fn rejection(
+        &self,
+        failure: &Failure,
+        shape: &Shape,
+        format: Option<&ResponseFormat>,
+        cap_retried: bool,
+    ) -> Option<Rejection> {
+        let Failure::Status { status, body, .. } = failure else {
+            return None;
+        };
+        let text = body.to_lowercase();
+        if matches!(status, 400 | 422)
+            && !cap_retried
+            && let Some(maximum) =
+                stated_maximum(&text).filter(|max| *max > 0 && *max < shape.max_output_tokens)
+        {
+            return Some(Rejection::OutputCap(maximum));
+        }
+        let format_sent = format.is_some() && self.weaker(shape.mode).is_some();
+        if format_sent
+            && matches!(status, 400 | 422 | 500)
+            && ["response_format", "json_schema", "tool", "schema"]
+                .iter()
+                .any(|word| text.contains(word))
+        {
+            return self.weaker(shape.mode).map(Rejection::StructuredOutput);
+        }
+        None
+    }
+
     pub(super) async fn complete(
         &self,
         conversation: &Conversation,
         format: Option<&ResponseFormat>,
     ) -> Result<Completion, LlmError> {
-        let mut body = match self.endpoint.format {
-            WireFormat::Anthropic => {
-                anthropic::request_body(&self.model, self.max_output_tokens, conversation, format)
+        let mut cap_retried = false;
+        loop {
+            let shape = self.shape();
+            let body = self.encode(conversation, format, &shape)?;
+            match self.exchange(&body, format, &shape, cap_retried).await {
+                Exchange::Done(result) => {
+                    if let Ok(completion) = &result
+                        && completion.usage.output_tokens > u64::from(shape.max_output_tokens)
+                    {
+                        tracing::warn!(
+                            provider = %self.kind,
+                            model = %self.model,
+                            output_tokens = completion.usage.output_tokens,
+                            max_output_tokens = shape.max_output_tokens,
+                            "{} reported {} output tokens, more than the cap of {} (llm.max-output-tokens){}",
+                            self.describe(),
+                            completion.usage.output_tokens,
+                            shape.max_output_tokens,
+                            match self.endpoint.format {
+                                WireFormat::Openai => format!(
+                                    "; the server may not read `{}` (llm.max-tokens-field)",
+                                    shape.max_tokens_field.as_str()
+                                ),
+                                _ => String::new(),
+                            }
+                        );
+                    }
+                    return result;
+                }
+                Exchange::Rejected { rejection, message } => match rejection {
+                    Rejection::OutputCap(maximum) => {
+                        cap_retried = true;
+                        tracing::warn!(
+                            provider = %self.kind,
+                            model = %self.model,
+                            max_output_tokens = maximum,
+                            "{} allows at most {maximum} output tokens, not {} ({}); using {maximum} for the rest of the run (llm.max-output-tokens)",
+                            self.describe(),
+                            shape.max_output_tokens,
+                            message
+                        );
+                        self.learn(Learned {
+                            max_output_tokens: Some(maximum),
+                            ..Learned::default()
+                        });
+                    }
+                    Rejection::StructuredOutput(next) => {
+                        tracing::warn!(
+                            provider = %self.kind,
+                            model = %self.model,
+                            structured_output = next.as_str(),
+                            "{} rejected structured output `{}` ({}); using `{next}` for the rest of the run (llm.structured-output)",
+                            self.describe(),
+                            shape.mode,
+                            message
+                        );
+                        self.learn(Learned {
+                            structured_output: Some(next),
+                            ..Learned::default()
+                        });
+                    }
+                },
             }
-            WireFormat::Bedrock => bedrock::request_body(self.max_output_tokens, conversation, format),
-            WireFormat::Openai => {
-                openai::request_body(&self.model, self.max_output_tokens, conversation, format)
-            }
-        };
-        self.endpoint.finish_body(&mut body);
-        let body = serde_json::to_vec(&body).map_err(|error| LlmError::Settings {
-            provider: self.kind,
-            message: format!("cannot encode the request: {error}"),
-        })?;
+        }
+    }
 
+    /// One request with its retries: an answer, a final error, or a rejection the caller can
+    /// avoid by changing the request.
+    async fn exchange(
+        &self,
+        body: &[u8],
+        format: Option<&ResponseFormat>,
+        shape: &Shape,
+        cap_retried: bool,
+    ) -> Exchange {
+        let tool_format = format.filter(|_| shape.mode == StructuredOutput::JsonSchema);
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            let failure = match self.attempt(&body).await {
+            let failure = match self.attempt(body).await {
                 Attempt::Answer(bytes) => {
-                    return match self.endpoint.format {
-                        WireFormat::Anthropic => anthropic::read_completion(&self.model, &bytes, format),
-                        WireFormat::Bedrock => bedrock::read_completion(&self.model, &bytes, format),
+                    let result = match self.endpoint.format {
+                        WireFormat::Anthropic => anthropic::read_completion(&self.model, &bytes, tool_format),
+                        WireFormat::Bedrock => bedrock::read_completion(&self.model, &bytes, tool_format),
                         WireFormat::Openai => openai::read_completion(self.kind, &self.model, &bytes),
                     }
                     .map_err(|error| self.scrub_error(error));
+                    self.count(match &result {
+                        Ok(completion) => completion.usage,
+                        Err(error) => error.usage(),
+                    });
+                    return Exchange::Done(result);
                 }
                 Attempt::Failed(failure) => failure,
             };
+            if let Some(rejection) = self.rejection(&failure, shape, format, cap_retried) {
+                let message = match &failure {
+                    Failure::Status { status, message, .. } => {
+                        format!(
+                            "HTTP {status} from POST {}: {}",
+                            self.endpoint.shown_url(),
+                            self.scrub(message)
+                        )
+                    }
+                    _ => self.failure_summary(&failure),
+                };
+                return Exchange::Rejected { rejection, message };
+            }
             let retryable = match &failure {
                 Failure::Status { status, .. } => retry::is_retryable_status(*status),
                 Failure::Timeout => true,
@@ -165,7 +406,7 @@ impl HttpProvider {
             };
             let too_long = asked.is_some_and(|delay| delay > self.retry.max_retry_after);
             if !retryable || attempts > self.max_retries || too_long {
-                return Err(self.final_error(failure, attempts));
+                return Exchange::Done(Err(self.final_error(failure, attempts)));
             }
             let delay = asked.unwrap_or_else(|| self.retry.backoff(attempts));
             tracing::warn!(
@@ -240,6 +481,7 @@ impl HttpProvider {
             status: status.as_u16(),
             retry_after: retry::retry_after(&headers, SystemTime::now()),
             message: error_excerpt(&bytes),
+            body: String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_ERROR_BODY)]).into_owned(),
         })
     }
 
@@ -262,6 +504,7 @@ impl HttpProvider {
                 status: 429,
                 retry_after,
                 message,
+                ..
             } => LlmError::RateLimited {
                 provider,
                 model,
@@ -324,14 +567,83 @@ impl HttpProvider {
                 provider,
                 model,
                 message,
+                usage,
             } => LlmError::Refused {
                 provider,
                 model,
                 message: self.scrub(&message),
+                usage,
             },
             other => other,
         }
     }
+}
+
+/// The model's output maximum stated by an error body (lower case) that names the cap, if any:
+///
+/// - OpenAI: "max_tokens is too large: 32000. This model supports at most 16384 completion
+///   tokens, whereas you provided 32000."
+/// - Anthropic: "max_tokens: 32000 > 8192, which is the maximum allowed number of output tokens
+///   for claude-3-5-sonnet-20241022"
+/// - vLLM: "'max_tokens' or 'max_completion_tokens' is too large: 32000. This model's maximum
+///   context length is 8192 tokens and your request has 1000 input tokens (32000 > 8192 -
+///   1000)", and older: "This model's maximum context length is 4096 tokens. However, you
+///   requested 33000 tokens (1000 in the messages, 32000 in the completion)" (also
+///   llama-cpp-python's wording): the context less the input.
+fn stated_maximum(text: &str) -> Option<u32> {
+    let names_cap = [
+        "max_tokens",
+        "max_completion_tokens",
+        "maxtokens",
+        "max_output_tokens",
+        "output tokens",
+        "completion tokens",
+        "in the completion",
+    ]
+    .iter()
+    .any(|name| text.contains(name));
+    if !names_cap {
+        return None;
+    }
+    let number_after = |marker: &str| -> Option<u64> {
+        let start = text.find(marker)? + marker.len();
+        let digits: String = text[start..]
+            .trim_start()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    };
+    let maximum = if let Some(at_most) = number_after("at most ") {
+        Some(at_most)
+    } else if let Some(index) = text.find(", which is the maximum") {
+        let before = &text[..index];
+        let digits: String = before
+            .chars()
+            .rev()
+            .take_while(char::is_ascii_digit)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        digits.parse().ok()
+    } else {
+        let context = number_after("maximum context length is ")?;
+        let input = number_after("your request has ").or_else(|| {
+            let index = text.find(" in the messages")?;
+            let digits: String = text[..index]
+                .chars()
+                .rev()
+                .take_while(char::is_ascii_digit)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            digits.parse().ok()
+        })?;
+        context.checked_sub(input)
+    };
+    maximum.and_then(|maximum| u32::try_from(maximum).ok())
 }
 
 /// A transport error as text without the URL (it may carry a query with a key), with its causes.
@@ -404,6 +716,37 @@ mod tests {
         let url = Url::parse("https://user:pw@llm.example/v1/?key=sk-secret#x").expect("url");
         assert_eq!(shown_url(&url), "https://llm.example/v1/?[redacted]");
         assert_eq!(shown_url_text("htp:/user:pw@x?key=sk-secret"), "[redacted]@x");
+    }
+
+    #[test]
+    fn stated_maximums_of_real_servers() {
+        let cases = [
+            (
+                "max_tokens is too large: 32000. This model supports at most 16384 completion tokens, whereas you provided 32000.",
+                Some(16384),
+            ),
+            (
+                "max_tokens: 32000 > 8192, which is the maximum allowed number of output tokens for claude-3-5-sonnet-20241022",
+                Some(8192),
+            ),
+            (
+                "'max_tokens' or 'max_completion_tokens' is too large: 32000. This model's maximum context length is 8192 tokens and your request has 1000 input tokens (32000 > 8192 - 1000).",
+                Some(7192),
+            ),
+            (
+                "This model's maximum context length is 4096 tokens. However, you requested 33000 tokens (1000 in the messages, 32000 in the completion). Please reduce the length of the messages or completion.",
+                Some(3096),
+            ),
+            ("Invalid 'messages': at most 5 items", None),
+            ("max_tokens must be a positive integer", None),
+            (
+                "This model's maximum context length is 4096 tokens. However, your messages resulted in 5000 tokens.",
+                None,
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(stated_maximum(&text.to_lowercase()), expected, "{text}");
+        }
     }
 
     #[test]

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::findings::{Finding, Findings};
 
 pub use changes::changed_files;
-pub use parse::{MAX_FINDINGS, MAX_RESPONSE_BYTES, parse, response_schema};
+pub use parse::{MAX_FINDINGS, MAX_RESPONSE_BYTES, parse, request_schema, response_schema};
 pub use prompt::{ChangedFile, render_prompt};
 pub use version::{PROMPT_VERSION, SCHEMA_VERSION, VersionPolicy};
 
@@ -340,9 +340,10 @@ pub enum ReviewError {
     /// The whole response was rejected; the diagnostics (level `error`) say why.
     #[error("review response rejected: {}", summarize(diagnostics))]
     Rejected { diagnostics: Vec<Diagnostic> },
-    /// The model could not be asked (transport, provider or budget failure).
-    #[error("asking the model for a review")]
-    Ask(#[source] anyhow::Error),
+    /// The model could not be asked (transport, provider or budget failure); the message names
+    /// the cause (the HTTP status and the provider's own message, when there was one).
+    #[error("asking the model for a review: {0:#}")]
+    Ask(anyhow::Error),
 }
 
 impl ReviewError {
@@ -453,14 +454,14 @@ pub fn checker_output(
     let result = match outcome {
         Ok(result) => result,
         Err(error) => {
-            let stdout = match format {
-                // The checker contract wants JSON on stdout even when it failed to run.
-                OutputFormat::Findings => to_json_line(&Findings::default()),
-                OutputFormat::ReviewResult => to_json_line(&serde_json::json!({
-                    "error": error.to_string(),
-                    "diagnostics": error.diagnostics(),
-                })),
-            };
+            // The checker contract wants JSON on stdout even when it failed to run: an error
+            // object naming the cause (in both formats, so a failure never reads as a clean
+            // review), its text escaped and free of secrets.
+            let message = crate::untrusted::inline(&crate::secrets::redact(&error.to_string()));
+            let stdout = to_json_line(&serde_json::json!({
+                "error": message,
+                "diagnostics": error.diagnostics(),
+            }));
             return CheckerOutput { stdout, exit_code: 2 };
         }
     };
@@ -626,16 +627,30 @@ mod tests {
         });
         let output = checker_output(&rejected, Severity::Medium, OutputFormat::Findings);
         assert_eq!(output.exit_code, 2);
-        let empty: Findings = serde_json::from_str(&output.stdout).expect("still the checker JSON");
-        assert!(empty.is_empty());
+        let parsed: serde_json::Value = serde_json::from_str(&output.stdout).expect("JSON");
+        assert!(
+            parsed["error"]
+                .as_str()
+                .is_some_and(|error| error.contains("rejected"))
+        );
+        assert!(
+            serde_json::from_str::<Findings>(&output.stdout).is_err(),
+            "an error is not empty findings"
+        );
         let output = checker_output(&rejected, Severity::Medium, OutputFormat::ReviewResult);
         assert_eq!(output.exit_code, 2);
         let parsed: serde_json::Value = serde_json::from_str(&output.stdout).expect("JSON");
         assert_eq!(parsed["diagnostics"][0]["code"], "incompatible_version");
-        let failed = Err(ReviewError::Ask(anyhow::anyhow!("down")));
+        let failed = Err(ReviewError::Ask(
+            anyhow::anyhow!("openai model `m` answered HTTP 503 after 2 attempt(s): down")
+                .context("asking the reviewer"),
+        ));
+        let output = checker_output(&failed, Severity::Info, OutputFormat::Findings);
+        assert_eq!(output.exit_code, 2);
+        let parsed: serde_json::Value = serde_json::from_str(&output.stdout).expect("JSON");
         assert_eq!(
-            checker_output(&failed, Severity::Info, OutputFormat::Findings).exit_code,
-            2
+            parsed["error"],
+            "asking the model for a review: asking the reviewer: openai model `m` answered HTTP 503 after 2 attempt(s): down"
         );
     }
 }

@@ -84,6 +84,27 @@ pub fn response_schema() -> Value {
     })
 }
 
+/// The schema sent to servers as the requested structured output: [`response_schema`] without
+/// `pattern` keywords, which common grammar engines (llama.cpp's among them) reject or crash on.
+/// The versions' patterns are checked by [`parse`] instead.
+pub fn request_schema() -> Value {
+    fn strip(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                if map.get("type") == Some(&Value::String("string".into())) {
+                    map.remove("pattern");
+                }
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut schema = response_schema();
+    strip(&mut schema);
+    schema
+}
+
 const TOP_LEVEL_FIELDS: [&str; 5] = ["schema_version", "prompt_version", "summary", "findings", "meta"];
 
 const FINDING_FIELDS: [&str; 11] = [
@@ -1549,6 +1570,22 @@ mod tests {
             result.diagnostics.iter().all(|d| d.message.len() < 300),
             "{:?}",
             result.diagnostics
+        );
+    }
+
+    #[test]
+    fn the_schema_sent_to_servers_has_no_pattern_and_the_parser_checks_it() {
+        let sent = request_schema().to_string();
+        assert!(!sent.contains("pattern"), "{sent}");
+        assert!(response_schema().to_string().contains("pattern"));
+        let bad = response(vec![]).replacen("\"1.0\"", "\"1.0-beta\"", 1);
+        let error = parse(&bad, &changed(), &strict()).expect_err("pattern checked");
+        assert!(
+            error
+                .diagnostics()
+                .iter()
+                .any(|d| d.code == codes::INVALID_VERSION),
+            "{error:?}"
         );
     }
 

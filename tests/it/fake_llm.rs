@@ -109,8 +109,27 @@ struct Log {
     usage: Vec<(u64, u64)>,
 }
 
+/// Ways a fake departs from the vendor's own API, after real servers that speak it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Quirks {
+    /// Like llama-cpp-python's server (`python -m llama_cpp.server`, 0.3.x): a request whose
+    /// `response_format.type` is `json_schema` fails FastAPI's validation (the type must be
+    /// `text` or `json_object`), and its route handler wraps that error as HTTP 500
+    /// `internal_server_error`. Such requests consume no reply.
+    pub rejects_json_schema: bool,
+    /// The model's output maximum: a request asking for more gets the vendor's 400, worded as
+    /// OpenAI does for gpt-4o (16,384) or Anthropic for Claude 3.5 Sonnet (8,192). Such
+    /// requests consume no reply.
+    pub max_output_tokens: Option<u64>,
+}
+
+/// The body llama-cpp-python's server answers a `json_schema` request with (HTTP 500):
+/// `{"error": {"message": str(RequestValidationError), "type": "internal_server_error", ...}}`.
+pub const LLAMA_CPP_JSON_SCHEMA_ERROR: &str = r#"[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': "Input should be 'text' or 'json_object'", 'input': 'json_schema', 'ctx': {'expected': "'text' or 'json_object'"}}]"#;
+
 struct State {
     api: Api,
+    quirks: Quirks,
     replies: Vec<Reply>,
     log: Mutex<Log>,
     validator: Option<jsonschema::Validator>,
@@ -142,13 +161,28 @@ impl FakeLlm {
         Self::start(Api::Anthropic, replies).await
     }
 
+    /// An OpenAI-compatible fake with `quirks`.
+    pub async fn openai_with(replies: Vec<Reply>, quirks: Quirks) -> Self {
+        Self::start_with(Api::Openai, replies, quirks).await
+    }
+
+    /// An Anthropic fake with `quirks`.
+    pub async fn anthropic_with(replies: Vec<Reply>, quirks: Quirks) -> Self {
+        Self::start_with(Api::Anthropic, replies, quirks).await
+    }
+
     async fn start(api: Api, replies: Vec<Reply>) -> Self {
+        Self::start_with(api, replies, Quirks::default()).await
+    }
+
+    async fn start_with(api: Api, replies: Vec<Reply>, quirks: Quirks) -> Self {
         let validator = match api {
             Api::Openai => Some(openai_request_validator()),
             Api::Anthropic => None,
         };
         let state = Arc::new(State {
             api,
+            quirks,
             replies,
             log: Mutex::new(Log::default()),
             validator,
@@ -313,6 +347,31 @@ fn reject(state: &State, received: &Received, log: &mut Log) -> Option<ResponseT
             if !authorized {
                 return Some(openai_error(401, "invalid_request_error", "missing API key"));
             }
+            if let Some(maximum) = state.quirks.max_output_tokens {
+                for field in ["max_completion_tokens", "max_tokens"] {
+                    if let Some(asked) = received.body[field].as_u64().filter(|asked| *asked > maximum) {
+                        return Some(openai_error_with(
+                            400,
+                            "invalid_request_error",
+                            &format!(
+                                "{field} is too large: {asked}. This model supports at most {maximum} completion tokens, whereas you provided {asked}."
+                            ),
+                            field,
+                            "invalid_value",
+                        ));
+                    }
+                }
+            }
+            if state.quirks.rejects_json_schema && received.body["response_format"]["type"] == "json_schema" {
+                return Some(ResponseTemplate::new(500).set_body_json(json!({
+                    "error": {
+                        "message": LLAMA_CPP_JSON_SCHEMA_ERROR,
+                        "type": "internal_server_error",
+                        "param": null,
+                        "code": null,
+                    }
+                })));
+            }
             if let Some(validator) = &state.validator {
                 let errors: Vec<String> = validator
                     .iter_errors(&received.body)
@@ -346,6 +405,18 @@ fn reject(state: &State, received: &Received, log: &mut Log) -> Option<ResponseT
                 ));
             }
             let body = &received.body;
+            if let Some(maximum) = state.quirks.max_output_tokens
+                && let Some(asked) = body["max_tokens"].as_u64().filter(|asked| *asked > maximum)
+            {
+                return Some(anthropic_error(
+                    400,
+                    "invalid_request_error",
+                    &format!(
+                        "max_tokens: {asked} > {maximum}, which is the maximum allowed number of output tokens for {}",
+                        body["model"].as_str().unwrap_or("claude-3-5-sonnet-20241022")
+                    ),
+                ));
+            }
             if !body["model"].is_string() || !body["max_tokens"].is_u64() || !body["messages"].is_array() {
                 return Some(anthropic_error(
                     400,
@@ -519,6 +590,12 @@ fn anthropic_error_type(status: u16) -> &'static str {
 fn openai_error(status: u16, kind: &str, message: &str) -> ResponseTemplate {
     ResponseTemplate::new(status).set_body_json(json!({
         "error": {"message": message, "type": kind, "param": null, "code": null}
+    }))
+}
+
+fn openai_error_with(status: u16, kind: &str, message: &str, param: &str, code: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_json(json!({
+        "error": {"message": message, "type": kind, "param": param, "code": code}
     }))
 }
 

@@ -8,6 +8,7 @@ mod budgets;
 mod ci_setup;
 mod cli;
 mod diff_base;
+mod endpoints;
 mod fake_llm;
 mod ghsim;
 mod github;

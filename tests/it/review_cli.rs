@@ -89,7 +89,15 @@ async fn rejected_review_is_exit_two_with_json() {
     let repo = changed_repo();
     let output = review_command(&fake, &repo).output().expect("runs");
     assert_eq!(output.status.code(), Some(2));
-    let _: bork_ci::findings::Findings = serde_json::from_slice(&output.stdout).expect("still JSON");
+    // Issue 10: an error object naming why, never empty findings that read as a clean review.
+    let error: serde_json::Value = serde_json::from_slice(&output.stdout).expect("still JSON");
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|text| text.contains("review response rejected")),
+        "{error}"
+    );
+    assert!(serde_json::from_slice::<bork_ci::findings::Findings>(&output.stdout).is_err());
 }
 
 #[tokio::test(flavor = "multi_thread")]

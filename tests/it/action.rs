@@ -413,19 +413,6 @@ fn runner(action_dir: &Path, workspace: &Path, temp: &Path, action_ref: &str) ->
     }
 }
 
-fn pulls(state: &Value) -> Vec<Value> {
-    state["repos"]["acme/widgets"]["pulls"]
-        .as_array()
-        .cloned()
-        .or_else(|| {
-            state["repos"]
-                .as_array()
-                .and_then(|repos| repos.iter().find(|r| r["full_name"] == "acme/widgets"))
-                .and_then(|repo| repo["pulls"].as_array().cloned())
-        })
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn action_installs_the_pinned_release_and_delivers_a_push_on_the_simulator() {
     let sim = GithubSim::start();
@@ -549,7 +536,7 @@ async fn action_installs_the_pinned_release_and_delivers_a_push_on_the_simulator
 
     // The result pull request is on the simulator.
     let state = sim.state().await;
-    let all = pulls(&state);
+    let all = crate::ghsim::pulls_of(&state);
     let result = all
         .iter()
         .find(|pull| pull["number"].as_u64() == Some(number))

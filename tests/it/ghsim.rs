@@ -111,6 +111,28 @@ impl GithubSim {
         self.call("GET", "/_sim/state", None, None).await
     }
 
+    /// What a GitHub Actions runner sets for a `push` to `main` of `acme/widgets`, pointed at
+    /// this simulator, with `token` as `GITHUB_TOKEN` and the output files in `scratch`.
+    pub fn actions_env(&self, token: &str, scratch: &Path) -> Vec<(&'static str, String)> {
+        vec![
+            ("GITHUB_ACTIONS", "true".into()),
+            ("GITHUB_REPOSITORY", "acme/widgets".into()),
+            ("GITHUB_API_URL", self.url.clone()),
+            ("GITHUB_SERVER_URL", self.url.clone()),
+            ("GITHUB_TOKEN", token.into()),
+            ("GITHUB_REF", "refs/heads/main".into()),
+            ("GITHUB_EVENT_NAME", "push".into()),
+            (
+                "GITHUB_OUTPUT",
+                scratch.join("github-output").display().to_string(),
+            ),
+            (
+                "GITHUB_STEP_SUMMARY",
+                scratch.join("step-summary").display().to_string(),
+            ),
+        ]
+    }
+
     /// Every request the simulator saw.
     pub async fn requests(&self, query: &str) -> Value {
         self.call("GET", &format!("/_sim/requests{query}"), None, None)
@@ -123,4 +145,19 @@ impl Drop for GithubSim {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The pull requests of `acme/widgets` in a state the simulator returned (its repos are a map
+/// or a list, depending on the version).
+pub fn pulls_of(state: &Value) -> Vec<Value> {
+    state["repos"]["acme/widgets"]["pulls"]
+        .as_array()
+        .cloned()
+        .or_else(|| {
+            state["repos"]
+                .as_array()
+                .and_then(|repos| repos.iter().find(|r| r["full_name"] == "acme/widgets"))
+                .and_then(|repo| repo["pulls"].as_array().cloned())
+        })
+        .unwrap_or_default()
 }

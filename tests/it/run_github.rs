@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::ghsim::GithubSim;
 use crate::support::{bork, script};
@@ -18,51 +18,24 @@ fn run_in_actions(
     scratch: &Path,
     event: Option<(&str, &Path)>,
 ) -> (i32, String, String) {
-    let output_file = scratch.join("github-output");
-    let summary_file = scratch.join("step-summary");
     let mut command = bork();
     command
         .args(["run", "--repo"])
         .arg(checkout)
         .arg("--report")
         .arg(scratch.join("report.json"))
-        .env("GITHUB_ACTIONS", "true")
-        .env("GITHUB_REPOSITORY", "acme/widgets")
-        .env("GITHUB_API_URL", &sim.url)
-        .env("GITHUB_SERVER_URL", &sim.url)
-        .env("GITHUB_TOKEN", BOT_TOKEN)
-        .env("GITHUB_REF", "refs/heads/main")
-        .env("GITHUB_OUTPUT", &output_file)
-        .env("GITHUB_STEP_SUMMARY", &summary_file)
+        .envs(sim.actions_env(BOT_TOKEN, scratch))
         .env("BORK_LLM_PROVIDER", "scripted")
         .env("BORK_LLM_SCRIPT", answers);
-    match event {
-        Some((name, path)) => {
-            command
-                .env("GITHUB_EVENT_NAME", name)
-                .env("GITHUB_EVENT_PATH", path);
-        }
-        None => {
-            command.env("GITHUB_EVENT_NAME", "push");
-        }
+    if let Some((name, path)) = event {
+        command
+            .env("GITHUB_EVENT_NAME", name)
+            .env("GITHUB_EVENT_PATH", path);
     }
     let output = command.output().expect("bork-ci runs");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     (output.status.code().unwrap_or(-1), stdout, stderr)
-}
-
-fn pulls(state: &Value) -> Vec<Value> {
-    state["repos"]["acme/widgets"]["pulls"]
-        .as_array()
-        .cloned()
-        .or_else(|| {
-            state["repos"]
-                .as_array()
-                .and_then(|repos| repos.iter().find(|r| r["full_name"] == "acme/widgets"))
-                .and_then(|repo| repo["pulls"].as_array().cloned())
-        })
-        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -99,7 +72,7 @@ async fn held_spec_edit_exit_three_then_resume_on_approval() {
             .contains("awaiting")
     );
     let state = sim.state().await;
-    let all = pulls(&state);
+    let all = crate::ghsim::pulls_of(&state);
     assert_eq!(all.len(), 2, "a result PR and one approval PR: {all:#?}");
     let approval = all
         .iter()

@@ -16,7 +16,7 @@ use crate::github::{
     self, ApprovalDecision, ApprovalState, GithubContext, IterationSummary, PendingEdit, PublishInput,
 };
 use crate::reconcile::{self, RunOptions};
-use crate::report::{IterationReport, PullRequestRef, RunReport, RunStatus};
+use crate::report::{IterationReport, PullPurpose, PullRequestRef, RunReport, RunStatus};
 use crate::sandbox::Sandbox;
 
 /// The GitHub flags with the repository's `github.*` settings filling what the command line
@@ -285,14 +285,14 @@ fn attach_prs(report: &mut RunReport, session: &github::Session, approvals: &[(S
         report.pull_requests.push(PullRequestRef {
             number: pr.number,
             url: pr.url.clone(),
-            purpose: "result".into(),
+            purpose: PullPurpose::Result,
         });
     }
     for (path, pr) in approvals {
         report.pull_requests.push(PullRequestRef {
             number: pr.number,
             url: pr.url.clone(),
-            purpose: format!("approval of {path}"),
+            purpose: PullPurpose::Approval(path.clone()),
         });
     }
 }

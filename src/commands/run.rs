@@ -130,7 +130,10 @@ fn finish_run(
         crate::safe_fs::write_atomic(path, text.as_bytes())
             .with_context(|| format!("writing SARIF to {}", path.display()))?;
     }
-    let result_pr = report.pull_requests.iter().find(|pr| pr.purpose == "result");
+    let result_pr = report
+        .pull_requests
+        .iter()
+        .find(|pr| pr.purpose == report::PullPurpose::Result);
     if let Some(path) = &github.github_step_summary {
         let summary = crate::actions::render_summary(&crate::actions::SummaryInput {
             status: report.status,

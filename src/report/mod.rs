@@ -98,7 +98,50 @@ pub struct IterationReport {
 pub struct PullRequestRef {
     pub number: u64,
     pub url: String,
-    pub purpose: String,
+    pub purpose: PullPurpose,
+}
+
+/// Why a pull request was opened: written `result` or `approval of PATH` in the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PullPurpose {
+    /// The run's result: every applied edit.
+    Result,
+    /// One held edit of this path, for a human to approve.
+    Approval(String),
+}
+
+impl std::fmt::Display for PullPurpose {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PullPurpose::Result => f.write_str("result"),
+            PullPurpose::Approval(path) => write!(f, "approval of {path}"),
+        }
+    }
+}
+
+impl Serialize for PullPurpose {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for PullPurpose {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl std::str::FromStr for PullPurpose {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.strip_prefix("approval of ") {
+            _ if text == "result" => Ok(PullPurpose::Result),
+            Some(path) => Ok(PullPurpose::Approval(path.to_owned())),
+            None => Err(format!("not a pull request purpose: {text:?}")),
+        }
+    }
 }
 
 /// The whole run, as `--report PATH` writes it.

@@ -8,7 +8,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use crate::fake_llm::{FakeLlm, Reply};
-use crate::support::{Repo, bork, checker_wanting, report};
+use crate::support::{Outcome, Repo, TestContext, checker_wanting};
 
 const SPEC: &str = "---\nkind: spec\nid: app\ndescription: the app\n---\nThe app prints DONE.\n";
 const MODEL: &str = "fake-model-1";
@@ -33,15 +33,6 @@ fn repo_with_checker() -> Repo {
 
 fn write_app(contents: &str) -> Reply {
     Reply::json(&json!({"create-or-update": {"src/app.txt": contents}}))
-}
-
-/// What a run of the binary left behind.
-struct Outcome {
-    code: i32,
-    report: Value,
-    report_text: String,
-    stdout: String,
-    stderr: String,
 }
 
 /// How to run the binary against a fake.
@@ -79,20 +70,12 @@ impl<'a> Run<'a> {
 
     /// Runs `bork-ci run` on `repo` (off the async runtime, so the fake keeps answering).
     async fn on(self, repo: &Repo) -> Outcome {
-        let scratch = tempfile::tempdir().expect("tempdir");
-        let report_path = scratch.path().join("report.json");
         let (provider, key_var) = match self.fake.api {
             crate::fake_llm::Api::Openai => ("openai", "OPENAI_API_KEY"),
             crate::fake_llm::Api::Anthropic => ("anthropic", "ANTHROPIC_API_KEY"),
         };
-        let mut command = bork();
-        command
-            .arg("run")
-            .args(&self.args)
-            .arg("--repo")
-            .arg(repo.path())
-            .arg("--report")
-            .arg(&report_path)
+        let mut context = TestContext::on(repo);
+        context
             .env("BORK_LLM_PROVIDER", provider)
             .env("BORK_LLM_BASE_URL", self.fake.base_url())
             .env("BORK_LLM_MODEL", MODEL)
@@ -100,25 +83,10 @@ impl<'a> Run<'a> {
             .env("BORK_LLM_TIMEOUT_SECS", "10")
             .env(key_var, self.key);
         for (name, value) in &self.env {
-            command.env(name, value);
+            context.env(name, value);
         }
-        let output = tokio::task::spawn_blocking(move || command.output())
-            .await
-            .expect("join")
-            .expect("bork-ci runs");
-        let report_text = std::fs::read_to_string(&report_path).unwrap_or_default();
-        let report = if report_path.exists() {
-            report(&report_path)
-        } else {
-            Value::Null
-        };
-        Outcome {
-            code: output.status.code().unwrap_or(-1),
-            report,
-            report_text,
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        context.run_async(&args).await
     }
 }
 

@@ -291,9 +291,10 @@ mod tests {
 
     #[test]
     fn states_and_kinds_read_from_github_words() {
-        let states: Vec<ReviewState> =
-            serde_json::from_str(r#"["APPROVED","CHANGES_REQUESTED","COMMENTED","DISMISSED","PENDING","LATER"]"#)
-                .expect("states");
+        let states: Vec<ReviewState> = serde_json::from_str(
+            r#"["APPROVED","CHANGES_REQUESTED","COMMENTED","DISMISSED","PENDING","LATER"]"#,
+        )
+        .expect("states");
         assert_eq!(
             states,
             [

@@ -523,10 +523,20 @@ mod tests {
         struct Pull {
             number: u64,
         }
-        let good = answer(200, serde_json::json!({"number": 7, "other": true}), RateHeaders::default());
+        let good = answer(
+            200,
+            serde_json::json!({"number": 7, "other": true}),
+            RateHeaders::default(),
+        );
         assert_eq!(good.json::<Pull>("/x?page=2").expect("ok"), Pull { number: 7 });
-        let bad = answer(200, serde_json::json!({"number": "seven"}), RateHeaders::default());
-        let error = bad.json::<Pull>("/x?page=2").expect_err("a string is not a number");
+        let bad = answer(
+            200,
+            serde_json::json!({"number": "seven"}),
+            RateHeaders::default(),
+        );
+        let error = bad
+            .json::<Pull>("/x?page=2")
+            .expect_err("a string is not a number");
         assert!(
             matches!(&error, GithubError::Protocol(text) if text.starts_with("/x: ")),
             "{error}"

@@ -12,8 +12,8 @@ use secrecy::SecretString;
 use serde::Deserialize;
 
 use super::data::{
-    DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME, DEFAULT_BRANCH_PREFIX, DEFAULT_LABEL, GithubError, RetryPolicy,
-    sanitize_branch,
+    DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME, DEFAULT_BRANCH_PREFIX, DEFAULT_LABEL, GithubError,
+    RetryPolicy, sanitize_branch,
 };
 
 /// Command-line flags for GitHub delivery; the CLI flattens this into `bork-ci run`. Each flag
@@ -436,7 +436,11 @@ mod tests {
         assert!(ctx.is_pull_request_event());
         assert_eq!(ctx.untrusted_context(), None);
         assert_eq!(ctx.event_base_ref().as_deref(), Some("release"));
-        assert_eq!(ctx.base_branch().as_deref(), Some("main"), "a human's pull request");
+        assert_eq!(
+            ctx.base_branch().as_deref(),
+            Some("main"),
+            "a human's pull request"
+        );
 
         let fork = r#"{"pull_request": {"base": {"ref": "main"}, "head": {"ref": "x",
             "repo": {"full_name": "mallory/widgets"}}}}"#;
@@ -458,6 +462,10 @@ mod tests {
         assert_eq!(ctx.base_branch().as_deref(), Some("release"));
 
         let (_dir, ctx) = with_event("pull_request_target", "{}");
-        assert!(ctx.untrusted_context().expect("untrusted").contains("pull_request_target"));
+        assert!(
+            ctx.untrusted_context()
+                .expect("untrusted")
+                .contains("pull_request_target")
+        );
     }
 }

@@ -296,7 +296,10 @@ mod tests {
             redact_urls("error sending to https://x-access-token:s3cr3t@github.com/a/b.git now"),
             "error sending to https://***@github.com/a/b.git now"
         );
-        assert_eq!(redact_urls("see https://github.com/a@b"), "see https://github.com/a@b");
+        assert_eq!(
+            redact_urls("see https://github.com/a@b"),
+            "see https://github.com/a@b"
+        );
     }
 
     #[test]

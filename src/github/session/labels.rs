@@ -86,10 +86,7 @@ pub async fn upsert_comment(
             Some(login) => comment.user.as_ref().map(|user| user.login.as_str()) == Some(login),
             None => true,
         };
-        mine && comment
-            .body
-            .as_deref()
-            .is_some_and(|text| text.contains(marker))
+        mine && comment.body.as_deref().is_some_and(|text| text.contains(marker))
     });
     match existing {
         Some(comment) => {

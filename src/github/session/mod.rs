@@ -78,7 +78,11 @@ pub async fn start(ctx: &GithubContext, repo_root: &Path, base: &str) -> Result<
     let pulls = pulls::find_open(&client, ctx, &branch, Some(base)).await?;
     let result = pulls.iter().find(|pull| pull.body().contains(&marker));
     let result_pr = result.map(|pull| pull.pull_ref());
-    let bot_login = bot_login.or_else(|| result.and_then(|pull| pull.user.as_ref()).map(|user| user.login.clone()));
+    let bot_login = bot_login.or_else(|| {
+        result
+            .and_then(|pull| pull.user.as_ref())
+            .map(|user| user.login.clone())
+    });
     let state = result.and_then(|pull| SavedState::from_body(pull.body()));
     let identity = identity(ctx);
     let remote_tip = git::fetch_branch(repo_root, &url, &ctx.token, &branch)?;

@@ -345,4 +345,3 @@ fn content_matches(repo: &Path, commit: &str, edit: &PendingEdit, sha256: Option
         Err(_) => false,
     }
 }
-

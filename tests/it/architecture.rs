@@ -315,6 +315,45 @@ fn github_rooms_point_one_way() {
     );
 }
 
+/// What a pure room of `github` must not name: files, processes, the network, the runtime.
+const IO_NAMES: &[&str] = &[
+    "std::fs",
+    "safe_fs",
+    "std::process",
+    "blocking::",
+    "std::env",
+    "tokio",
+    "reqwest",
+    "octocrab",
+    "std::net",
+];
+
+#[test]
+fn githubs_pure_rooms_do_no_io() {
+    let mut checked = 0;
+    for (relative, code) in code() {
+        let Some(file) = relative.strip_prefix("github/") else {
+            continue;
+        };
+        if !["data", "state", "approval", "render"].contains(&github_room(file).as_str()) {
+            continue;
+        }
+        checked += 1;
+        let code: String = code
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let named: Vec<&str> = IO_NAMES
+            .iter()
+            .copied()
+            .filter(|name| code.contains(name))
+            .collect();
+        assert!(named.is_empty(), "github/{file} is pure but names {named:?}");
+    }
+    assert_eq!(checked, 4, "the pure rooms were read");
+}
+
 #[test]
 fn the_github_room_check_finds_a_wrong_arrow() {
     let sideways = "use super::{GithubError, render::iteration_message};\n\

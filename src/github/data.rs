@@ -142,7 +142,7 @@ pub struct PullRef {
     pub url: String,
 }
 
-/// What `Session::publish` did.
+/// What [`Session::publish`](crate::github::Session::publish) did.
 #[derive(Debug, Clone, Default)]
 pub struct PublishOutcome {
     /// The result pull request, when there is one.

@@ -1,7 +1,10 @@
 //! The REST client: one octocrab instance pointed at `GITHUB_API_URL`, with bork-ci's own retry
 //! policy on top (5xx, secondary rate limits with `retry-after`, primary rate limits until
-//! `x-ratelimit-reset`), run by `backon`: exponential backoff, adjusted to what the server asks. It speaks raw JSON so that every call sees status and headers; it knows
-//! nothing about pull requests or approvals.
+//! `x-ratelimit-reset`), run by `backon`: exponential backoff, adjusted to what the server asks.
+//! Pagination (`Link: rel="next"`) is [`Client::get_all`]; retries and pagination live here
+//! alone. Every call sees status and headers ([`Answer`]); [`Answer::json`] and
+//! [`Client::get_all`] read the body into the caller's own `Deserialize` shape. It knows nothing
+//! about pull requests or approvals.
 //!
 //! octocrab is built without its `retry` and `follow-redirect` features, so no request is sent
 //! twice behind our back and no redirect carries the `Authorization` header to another host.
@@ -11,30 +14,10 @@ use std::time::Duration;
 use backon::Retryable;
 use octocrab::Octocrab;
 use secrecy::{ExposeSecret, SecretString};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::GithubError;
-
-/// How hard the client tries before giving up.
-#[derive(Debug, Clone, Copy)]
-pub struct RetryPolicy {
-    /// Attempts in all, the first one included.
-    pub max_attempts: u32,
-    /// First backoff after a 5xx or a transport error; doubled on each retry.
-    pub base: Duration,
-    /// Longest single wait for `retry-after` or `x-ratelimit-reset`; a longer wait is an error.
-    pub max_wait: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_attempts: 5,
-            base: Duration::from_secs(1),
-            max_wait: Duration::from_secs(15 * 60),
-        }
-    }
-}
+use super::data::{GithubError, RetryPolicy, redact_urls};
 
 /// One answer: status, the `Link` header (for pagination), the rate-limit headers and the JSON
 /// body (`Null` when empty).
@@ -83,6 +66,13 @@ impl Answer {
     /// True for 2xx.
     pub fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
+    }
+
+    /// The body read as `T`; an answer of another shape is [`GithubError::Protocol`], naming
+    /// `route` (without its query).
+    pub fn json<T: DeserializeOwned>(&self, route: &str) -> Result<T, GithubError> {
+        T::deserialize(&self.body)
+            .map_err(|error| GithubError::Protocol(format!("{}: {error}", strip_query(route))))
     }
 
     /// GitHub's `message` field, if any.
@@ -192,8 +182,14 @@ impl Client {
         self.send(Method::Delete, route, None).await
     }
 
-    /// Every page of a list endpoint, following `rel="next"` links (100 a page).
-    pub async fn get_all(&self, route: &str) -> Result<Vec<Value>, GithubError> {
+    /// `GET route`, which must succeed, read as `T`.
+    pub async fn get_json<T: DeserializeOwned>(&self, route: &str) -> Result<T, GithubError> {
+        expect_success(self.get(route).await?, route)?.json(route)
+    }
+
+    /// Every page of a list endpoint, following `rel="next"` links (100 a page), each item read
+    /// as `T`.
+    pub async fn get_all<T: DeserializeOwned>(&self, route: &str) -> Result<Vec<T>, GithubError> {
         let separator = if route.contains('?') { '&' } else { '?' };
         let mut next = Some(format!("{route}{separator}per_page=100"));
         let mut items = Vec::new();
@@ -205,10 +201,11 @@ impl Client {
             }
             let answer = self.get(&current).await?;
             let answer = expect_success(answer, route)?;
-            match answer.body {
-                Value::Array(page) => items.extend(page),
-                _ => return Err(GithubError::Protocol(format!("{route} is not a list"))),
+            if !answer.body.is_array() {
+                return Err(GithubError::Protocol(format!("{route} is not a list")));
             }
+            let page: Vec<T> = answer.json(route)?;
+            items.extend(page);
             next = answer
                 .link
                 .as_deref()
@@ -424,22 +421,14 @@ fn redact_error(error: &octocrab::Error) -> String {
     redact_urls(&error.to_string())
 }
 
-pub(crate) fn redact_urls(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for word in text.split_inclusive(char::is_whitespace) {
-        match word.find("://") {
-            Some(index) => {
-                let (scheme, rest) = word.split_at(index + 3);
-                match rest.find('@') {
-                    Some(at) if !rest[..at].contains('/') => {
-                        out.push_str(scheme);
-                        out.push_str("***@");
-                        out.push_str(&rest[at + 1..]);
-                    }
-                    _ => out.push_str(word),
-                }
-            }
-            None => out.push_str(word),
+/// Percent-encodes one path segment or query value (`bork:needs-human` stays readable).
+pub fn encode(segment: &str) -> String {
+    let mut out = String::new();
+    for byte in segment.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~' | b':') {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
         }
     }
     out
@@ -523,10 +512,34 @@ mod tests {
     }
 
     #[test]
-    fn redacts_credentials_in_urls() {
-        assert_eq!(
-            redact_urls("error sending to https://x-access-token:s3cr3t@github.com/a/b.git now"),
-            "error sending to https://***@github.com/a/b.git now"
+    fn encodes_path_segments() {
+        assert_eq!(encode("bork:needs-human"), "bork:needs-human");
+        assert_eq!(encode("needs human/now"), "needs%20human%2Fnow");
+    }
+
+    #[test]
+    fn reads_answers_into_the_callers_shape() {
+        #[derive(Debug, serde::Deserialize, PartialEq)]
+        struct Pull {
+            number: u64,
+        }
+        let good = answer(
+            200,
+            serde_json::json!({"number": 7, "other": true}),
+            RateHeaders::default(),
+        );
+        assert_eq!(good.json::<Pull>("/x?page=2").expect("ok"), Pull { number: 7 });
+        let bad = answer(
+            200,
+            serde_json::json!({"number": "seven"}),
+            RateHeaders::default(),
+        );
+        let error = bad
+            .json::<Pull>("/x?page=2")
+            .expect_err("a string is not a number");
+        assert!(
+            matches!(&error, GithubError::Protocol(text) if text.starts_with("/x: ")),
+            "{error}"
         );
     }
 }

@@ -1,6 +1,7 @@
 //! Local git: one commit per iteration under bork-ci's identity, single-change commits for
 //! approval pull requests (built with plumbing, without touching the working tree), fetch and
 //! push over HTTPS. No shell is used; paths always come after `--` with literal pathspecs.
+//! Commit messages come in rendered (`render`); this module only runs git.
 //!
 //! The token reaches git only through the environment (`GIT_CONFIG_COUNT` with an
 //! `http.extraheader` of `Authorization: Basic …`), never on the command line or in a URL.
@@ -11,9 +12,8 @@ use std::process::{Command, Stdio};
 
 use base64::Engine;
 use secrecy::{ExposeSecret, SecretString};
-use sha2::{Digest, Sha256};
 
-use super::{GithubError, IterationSummary};
+use super::data::{GithubError, redact_urls};
 
 /// Who bork-ci's commits are by.
 #[derive(Debug, Clone)]
@@ -70,7 +70,7 @@ fn run(mut command: Command, action: &str) -> Result<String, GithubError> {
     } else {
         Err(GithubError::Git {
             action: action.to_owned(),
-            detail: super::client::redact_urls(String::from_utf8_lossy(&output.stderr).trim()),
+            detail: redact_urls(String::from_utf8_lossy(&output.stderr).trim()),
         })
     }
 }
@@ -204,65 +204,28 @@ pub fn count_between(repo: &Path, from: &str, to: &str) -> Result<u64, GithubErr
         .map_err(|_| GithubError::Protocol("rev-list count".into()))
 }
 
-/// The commit message of one iteration: a title naming what changed, then the loop's summary.
-pub fn iteration_message(summary: &IterationSummary) -> String {
-    let mut parts = Vec::new();
-    if !summary.applied.is_empty() {
-        parts.push(format!("update {}", name_list(&summary.applied)));
-    }
-    if !summary.deleted.is_empty() {
-        parts.push(format!("delete {}", name_list(&summary.deleted)));
-    }
-    let what = if parts.is_empty() {
-        "no file changes".to_owned()
-    } else {
-        parts.join("; ")
-    };
-    let title = crate::untrusted::one_line(&format!("bork-ci: iteration {}: {what}", summary.number));
-    let mut body = String::new();
-    let message = crate::untrusted::one_line(&summary.message);
-    if !message.is_empty() {
-        body.push_str(&message);
-        body.push_str("\n\n");
-    }
-    body.push_str(&format!("Findings left: {}\n", summary.findings_left));
-    for path in &summary.applied {
-        body.push_str(&format!("- updated {}\n", crate::untrusted::one_line(path)));
-    }
-    for path in &summary.deleted {
-        body.push_str(&format!("- deleted {}\n", crate::untrusted::one_line(path)));
-    }
-    format!("{title}\n\n{body}")
-}
-
-fn name_list(paths: &[String]) -> String {
-    let shown: Vec<&str> = paths.iter().take(3).map(String::as_str).collect();
-    let mut text = shown.join(", ");
-    if paths.len() > 3 {
-        text.push_str(&format!(" and {} more", paths.len() - 3));
-    }
-    text
-}
-
-/// Stages the iteration's paths and commits them; `None` when nothing changed.
-pub fn commit_iteration(
+/// Stages `applied` (written) and `deleted` paths and commits them with `message`; `None` when
+/// nothing changed.
+pub fn commit_paths(
     repo: &Path,
     identity: &Identity,
-    summary: &IterationSummary,
+    applied: &[String],
+    deleted: &[String],
+    message: &str,
 ) -> Result<Option<String>, GithubError> {
-    if summary.applied.is_empty() && summary.deleted.is_empty() {
+    if applied.is_empty() && deleted.is_empty() {
         return Ok(None);
     }
-    if !summary.applied.is_empty() {
+    if !applied.is_empty() {
         let mut add = base_command(repo);
-        add.args(["add", "--all", "--"]).args(&summary.applied);
+        add.args(["add", "--all", "--"]).args(applied);
         run(add, "add")?;
     }
-    if !summary.deleted.is_empty() {
+    if !deleted.is_empty() {
         let mut remove = base_command(repo);
         remove
             .args(["rm", "--cached", "--quiet", "--ignore-unmatch", "-r", "--"])
-            .args(&summary.deleted);
+            .args(deleted);
         run(remove, "rm")?;
     }
     let mut staged = base_command(repo);
@@ -290,7 +253,7 @@ pub fn commit_iteration(
     })?;
     if let Some(mut stdin) = child.stdin.take() {
         stdin
-            .write_all(iteration_message(summary).as_bytes())
+            .write_all(message.as_bytes())
             .map_err(|error| GithubError::Git {
                 action: "commit".into(),
                 detail: error.to_string(),
@@ -454,11 +417,6 @@ pub fn file_at(repo: &Path, commit: &str, path: &str) -> Result<Option<Vec<u8>>,
     Ok(Some(output.stdout))
 }
 
-/// sha256 of `bytes`, lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
@@ -472,12 +430,7 @@ mod tests {
             name: "t".into(),
             email: "t@example.com".into(),
         };
-        let summary = IterationSummary {
-            number: 0,
-            applied: vec!["a.txt".into()],
-            ..IterationSummary::default()
-        };
-        commit_iteration(dir.path(), &identity, &summary)
+        commit_paths(dir.path(), &identity, &["a.txt".into()], &[], "first\n")
             .expect("commit")
             .expect("some");
         dir
@@ -493,22 +446,24 @@ mod tests {
             name: "bork-ci".into(),
             email: "bork-ci@users.noreply.github.com".into(),
         };
-        let summary = IterationSummary {
-            number: 2,
-            applied: vec![odd.into()],
-            deleted: vec!["a.txt".into()],
-            findings_left: 1,
-            message: "fix\nthings\u{1b}[2J".into(),
-        };
-        let sha = commit_iteration(dir.path(), &identity, &summary)
+        let applied = [odd.to_owned()];
+        let deleted = ["a.txt".to_owned()];
+        let message = "bork-ci: iteration 2\n\nsecond line\n";
+        let sha = commit_paths(dir.path(), &identity, &applied, &deleted, message)
             .expect("commit")
             .expect("some");
         let log = git(dir.path(), &["log", "-1", "--format=%an <%ae>%n%B", &sha], "log").expect("log");
-        assert!(log.starts_with("bork-ci <bork-ci@users.noreply.github.com>\nbork-ci: iteration 2: update --help $(id);x.txt; delete a.txt"), "{log}");
-        assert!(!log.contains('\u{1b}'));
+        assert_eq!(
+            log,
+            "bork-ci <bork-ci@users.noreply.github.com>\nbork-ci: iteration 2\n\nsecond line"
+        );
+        assert_eq!(
+            file_at(dir.path(), &sha, odd).expect("ok").as_deref(),
+            Some(&b"x\n"[..])
+        );
         assert_eq!(file_at(dir.path(), &sha, "a.txt").expect("ok"), None);
         assert_eq!(
-            commit_iteration(dir.path(), &identity, &summary).expect("ok"),
+            commit_paths(dir.path(), &identity, &applied, &deleted, message).expect("ok"),
             None,
             "nothing left to commit"
         );

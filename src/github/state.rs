@@ -54,6 +54,9 @@ pub struct SavedState {
 }
 
 impl SavedState {
+    /// How the hidden comment that carries the state begins.
+    pub const MARKER_OPEN: &'static str = OPEN;
+
     /// The hidden comment that carries this state.
     pub fn to_marker(&self) -> String {
         let json = serde_json::to_vec(self).unwrap_or_default();

@@ -1,6 +1,6 @@
 //! The invariants of `ARCHITECTURE.md` that are about the shape of the code, checked on the
-//! source itself: no circles between modules, the one importer of each boundary crate, and the
-//! one module that orders stages. (The others are kept by `clippy.toml`'s `disallowed-methods`
+//! source itself: no circles between modules, the one importer of each boundary crate, the
+//! one module that orders stages, and the rooms of `github`, whose arrows point one way. (The others are kept by `clippy.toml`'s `disallowed-methods`
 //! and by the behaviour tests named in ARCHITECTURE.md.)
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -154,4 +154,234 @@ fn only_the_commands_and_delivery_start_the_loop() {
         .filter(|file| !file.starts_with("commands/") && file != "delivery.rs")
         .collect();
     assert!(callers.is_empty(), "reconcile is called from {callers:?}");
+}
+
+/// The rooms of `github` (a file, or the `session/` folder) and their floors: a file names only
+/// rooms on a lower floor, or its own room. A new file must be given a floor here.
+const GITHUB_ROOMS: &[(&str, u8)] = &[
+    ("data", 0),
+    ("state", 0),
+    ("approval", 0),
+    ("context", 1),
+    ("render", 1),
+    ("git", 1),
+    ("client", 1),
+    ("session", 2),
+    ("mod", 3),
+];
+
+fn github_floor(room: &str) -> Option<u8> {
+    GITHUB_ROOMS
+        .iter()
+        .find(|(name, _)| *name == room)
+        .map(|(_, floor)| *floor)
+}
+
+/// The room of a file under `src/github/` (`session/pulls.rs` → `session`, `git.rs` → `git`).
+fn github_room(file: &str) -> String {
+    file.split('/')
+        .next()
+        .unwrap_or(file)
+        .trim_end_matches(".rs")
+        .to_owned()
+}
+
+/// The first path segment of each item a `use` names from `rest` on (`::x`, `::{a, b::c}`);
+/// one that is not a room is an item of `mod.rs`.
+fn github_targets(rest: &str, rooms: &mut BTreeSet<String>) {
+    let rest = rest.strip_prefix("::").unwrap_or("");
+    let ident = |text: &str| -> String {
+        text.trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let room_of = |name: String| {
+        if github_floor(&name).is_some() && name != "mod" {
+            name
+        } else {
+            "mod".to_owned()
+        }
+    };
+    match rest.strip_prefix('{') {
+        Some(group) => {
+            let mut depth = 0usize;
+            let mut item = String::new();
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        rooms.insert(room_of(ident(&item)));
+                        item.clear();
+                        continue;
+                    }
+                    _ => {}
+                }
+                item.push(c);
+            }
+            if !item.trim().is_empty() {
+                rooms.insert(room_of(ident(&item)));
+            }
+        }
+        None => {
+            rooms.insert(room_of(ident(rest)));
+        }
+    }
+}
+
+/// The rooms of `github` that the code of `file` (relative to `src/github/`) names, through
+/// `crate::github::…` or `super::…` paths, comments left out.
+fn github_arrows(file: &str, code: &str) -> BTreeSet<String> {
+    let code: String = code
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let depth = file.matches('/').count();
+    // How many `super::` lead from this file to `github` itself.
+    let to_github = depth + 1 - usize::from(file.ends_with("mod.rs"));
+    let mut rooms = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::github") {
+        github_targets(&code[at + "crate::github".len()..], &mut rooms);
+    }
+    for (at, _) in code.match_indices("super::") {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c == ':' || c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let mut rest = &code[at..];
+        let mut steps = 0;
+        while let Some(after) = rest.strip_prefix("super::") {
+            steps += 1;
+            rest = after;
+        }
+        if steps == to_github {
+            github_targets(&format!("::{rest}"), &mut rooms);
+        } else if steps < to_github {
+            rooms.insert(github_room(file));
+        }
+    }
+    rooms
+}
+
+/// Every arrow from `file` that does not point to a lower floor or its own room.
+fn github_wrong_arrows(file: &str, code: &str) -> Vec<String> {
+    let room = github_room(file);
+    let Some(floor) = github_floor(&room) else {
+        return vec![format!(
+            "github/{file} is in no room: give `{room}` a floor in GITHUB_ROOMS"
+        )];
+    };
+    github_arrows(file, code)
+        .into_iter()
+        .filter(|target| *target != room)
+        .filter(|target| github_floor(target).is_none_or(|to| to >= floor))
+        .map(|target| format!("github/{file} ({room}, floor {floor}) → {target}"))
+        .collect()
+}
+
+#[test]
+fn github_rooms_point_one_way() {
+    let files: Vec<(String, String)> = code()
+        .into_iter()
+        .filter_map(|(relative, code)| {
+            relative
+                .strip_prefix("github/")
+                .map(|file| (file.to_owned(), code))
+        })
+        .collect();
+    assert!(files.len() >= 10, "the github files were read: {files:?}");
+    let wrong: Vec<String> = files
+        .iter()
+        .flat_map(|(file, code)| github_wrong_arrows(file, code))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "arrows the wrong way in github:\n{}",
+        wrong.join("\n")
+    );
+    let session = files
+        .iter()
+        .find(|(file, _)| file == "session/pulls.rs")
+        .map(|(file, code)| github_arrows(file, code))
+        .expect("session/pulls.rs");
+    assert!(
+        ["client", "render", "git", "data", "session"]
+            .iter()
+            .all(|room| session.contains(*room)),
+        "the arrows of session/pulls.rs were read: {session:?}"
+    );
+}
+
+/// What a pure room of `github` must not name: files, processes, the network, the runtime.
+const IO_NAMES: &[&str] = &[
+    "std::fs",
+    "safe_fs",
+    "std::process",
+    "blocking::",
+    "std::env",
+    "tokio",
+    "reqwest",
+    "octocrab",
+    "std::net",
+];
+
+#[test]
+fn githubs_pure_rooms_do_no_io() {
+    let mut checked = 0;
+    for (relative, code) in code() {
+        let Some(file) = relative.strip_prefix("github/") else {
+            continue;
+        };
+        if !["data", "state", "approval", "render"].contains(&github_room(file).as_str()) {
+            continue;
+        }
+        checked += 1;
+        let code: String = code
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let named: Vec<&str> = IO_NAMES
+            .iter()
+            .copied()
+            .filter(|name| code.contains(name))
+            .collect();
+        assert!(named.is_empty(), "github/{file} is pure but names {named:?}");
+    }
+    assert_eq!(checked, 4, "the pure rooms were read");
+}
+
+#[test]
+fn the_github_room_check_finds_a_wrong_arrow() {
+    let sideways = "use super::{GithubError, render::iteration_message};\n\
+                    // super::session is only mentioned\n\
+                    fn f() { super::client::redact(); }";
+    assert_eq!(
+        github_arrows("git.rs", sideways),
+        BTreeSet::from(["client".to_owned(), "mod".to_owned(), "render".to_owned()])
+    );
+    assert_eq!(github_wrong_arrows("git.rs", sideways).len(), 3);
+    let upward = "use crate::github::session::Session;";
+    assert_eq!(
+        github_wrong_arrows("data.rs", upward),
+        ["github/data.rs (data, floor 0) → session"]
+    );
+    let fine = "use super::Session;\nuse super::answers::Review;\nuse crate::github::data::X;\n\
+                use super::super::render;\nuse crate::report::RunStatus;";
+    assert_eq!(
+        github_arrows("session/pulls.rs", fine),
+        BTreeSet::from(["data".to_owned(), "render".to_owned(), "session".to_owned()])
+    );
+    assert!(github_wrong_arrows("session/pulls.rs", fine).is_empty());
+    assert_eq!(
+        github_arrows(
+            "session/mod.rs",
+            "use super::client::{self, Client};\nuse super::state::SavedState;"
+        ),
+        BTreeSet::from(["client".to_owned(), "state".to_owned()])
+    );
+    assert_eq!(github_wrong_arrows("extra.rs", "").len(), 1, "a file in no room");
 }

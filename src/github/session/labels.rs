@@ -2,10 +2,11 @@
 //! and removed idempotently; a comment is found by its hidden marker and updated in place,
 //! never posted twice.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::GithubError;
-use super::client::{Client, expect_success};
+use super::answers::Comment;
+use crate::github::client::{Client, encode, expect_success};
+use crate::github::data::GithubError;
 
 /// Creates `name` in the repository when it does not exist yet.
 pub async fn ensure_label(client: &Client, owner: &str, repo: &str, name: &str) -> Result<(), GithubError> {
@@ -79,56 +80,26 @@ pub async fn upsert_comment(
     only_update: bool,
 ) -> Result<Option<u64>, GithubError> {
     let list = format!("/repos/{owner}/{repo}/issues/{number}/comments");
-    let comments = client.get_all(&list).await?;
+    let comments: Vec<Comment> = client.get_all(&list).await?;
     let existing = comments.iter().find(|comment| {
         let mine = match bot_login {
-            Some(login) => comment.pointer("/user/login").and_then(Value::as_str) == Some(login),
+            Some(login) => comment.user.as_ref().map(|user| user.login.as_str()) == Some(login),
             None => true,
         };
-        mine && comment
-            .get("body")
-            .and_then(Value::as_str)
-            .is_some_and(|text| text.contains(marker))
+        mine && comment.body.as_deref().is_some_and(|text| text.contains(marker))
     });
-    match existing.and_then(|comment| comment.get("id").and_then(Value::as_u64)) {
-        Some(id) => {
-            let same = existing
-                .and_then(|comment| comment.get("body"))
-                .and_then(Value::as_str)
-                == Some(body);
-            if !same {
-                let route = format!("/repos/{owner}/{repo}/issues/comments/{id}");
+    match existing {
+        Some(comment) => {
+            if comment.body.as_deref() != Some(body) {
+                let route = format!("/repos/{owner}/{repo}/issues/comments/{}", comment.id);
                 expect_success(client.patch(&route, &json!({ "body": body })).await?, &route)?;
             }
-            Ok(Some(id))
+            Ok(Some(comment.id))
         }
         None if only_update => Ok(None),
         None => {
             let answer = expect_success(client.post(&list, &json!({ "body": body })).await?, &list)?;
-            Ok(answer.body.get("id").and_then(Value::as_u64))
+            Ok(Some(answer.json::<Comment>(&list)?.id))
         }
-    }
-}
-
-/// Percent-encodes a label name for a path segment (`bork:needs-human` stays readable).
-pub fn encode(segment: &str) -> String {
-    let mut out = String::new();
-    for byte in segment.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~' | b':') {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
-mod tests {
-    #[test]
-    fn encodes_label_names() {
-        assert_eq!(super::encode("bork:needs-human"), "bork:needs-human");
-        assert_eq!(super::encode("needs human/now"), "needs%20human%2Fnow");
     }
 }

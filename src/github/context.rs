@@ -273,15 +273,27 @@ impl GithubContext {
             return Some("untrusted context: pull_request_target runs untrusted code with secrets".into());
         }
         if event_name.starts_with("pull_request") {
-            let event = self.event()?;
+            // Fail closed: a payload that cannot be read, or a head repository it does not
+            // name (a deleted fork), is treated as a fork.
+            let Some(event) = self.event() else {
+                return Some(format!(
+                    "untrusted context: the {event_name} event payload (GITHUB_EVENT_PATH) could not be read, so the pull request is treated as coming from a fork"
+                ));
+            };
             let head_repo = event
                 .pull_request
                 .and_then(|pull| pull.head)
                 .and_then(|head| head.repo)
                 .and_then(|repo| repo.full_name);
             let this = format!("{}/{}", self.owner, self.repo);
-            if head_repo.is_some_and(|head| !head.eq_ignore_ascii_case(&this)) {
-                return Some("untrusted context: pull request from a fork, no secrets".into());
+            match head_repo {
+                Some(head) if head.eq_ignore_ascii_case(&this) => {}
+                Some(_) => return Some("untrusted context: pull request from a fork, no secrets".into()),
+                None => {
+                    return Some(
+                        "untrusted context: the event payload names no head repository (a deleted fork?), no secrets".into(),
+                    );
+                }
             }
         }
         None
@@ -449,7 +461,18 @@ mod tests {
 
         let gone = r#"{"pull_request": {"base": {"ref": "main"}, "head": {"ref": "x", "repo": null}}}"#;
         let (_dir, ctx) = with_event("pull_request_review", gone);
-        assert_eq!(ctx.untrusted_context(), None);
+        assert!(
+            ctx.untrusted_context()
+                .expect("fails closed")
+                .contains("head repository"),
+            "a deleted fork is still a fork"
+        );
+        let (_dir, ctx) = with_event("pull_request", "not json");
+        assert!(
+            ctx.untrusted_context()
+                .expect("fails closed")
+                .contains("could not be read")
+        );
 
         let approval = r#"{"pull_request": {"base": {"ref": "bork/release"},
             "head": {"ref": "bork/approve/release/specs/a.md-00"}}}"#;

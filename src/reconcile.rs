@@ -74,6 +74,9 @@ pub fn llm_settings(
         api_key_env: config.key_env(),
         max_output_tokens: config.max_output_tokens,
         timeout: Duration::from_secs(config.timeout_secs),
+        max_request: Duration::from_secs(config.max_request_secs),
+        stream: config.stream,
+        progress_interval: llm::PROGRESS_INTERVAL,
         max_retries: config.max_retries,
         script: config.script.as_ref().map(PathBuf::from),
         endpoint: llm::EndpointSettings {
@@ -106,6 +109,9 @@ pub fn apply_learned(config: &mut crate::config::LlmConfig, learned: &llm::Learn
     }
     if let Some(cap) = learned.max_output_tokens.filter(|cap| *cap > 0) {
         config.max_output_tokens = config.max_output_tokens.min(cap);
+    }
+    if learned.stream == Some(false) {
+        config.stream = false;
     }
 }
 
@@ -272,6 +278,8 @@ async fn run_edit_step(
         1 << 20,
     );
     job.state_dir = Some(state.path().to_owned());
+    // The step's log lines (progress during a long answer among them) appear as they come.
+    job.live_stderr = true;
     if let Some(filter) = logging.filter {
         job.env.push(("BORK_LOG".to_owned(), filter));
     }
@@ -288,7 +296,6 @@ async fn run_edit_step(
         .run(&options.repo, &job)
         .await
         .context("running the edit step")?;
-    relay_stderr(&ran.stderr);
     let output: EditStepOutput = match edit_step::read_json(state.path(), edit_step::OUTPUT) {
         Ok(output) => output,
         Err(_) if ran.outcome == Outcome::TimedOut => bail!(BudgetExhausted::Time),
@@ -361,15 +368,6 @@ async fn edit_step_credentials(resolved: &Resolved) -> Result<Vec<(String, Strin
         }
     }
     Ok(env)
-}
-
-/// Passes the edit step's own log lines on to this process's stderr.
-fn relay_stderr(stderr: &[u8]) {
-    if stderr.is_empty() {
-        return;
-    }
-    let mut out = std::io::stderr().lock();
-    let _ = crate::untrusted::relay(&mut out, stderr);
 }
 
 /// A budget of the run ran out.

@@ -211,6 +211,8 @@ async fn run_edit_step(
         1 << 20,
     );
     job.state_dir = Some(state.path().to_owned());
+    // The step's log lines (progress during a long answer among them) appear as they come.
+    job.live_stderr = true;
     if let Some(filter) = logging.filter {
         job.env.push(("BORK_LOG".to_owned(), filter));
     }
@@ -227,7 +229,6 @@ async fn run_edit_step(
         .run(&options.repo, &job)
         .await
         .context("running the edit step")?;
-    relay_stderr(&ran.stderr);
     let output: EditStepOutput = match edit_step::read_json(state.path(), edit_step::OUTPUT) {
         Ok(output) => output,
         Err(_) if ran.outcome == Outcome::TimedOut => bail!(BudgetExhausted::Time),
@@ -301,15 +302,6 @@ async fn edit_step_credentials(resolved: &Resolved) -> Result<Vec<(String, Strin
         }
     }
     Ok(env)
-}
-
-/// Passes the edit step's own log lines on to this process's stderr.
-fn relay_stderr(stderr: &[u8]) {
-    if stderr.is_empty() {
-        return;
-    }
-    let mut out = std::io::stderr().lock();
-    let _ = crate::untrusted::relay(&mut out, stderr);
 }
 
 /// A budget of the run ran out.

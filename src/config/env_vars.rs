@@ -47,6 +47,8 @@ vars! {
     "BORK_LLM_MAX_OUTPUT_TOKENS" => "llm.max-output-tokens": Integer,
     "BORK_LLM_MAX_TOKENS_FIELD" => "llm.max-tokens-field": Text,
     "BORK_LLM_TIMEOUT_SECS" => "llm.timeout-secs": Integer,
+    "BORK_LLM_MAX_REQUEST_SECS" => "llm.max-request-secs": Integer,
+    "BORK_LLM_STREAM" => "llm.stream": Boolean,
     "BORK_LLM_MAX_RETRIES" => "llm.max-retries": Integer,
     "BORK_LLM_MAX_TOTAL_TOKENS" => "llm.max-total-tokens": Integer,
     "BORK_LLM_SCRIPT" => "llm.script": Text,

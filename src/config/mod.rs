@@ -158,8 +158,14 @@ pub struct LlmConfig {
     /// for every other endpoint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens_field: Option<crate::llm::MaxTokensField>,
-    /// Deadline of one request, in seconds.
+    /// The longest silence allowed while waiting for an answer or reading it (no bytes at all),
+    /// in seconds; without streaming, the wait for the whole answer.
     pub timeout_secs: u64,
+    /// The longest one model request may take in all, streamed or not, in seconds.
+    pub max_request_secs: u64,
+    /// Stream answers as server-sent events (OpenAI-compatible and Anthropic endpoints; Bedrock
+    /// never streams); a server that cannot is asked without streaming for the rest of the run.
+    pub stream: bool,
     pub max_retries: u32,
     /// Token budget of the whole run (input + output); past it the run ends `needs-human`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -220,6 +226,8 @@ impl Default for LlmConfig {
             max_output_tokens: crate::llm::DEFAULT_MAX_OUTPUT_TOKENS,
             max_tokens_field: None,
             timeout_secs: 600,
+            max_request_secs: crate::llm::DEFAULT_MAX_REQUEST_SECS,
+            stream: true,
             max_retries: 4,
             max_total_tokens: None,
             prices: None,
@@ -258,6 +266,9 @@ impl LlmConfig {
             api_key_env: self.key_env(),
             max_output_tokens: self.max_output_tokens,
             timeout: std::time::Duration::from_secs(self.timeout_secs),
+            max_request: std::time::Duration::from_secs(self.max_request_secs),
+            stream: self.stream,
+            progress_interval: llm::PROGRESS_INTERVAL,
             max_retries: self.max_retries,
             script: self.script.as_ref().map(PathBuf::from),
             endpoint: llm::EndpointSettings {
@@ -290,6 +301,9 @@ impl LlmConfig {
         }
         if let Some(cap) = learned.max_output_tokens.filter(|cap| *cap > 0) {
             self.max_output_tokens = self.max_output_tokens.min(cap);
+        }
+        if learned.stream == Some(false) {
+            self.stream = false;
         }
     }
 
@@ -931,6 +945,11 @@ impl Resolved {
             ("run-timeout-secs", config.run_timeout_secs, MAX_TIMEOUT_SECS),
             ("llm.timeout-secs", config.llm.timeout_secs, MAX_TIMEOUT_SECS),
             (
+                "llm.max-request-secs",
+                config.llm.max_request_secs,
+                MAX_TIMEOUT_SECS,
+            ),
+            (
                 "verification.timeout-secs",
                 config.verification.timeout_secs,
                 MAX_TIMEOUT_SECS,
@@ -959,6 +978,7 @@ impl Resolved {
             ("checker-timeout-secs", config.checker_timeout_secs),
             ("run-timeout-secs", config.run_timeout_secs),
             ("llm.timeout-secs", config.llm.timeout_secs),
+            ("llm.max-request-secs", config.llm.max_request_secs),
             ("context-budget-tokens", config.context_budget_tokens),
             ("max-file-bytes", config.max_file_bytes),
             ("verification.timeout-secs", config.verification.timeout_secs),

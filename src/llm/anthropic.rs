@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use super::wire::StreamProblem;
 use super::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
 use super::{Role, Usage};
 
@@ -143,6 +144,29 @@ struct WireUsage {
     cache_read_input_tokens: Option<u64>,
 }
 
+/// A content block as read from a whole response or assembled from a stream; `input` is the
+/// tool input's JSON text exactly as the server sent it.
+#[derive(Debug, Default)]
+struct OwnedBlock {
+    kind: String,
+    text: Option<String>,
+    name: Option<String>,
+    input: Option<String>,
+}
+
+fn usage_of(usage: &WireUsage) -> Usage {
+    let read = usage.cache_read_input_tokens.unwrap_or(0);
+    Usage {
+        input_tokens: usage
+            .input_tokens
+            .unwrap_or(0)
+            .saturating_add(usage.cache_creation_input_tokens.unwrap_or(0))
+            .saturating_add(read),
+        output_tokens: usage.output_tokens.unwrap_or(0),
+        cached_input_tokens: read,
+    }
+}
+
 pub(super) fn read_completion(
     model: &str,
     bytes: &[u8],
@@ -158,28 +182,34 @@ pub(super) fn read_completion(
     }
     let response: MessageResponse =
         serde_json::from_slice(bytes).map_err(|error| invalid(format!("not a message: {error}")))?;
-    let usage = response
-        .usage
-        .map(|usage| {
-            let read = usage.cache_read_input_tokens.unwrap_or(0);
-            Usage {
-                input_tokens: usage
-                    .input_tokens
-                    .unwrap_or(0)
-                    .saturating_add(usage.cache_creation_input_tokens.unwrap_or(0))
-                    .saturating_add(read),
-                output_tokens: usage.output_tokens.unwrap_or(0),
-                cached_input_tokens: read,
-            }
-        })
-        .unwrap_or_default();
-    let text_blocks: String = response
+    let usage = response.usage.as_ref().map(usage_of).unwrap_or_default();
+    let blocks = response
         .content
+        .into_iter()
+        .map(|block| OwnedBlock {
+            kind: block.kind,
+            text: block.text,
+            name: block.name,
+            input: block.input.map(|input| input.get().to_owned()),
+        })
+        .collect();
+    answer(model, blocks, response.stop_reason, usage, format)
+}
+
+/// The rules shared by whole and streamed answers.
+fn answer(
+    model: &str,
+    blocks: Vec<OwnedBlock>,
+    stop_reason: Option<String>,
+    usage: Usage,
+    format: Option<&ResponseFormat>,
+) -> Result<Completion, LlmError> {
+    let text_blocks: String = blocks
         .iter()
         .filter(|block| block.kind == "text")
         .filter_map(|block| block.text.as_deref())
         .collect();
-    let finish = match response.stop_reason.as_deref() {
+    let finish = match stop_reason.as_deref() {
         None | Some("end_turn" | "stop_sequence" | "tool_use") => FinishReason::Stop,
         Some("max_tokens" | "model_context_window_exceeded") => FinishReason::Length,
         Some("refusal") => {
@@ -198,14 +228,13 @@ pub(super) fn read_completion(
         Some(other) => FinishReason::Other(other.to_owned()),
     };
     let tool_input = format.and_then(|format| {
-        response
-            .content
+        blocks
             .iter()
             .find(|block| block.kind == "tool_use" && block.name.as_deref() == Some(&format.name))
             .and_then(|block| block.input.as_ref())
     });
     let text = match tool_input {
-        Some(input) => input.get().to_owned(),
+        Some(input) => input.clone(),
         None => text_blocks,
     };
     if text.trim().is_empty() {
@@ -214,7 +243,7 @@ pub(super) fn read_completion(
                 "the output token limit was reached before any answer (stop_reason max_tokens)".to_owned()
             }
             _ => {
-                let kinds: Vec<&str> = response.content.iter().map(|block| block.kind.as_str()).collect();
+                let kinds: Vec<&str> = blocks.iter().map(|block| block.kind.as_str()).collect();
                 format!(
                     "no text or answer tool call in the content (blocks: [{}])",
                     kinds.join(", ")
@@ -229,6 +258,199 @@ pub(super) fn read_completion(
         });
     }
     Ok(Completion { text, usage, finish })
+}
+
+/// One event of a Messages stream, by its `type` (the event's name).
+#[derive(Deserialize)]
+struct StreamEvent {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default)]
+    message: Option<StartedMessage>,
+    #[serde(default)]
+    content_block: Option<Block>,
+    #[serde(default)]
+    delta: Option<StreamDelta>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct StartedMessage {
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct StreamDelta {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    partial_json: Option<String>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+/// An answer read from a Messages stream (`stream: true`): `message_start` (usage so far),
+/// content blocks built from `content_block_start` and their `text_delta` / `input_json_delta`
+/// deltas (the tool input's JSON text concatenated as sent, so it stays raw), `message_delta`
+/// (stop reason, cumulative usage), `message_stop`. `ping` and unknown events are skipped; an
+/// `error` event ends the stream.
+#[derive(Debug, Default)]
+pub(super) struct Stream {
+    /// Blocks by index, with the tool input's deltas.
+    blocks: Vec<(usize, OwnedBlock, Option<String>)>,
+    stop_reason: Option<String>,
+    input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    text_bytes: usize,
+    done: bool,
+}
+
+impl Stream {
+    fn overlay(&mut self, usage: &WireUsage) {
+        // Counts are cumulative: the latest value of each wins.
+        if usage.input_tokens.is_some() {
+            self.input_tokens = usage.input_tokens;
+        }
+        if usage.cache_creation_input_tokens.is_some() {
+            self.cache_creation_input_tokens = usage.cache_creation_input_tokens;
+        }
+        if usage.cache_read_input_tokens.is_some() {
+            self.cache_read_input_tokens = usage.cache_read_input_tokens;
+        }
+        if usage.output_tokens.is_some() {
+            self.output_tokens = usage.output_tokens;
+        }
+    }
+
+    /// Reads one event.
+    pub(super) fn event(&mut self, event: &super::sse::Event) -> Result<(), StreamProblem> {
+        let parsed: StreamEvent = serde_json::from_str(&event.data).map_err(|error| {
+            StreamProblem::Invalid(format!("a stream event is not a Messages event: {error}"))
+        })?;
+        match parsed.kind.as_str() {
+            "message_start" => {
+                if let Some(usage) = parsed.message.and_then(|message| message.usage) {
+                    self.overlay(&usage);
+                }
+            }
+            "content_block_start" => {
+                let block = parsed.content_block.map(|block| OwnedBlock {
+                    text: block.text,
+                    name: block.name,
+                    input: block.input.map(|input| input.get().to_owned()),
+                    kind: block.kind,
+                });
+                self.text_bytes += block
+                    .as_ref()
+                    .and_then(|block| block.text.as_ref())
+                    .map_or(0, String::len);
+                self.blocks.push((
+                    parsed.index.unwrap_or(self.blocks.len()),
+                    block.unwrap_or_default(),
+                    None,
+                ));
+            }
+            "content_block_delta" => {
+                let (Some(index), Some(delta)) = (parsed.index, parsed.delta) else {
+                    return Ok(());
+                };
+                let Some((_, block, partial)) = self.blocks.iter_mut().rev().find(|(at, ..)| *at == index)
+                else {
+                    return Err(StreamProblem::Invalid(format!(
+                        "a delta for content block {index}, which was not started"
+                    )));
+                };
+                match delta.kind.as_deref() {
+                    Some("text_delta") => {
+                        let text = delta.text.unwrap_or_default();
+                        self.text_bytes += text.len();
+                        block.text.get_or_insert_with(String::new).push_str(&text);
+                    }
+                    Some("input_json_delta") => {
+                        let json = delta.partial_json.unwrap_or_default();
+                        self.text_bytes += json.len();
+                        partial.get_or_insert_with(String::new).push_str(&json);
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = parsed.delta.and_then(|delta| delta.stop_reason) {
+                    self.stop_reason = Some(reason);
+                }
+                if let Some(usage) = parsed.usage {
+                    self.overlay(&usage);
+                }
+            }
+            "message_stop" => self.done = true,
+            "error" => {
+                let error = parsed.error.unwrap_or(Value::Null);
+                let kind = error
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let message = super::wire::error_excerpt(json!({"error": error}).to_string().as_bytes());
+                let retryable = !matches!(
+                    kind.as_str(),
+                    "invalid_request_error"
+                        | "authentication_error"
+                        | "permission_error"
+                        | "not_found_error"
+                        | "request_too_large"
+                );
+                return Err(StreamProblem::Server { message, retryable });
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Whether `message_stop` came.
+    pub(super) fn is_complete(&self) -> bool {
+        self.done
+    }
+
+    /// The usage reported so far.
+    pub(super) fn usage(&self) -> Usage {
+        usage_of(&WireUsage {
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            cache_creation_input_tokens: self.cache_creation_input_tokens,
+            cache_read_input_tokens: self.cache_read_input_tokens,
+        })
+    }
+
+    /// Bytes of answer text (and tool input) received so far.
+    pub(super) fn text_bytes(&self) -> usize {
+        self.text_bytes
+    }
+
+    /// The answer, read by the same rules as a whole response.
+    pub(super) fn finish(self, model: &str, format: Option<&ResponseFormat>) -> Result<Completion, LlmError> {
+        let usage = self.usage();
+        let blocks = self
+            .blocks
+            .into_iter()
+            .map(|(_, mut block, partial)| {
+                if let Some(partial) = partial.filter(|json| !json.trim().is_empty()) {
+                    block.input = Some(partial);
+                }
+                block
+            })
+            .collect();
+        answer(model, blocks, self.stop_reason, usage, format)
+    }
 }
 
 #[cfg(test)]

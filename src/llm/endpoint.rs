@@ -175,6 +175,8 @@ pub(super) struct Endpoint {
     kind: ProviderKind,
     pub(super) format: WireFormat,
     pub(super) url: Url,
+    /// Vertex Claude: `:streamRawPredict`, where streamed requests go.
+    stream_url: Option<Url>,
     /// The base URL as shown to people: no user info, no query.
     pub(super) shown_base: String,
     headers: HeaderMap,
@@ -407,10 +409,17 @@ impl Endpoint {
                 format!("google/{model}")
             }
         });
+        let stream_url = vertex_anthropic.then(|| {
+            let mut stream_url = url.clone();
+            let path = url.path().replacen(":rawPredict", ":streamRawPredict", 1);
+            stream_url.set_path(&path);
+            stream_url
+        });
         Ok(Self {
             kind,
             format,
             shown_base: shown_url(&base_url),
+            stream_url,
             url,
             headers,
             dynamic,
@@ -445,16 +454,35 @@ impl Endpoint {
         self.format == WireFormat::Openai
     }
 
-    /// The URL as shown in messages: scheme, host, port, path and the query's names (values
-    /// hidden unless they are an `api-version`); never user info.
-    pub(super) fn shown_url(&self) -> String {
-        let mut shown = self.url.clone();
+    /// Whether this endpoint can answer with server-sent events (every one but Bedrock, whose
+    /// stream is AWS's binary event-stream framing).
+    pub(super) fn streams(&self) -> bool {
+        self.format != WireFormat::Bedrock
+    }
+
+    /// Where a request goes: Vertex streams Claude from `:streamRawPredict`, everything else
+    /// streams from the same URL.
+    pub(super) fn url_for(&self, stream: bool) -> &Url {
+        match &self.stream_url {
+            Some(url) if stream => url,
+            _ => &self.url,
+        }
+    }
+
+    /// The URL a request (streamed or not) goes to, as shown in messages: scheme, host, port,
+    /// path and the query's names (values hidden unless they are an `api-version`); never user
+    /// info.
+    pub(super) fn shown_url_for(&self, stream: bool) -> String {
+        self.shown(self.url_for(stream))
+    }
+
+    fn shown(&self, url: &Url) -> String {
+        let mut shown = url.clone();
         let _ = shown.set_username("");
         let _ = shown.set_password(None);
         shown.set_fragment(None);
         if shown.query().is_some() {
-            let pairs: Vec<(String, String)> = self
-                .url
+            let pairs: Vec<(String, String)> = url
                 .query_pairs()
                 .map(|(name, value)| {
                     let value = if name == "api-version" {
@@ -706,7 +734,7 @@ mod tests {
             endpoint.url.as_str(),
             "https://res.openai.azure.com/openai/deployments/my-gpt4o/chat/completions?api-version=2024-10-21"
         );
-        assert_eq!(endpoint.shown_url(), endpoint.url.as_str());
+        assert_eq!(endpoint.shown_url_for(true), endpoint.url.as_str());
         assert!(endpoint.headers.contains_key("api-key"));
         assert!(!endpoint.headers.contains_key("authorization"));
     }
@@ -750,6 +778,10 @@ mod tests {
         assert_eq!(
             endpoint.url.as_str(),
             "https://us-east5-aiplatform.googleapis.com/v1/projects/proj/locations/us-east5/publishers/anthropic/models/claude-sonnet-4@20250514:rawPredict"
+        );
+        assert_eq!(
+            endpoint.url_for(true).as_str(),
+            "https://us-east5-aiplatform.googleapis.com/v1/projects/proj/locations/us-east5/publishers/anthropic/models/claude-sonnet-4@20250514:streamRawPredict"
         );
         let mut body = json!({"model": "claude-sonnet-4@20250514", "messages": []});
         endpoint.finish_body(&mut body);

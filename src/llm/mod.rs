@@ -23,6 +23,7 @@ mod google;
 mod openai;
 pub mod retry;
 pub(crate) mod scripted;
+pub mod sse;
 mod wire;
 
 use std::fmt;
@@ -334,12 +335,21 @@ impl Learned {
         if let Some(cap) = self.max_output_tokens.filter(|cap| *cap > 0) {
             settings.max_output_tokens = settings.max_output_tokens.min(cap);
         }
+        if self.stream == Some(false) {
+            settings.stream = false;
+        }
     }
 }
 
 /// The output cap used when `llm.max-output-tokens` is not set: what every current and previous
 /// model generation of both vendors accepts (gpt-4o allows 16,384, Claude 3.5 Sonnet 8,192).
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
+
+/// The longest one request may take when `llm.max-request-secs` is not set: 30 minutes.
+pub const DEFAULT_MAX_REQUEST_SECS: u64 = 1800;
+
+/// How often a long answer's progress is logged: at least this often.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(15);
 
 /// Everything a provider needs, resolved by `config`.
 ///
@@ -355,8 +365,15 @@ pub struct LlmSettings {
     /// Name of the variable holding the key; used in messages only.
     pub api_key_env: String,
     pub max_output_tokens: u32,
-    /// Deadline of one whole request (connect, send, wait, read the body), per attempt.
+    /// The longest silence allowed (no bytes at all) while waiting for an answer or reading it,
+    /// per attempt. Without streaming that is the wait for the whole answer.
     pub timeout: Duration,
+    /// The longest one attempt may take in all, streamed or not.
+    pub max_request: Duration,
+    /// Ask for server-sent events (OpenAI-compatible and Anthropic endpoints; never Bedrock).
+    pub stream: bool,
+    /// How often a long answer's progress is logged.
+    pub progress_interval: Duration,
     /// Retries after the first attempt on 429, 5xx, 529, timeouts and connection errors.
     pub max_retries: u32,
     /// Scripted provider only: the file of canned answers.
@@ -381,6 +398,9 @@ impl LlmSettings {
             api_key_env: provider.default_api_key_env().to_owned(),
             max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
             timeout: Duration::from_secs(600),
+            max_request: Duration::from_secs(DEFAULT_MAX_REQUEST_SECS),
+            stream: true,
+            progress_interval: PROGRESS_INTERVAL,
             max_retries: 4,
             script: None,
             endpoint: EndpointSettings::default(),
@@ -440,15 +460,28 @@ pub enum LlmError {
         status: u16,
         location: String,
     },
-    /// The whole-request deadline passed on the last attempt.
+    /// The server sent nothing (not a byte) for `timeout` (`llm.timeout-secs`), on the last
+    /// attempt: before its answer began, or in the middle of a stream.
     #[error(
-        "{provider} model `{model}` did not answer within {}s after {attempts} attempt(s)",
+        "{provider} model `{model}` sent nothing for {}s (llm.timeout-secs) after {attempts} attempt(s)",
         timeout.as_secs_f64()
     )]
     Timeout {
         provider: ProviderKind,
         model: String,
         timeout: Duration,
+        attempts: u32,
+    },
+    /// The answer was not complete within `limit` (`llm.max-request-secs`), though bytes kept
+    /// coming; not retried.
+    #[error(
+        "{provider} model `{model}` did not finish its answer within {}s (llm.max-request-secs) after {attempts} attempt(s)",
+        limit.as_secs_f64()
+    )]
+    TooLong {
+        provider: ProviderKind,
+        model: String,
+        limit: Duration,
         attempts: u32,
     },
     /// Connection refused, DNS, TLS and similar, on the last attempt.
@@ -506,7 +539,10 @@ impl LlmError {
     /// than the settings' or the model's.
     pub fn is_transient(&self) -> bool {
         match self {
-            LlmError::RateLimited { .. } | LlmError::Timeout { .. } | LlmError::Transport { .. } => true,
+            LlmError::RateLimited { .. }
+            | LlmError::Timeout { .. }
+            | LlmError::TooLong { .. }
+            | LlmError::Transport { .. } => true,
             LlmError::Status { status, .. } => *status >= 500,
             _ => false,
         }

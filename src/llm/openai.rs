@@ -11,6 +11,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::wire::StreamProblem;
 use super::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
 use super::{MaxTokensField, Role, StructuredOutput, Usage};
 
@@ -138,6 +139,19 @@ struct PromptDetails {
     cached_tokens: Option<u64>,
 }
 
+fn usage_of(usage: Option<WireUsage>) -> Usage {
+    usage
+        .map(|usage| Usage {
+            input_tokens: usage.prompt_tokens.unwrap_or(0),
+            output_tokens: usage.completion_tokens.unwrap_or(0),
+            cached_input_tokens: usage
+                .prompt_tokens_details
+                .and_then(|details| details.cached_tokens)
+                .unwrap_or(0),
+        })
+        .unwrap_or_default()
+}
+
 pub(super) fn read_completion(
     provider: ProviderKind,
     model: &str,
@@ -153,31 +167,35 @@ pub(super) fn read_completion(
     }
     let response: ChatResponse =
         serde_json::from_slice(bytes).map_err(|error| invalid(format!("not a chat completion: {error}")))?;
-    let usage = response
-        .usage
-        .map(|usage| Usage {
-            input_tokens: usage.prompt_tokens.unwrap_or(0),
-            output_tokens: usage.completion_tokens.unwrap_or(0),
-            cached_input_tokens: usage
-                .prompt_tokens_details
-                .and_then(|details| details.cached_tokens)
-                .unwrap_or(0),
-        })
-        .unwrap_or_default();
+    let usage = usage_of(response.usage);
+    let choice = response.choices.into_iter().next().map(|choice| {
+        let message = choice.message.unwrap_or(Message {
+            content: None,
+            refusal: None,
+        });
+        (message.content, message.refusal, choice.finish_reason)
+    });
+    answer(provider, model, usage, choice)
+}
+
+/// The rules shared by whole and streamed answers: `choice` is the first choice's content,
+/// refusal and finish reason, `None` when there was no choice.
+fn answer(
+    provider: ProviderKind,
+    model: &str,
+    usage: Usage,
+    choice: Option<(Option<String>, Option<String>, Option<String>)>,
+) -> Result<Completion, LlmError> {
     let empty = |reason: String| LlmError::EmptyAnswer {
         provider,
         model: model.to_owned(),
         usage,
         reason,
     };
-    let Some(choice) = response.choices.into_iter().next() else {
+    let Some((content, refusal, finish_reason)) = choice else {
         return Err(empty("the response has no choices".to_owned()));
     };
-    let message = choice.message.unwrap_or(Message {
-        content: None,
-        refusal: None,
-    });
-    if let Some(refusal) = message.refusal.filter(|text| !text.trim().is_empty()) {
+    if let Some(refusal) = refusal.filter(|text| !text.trim().is_empty()) {
         return Err(LlmError::Refused {
             provider,
             model: model.to_owned(),
@@ -185,7 +203,7 @@ pub(super) fn read_completion(
             message: super::wire::cut(&refusal, 500),
         });
     }
-    let finish = match choice.finish_reason.as_deref() {
+    let finish = match finish_reason.as_deref() {
         None | Some("stop") => FinishReason::Stop,
         Some("length") => FinishReason::Length,
         Some("content_filter") => {
@@ -198,7 +216,7 @@ pub(super) fn read_completion(
         }
         Some(other) => FinishReason::Other(other.to_owned()),
     };
-    let text = message.content.unwrap_or_default();
+    let text = content.unwrap_or_default();
     if text.trim().is_empty() {
         let reason = match finish {
             FinishReason::Length => {
@@ -212,6 +230,121 @@ pub(super) fn read_completion(
         return Err(empty(reason));
     }
     Ok(Completion { text, usage, finish })
+}
+
+/// One `chat.completion.chunk` of a stream (or an error object a server sends instead).
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Vec<ChunkChoice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoice {
+    #[serde(default)]
+    index: u32,
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+}
+
+/// An answer read from a Chat Completions stream (`stream: true`, with
+/// `stream_options.include_usage` so the last chunk carries the usage): the first choice's
+/// content and refusal deltas concatenated, its finish reason, the usage; `data: [DONE]` ends it.
+#[derive(Debug, Default)]
+pub(super) struct Stream {
+    content: String,
+    refusal: String,
+    any_choice: bool,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+    done: bool,
+}
+
+impl Stream {
+    /// Reads one event.
+    pub(super) fn event(&mut self, event: &super::sse::Event) -> Result<(), StreamProblem> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let chunk: Chunk = serde_json::from_str(data).map_err(|error| {
+            StreamProblem::Invalid(format!("a stream chunk is not a chat completion chunk: {error}"))
+        })?;
+        if let Some(error) = chunk.error {
+            let message = super::wire::error_excerpt(json!({"error": error}).to_string().as_bytes());
+            return Err(StreamProblem::Server {
+                message,
+                retryable: true,
+            });
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(usage_of(Some(usage)));
+        }
+        for choice in chunk.choices.into_iter().filter(|choice| choice.index == 0) {
+            self.any_choice = true;
+            if let Some(delta) = choice.delta {
+                if let Some(content) = delta.content {
+                    self.content.push_str(&content);
+                }
+                if let Some(refusal) = delta.refusal {
+                    self.refusal.push_str(&refusal);
+                }
+            }
+            if choice.finish_reason.is_some() {
+                self.finish_reason = choice.finish_reason;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the answer is complete: `[DONE]`, or a finish reason (some servers end the
+    /// stream without `[DONE]`).
+    pub(super) fn is_complete(&self) -> bool {
+        self.done || self.finish_reason.is_some()
+    }
+
+    /// Whether `data: [DONE]` came.
+    pub(super) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The usage reported so far (the last chunk carries it).
+    pub(super) fn usage(&self) -> Usage {
+        self.usage.unwrap_or_default()
+    }
+
+    /// Bytes of answer text received so far.
+    pub(super) fn text_bytes(&self) -> usize {
+        self.content.len() + self.refusal.len()
+    }
+
+    /// The answer, read by the same rules as a whole response.
+    pub(super) fn finish(self, provider: ProviderKind, model: &str) -> Result<Completion, LlmError> {
+        let usage = self.usage();
+        let choice = self.any_choice.then(|| {
+            (
+                Some(self.content),
+                Some(self.refusal).filter(|refusal| !refusal.is_empty()),
+                self.finish_reason,
+            )
+        });
+        answer(provider, model, usage, choice)
+    }
 }
 
 #[cfg(test)]

@@ -1,17 +1,23 @@
 //! The HTTP exchange shared by the vendors: client, headers, attempts and retries, error bodies.
 //!
-//! Owns the reqwest client (redirects off, a whole-request deadline), the key header (marked
-//! sensitive, never in a URL), the attempt loop with [`RetryPolicy`], and turning a failed
-//! response into an [`LlmError`] whose text is short and holds no key and no URL query. It does not
-//! know any vendor's JSON: `openai` and `anthropic` build the bodies and read the answers.
+//! Owns the reqwest client (redirects off), the key header (marked sensitive, never in a URL), the
+//! attempt loop with [`RetryPolicy`], reading answers whole or as server-sent events (`sse`) under
+//! two clocks (`llm.timeout-secs`: the longest silence, no bytes at all; `llm.max-request-secs`:
+//! the whole request), progress lines during a long answer, and turning a failed response into an
+//! [`LlmError`] whose text is short and holds no key and no URL query. It does not know any
+//! vendor's JSON: `openai`, `anthropic` and `bedrock` build the bodies and read the answers and
+//! stream events.
 //!
 //! It also negotiates what the server accepts: a request whose structured-output mode the server
 //! rejects (HTTP 400, 422 or 500 naming `response_format`, `json_schema`, a tool or the schema) is
-//! sent again at once with the next weaker mode, and the provider keeps that mode (`Shape`, shared
-//! by every call) and reports it as [`Learned`], so other processes of the run start from it.
+//! sent again at once with the next weaker mode; a 400 that states the model's output maximum is
+//! sent again once with it; a 400 naming `stream`, or a whole (not `text/event-stream`) answer to
+//! a streamed request, turns streaming off. The provider keeps what it learned (`Shape`, shared by
+//! every call) and reports it as [`Learned`], so other processes of the run start from it.
 
+use std::future::Future;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use reqwest::Client;
 use secrecy::SecretString;
@@ -20,7 +26,7 @@ use super::endpoint::{Endpoint, WireFormat};
 use super::retry::{self, RetryPolicy};
 use super::{Completion, Conversation, Learned, LlmError, LlmSettings, ProviderKind, ResponseFormat};
 use super::{MaxTokensField, StructuredOutput, Usage};
-use super::{anthropic, bedrock, openai};
+use super::{anthropic, bedrock, openai, sse};
 
 /// A response body larger than this is refused rather than buffered.
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
@@ -37,7 +43,12 @@ pub(super) struct HttpProvider {
     /// URL, authentication and body touches (see `endpoint`).
     endpoint: Endpoint,
     client: Client,
+    /// The longest silence (no bytes) allowed while waiting for or reading an answer.
     timeout: Duration,
+    /// The longest one attempt may take, streamed or not.
+    max_request: Duration,
+    /// How often a long answer's progress is logged.
+    progress_interval: Duration,
     max_retries: u32,
     pub(super) retry: RetryPolicy,
     /// What the next request asks for (weakened on rejections, shared by every call).
@@ -56,6 +67,8 @@ struct Shape {
     max_output_tokens: u32,
     /// OpenAI-compatible bodies: the field the cap goes in.
     max_tokens_field: MaxTokensField,
+    /// Ask for server-sent events.
+    stream: bool,
 }
 
 /// A feature the server refused, and what to ask for instead.
@@ -64,6 +77,8 @@ enum Rejection {
     StructuredOutput(StructuredOutput),
     /// The cap is over the model's maximum, which the error states.
     OutputCap(u32),
+    /// The server does not stream.
+    Stream,
 }
 
 /// What one request (with its retries) came to.
@@ -76,10 +91,78 @@ enum Exchange {
     },
 }
 
-/// What one attempt produced.
+/// What one attempt produced: an answer read (usable or not), or a failure to retry or report.
 enum Attempt {
-    Answer(Vec<u8>),
+    Answer(Result<Completion, LlmError>),
     Failed(Failure),
+}
+
+/// A problem inside a stream, found by a vendor's stream reader.
+pub(super) enum StreamProblem {
+    /// The server reported an error in the stream (an `error` event, an error chunk).
+    Server { message: String, retryable: bool },
+    /// An event that is not the vendor's documented JSON.
+    Invalid(String),
+}
+
+/// A stream being read, by vendor.
+enum Streamed {
+    Openai(openai::Stream),
+    Anthropic(anthropic::Stream),
+}
+
+impl Streamed {
+    fn event(&mut self, event: &sse::Event) -> Result<(), StreamProblem> {
+        match self {
+            Streamed::Openai(stream) => stream.event(event),
+            Streamed::Anthropic(stream) => stream.event(event),
+        }
+    }
+
+    fn is_complete(&self) -> bool {
+        match self {
+            Streamed::Openai(stream) => stream.is_complete(),
+            Streamed::Anthropic(stream) => stream.is_complete(),
+        }
+    }
+
+    /// Whether the stream's own end marker came (`[DONE]`, `message_stop`): nothing more to read.
+    fn is_ended(&self) -> bool {
+        match self {
+            Streamed::Openai(stream) => stream.is_done(),
+            Streamed::Anthropic(stream) => stream.is_complete(),
+        }
+    }
+
+    fn usage(&self) -> Usage {
+        match self {
+            Streamed::Openai(stream) => stream.usage(),
+            Streamed::Anthropic(stream) => stream.usage(),
+        }
+    }
+
+    fn text_bytes(&self) -> usize {
+        match self {
+            Streamed::Openai(stream) => stream.text_bytes(),
+            Streamed::Anthropic(stream) => stream.text_bytes(),
+        }
+    }
+}
+
+/// When the next progress line is due.
+struct Progress {
+    started: Instant,
+    next: tokio::time::Instant,
+    interval: Duration,
+}
+
+/// How a wait ended.
+enum Waited<T> {
+    Done(T),
+    /// No byte within `llm.timeout-secs`.
+    Silent,
+    /// The attempt's `llm.max-request-secs` ran out.
+    TooLong,
 }
 
 /// A failed attempt, before deciding whether to try again.
@@ -95,7 +178,15 @@ enum Failure {
         status: u16,
         location: String,
     },
+    /// No byte within `llm.timeout-secs`.
     Timeout,
+    /// The attempt took longer than `llm.max-request-secs`.
+    TooLong,
+    /// The server reported an error inside a stream.
+    Stream {
+        message: String,
+        retryable: bool,
+    },
     Transport {
         message: String,
         retryable: bool,
@@ -120,15 +211,22 @@ impl HttpProvider {
                 "the request timeout must be more than zero (llm.timeout-secs)".to_owned(),
             ));
         }
+        if settings.max_request.is_zero() {
+            return Err(settings_error(
+                "the request limit must be more than zero (llm.max-request-secs)".to_owned(),
+            ));
+        }
         let endpoint = Endpoint::new(&settings)?;
         let max_tokens_field = settings
             .max_tokens_field
             .unwrap_or_else(|| endpoint.default_max_tokens_field());
+        let stream = settings.stream && endpoint.streams();
 
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = crate::net::client_builder()
             .redirect(reqwest::redirect::Policy::none())
-            .timeout(settings.timeout)
+            // A safety net behind the attempt's own clocks, which fire first.
+            .timeout(settings.max_request + Duration::from_secs(5))
             .connect_timeout(settings.timeout.min(Duration::from_secs(30)))
             .user_agent(concat!("bork-ci/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -140,12 +238,15 @@ impl HttpProvider {
             endpoint,
             client,
             timeout: settings.timeout,
+            max_request: settings.max_request,
+            progress_interval: settings.progress_interval.max(Duration::from_millis(10)),
             max_retries: settings.max_retries,
             retry: RetryPolicy::default(),
             shape: Mutex::new(Shape {
                 mode: settings.structured_output,
                 max_output_tokens: settings.max_output_tokens,
                 max_tokens_field,
+                stream,
             }),
             learned: Mutex::new(Learned::default()),
             spent: Mutex::new(Usage::default()),
@@ -205,6 +306,9 @@ impl HttpProvider {
         if let Some(cap) = lesson.max_output_tokens {
             shape.max_output_tokens = shape.max_output_tokens.min(cap);
         }
+        if lesson.stream == Some(false) {
+            shape.stream = false;
+        }
     }
 
     /// The request body for `shape`.
@@ -229,6 +333,17 @@ impl HttpProvider {
             ),
         };
         self.endpoint.finish_body(&mut body);
+        if shape.stream
+            && let Some(object) = body.as_object_mut()
+        {
+            object.insert("stream".into(), serde_json::Value::Bool(true));
+            if self.endpoint.format == WireFormat::Openai {
+                // The usage comes in a last chunk only when asked for.
+                object
+                    .entry("stream_options")
+                    .or_insert_with(|| serde_json::json!({"include_usage": true}));
+            }
+        }
         serde_json::to_vec(&body).map_err(|error| LlmError::Settings {
             provider: self.kind,
             message: format!("cannot encode the request: {error}"),
@@ -276,6 +391,9 @@ impl HttpProvider {
                 .any(|word| text.contains(word))
         {
             return self.weaker(shape.mode).map(Rejection::StructuredOutput);
+        }
+        if shape.stream && matches!(status, 400 | 422) && text.contains("stream") {
+            return Some(Rejection::Stream);
         }
         None
     }
@@ -331,6 +449,19 @@ impl HttpProvider {
                             ..Learned::default()
                         });
                     }
+                    Rejection::Stream => {
+                        tracing::warn!(
+                            provider = %self.kind,
+                            model = %self.model,
+                            "{} rejected a streamed request ({}); not streaming for the rest of the run (llm.stream)",
+                            self.describe(),
+                            message
+                        );
+                        self.learn(Learned {
+                            stream: Some(false),
+                            ..Learned::default()
+                        });
+                    }
                     Rejection::StructuredOutput(next) => {
                         tracing::warn!(
                             provider = %self.kind,
@@ -364,14 +495,9 @@ impl HttpProvider {
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            let failure = match self.attempt(body).await {
-                Attempt::Answer(bytes) => {
-                    let result = match self.endpoint.format {
-                        WireFormat::Anthropic => anthropic::read_completion(&self.model, &bytes, tool_format),
-                        WireFormat::Bedrock => bedrock::read_completion(&self.model, &bytes, tool_format),
-                        WireFormat::Openai => openai::read_completion(self.kind, &self.model, &bytes),
-                    }
-                    .map_err(|error| self.scrub_error(error));
+            let failure = match self.attempt(body, shape, tool_format).await {
+                Attempt::Answer(result) => {
+                    let result = result.map_err(|error| self.scrub_error(error));
                     self.count(match &result {
                         Ok(completion) => completion.usage,
                         Err(error) => error.usage(),
@@ -385,7 +511,7 @@ impl HttpProvider {
                     Failure::Status { status, message, .. } => {
                         format!(
                             "HTTP {status} from POST {}: {}",
-                            self.endpoint.shown_url(),
+                            self.endpoint.shown_url_for(shape.stream),
                             self.scrub(message)
                         )
                     }
@@ -396,8 +522,9 @@ impl HttpProvider {
             let retryable = match &failure {
                 Failure::Status { status, .. } => retry::is_retryable_status(*status),
                 Failure::Timeout => true,
-                Failure::Transport { retryable, .. } => *retryable,
-                Failure::Redirect { .. } | Failure::TooLarge => false,
+                Failure::Transport { retryable, .. } | Failure::Stream { retryable, .. } => *retryable,
+                // An answer that took the whole of llm.max-request-secs would take it again.
+                Failure::Redirect { .. } | Failure::TooLarge | Failure::TooLong => false,
                 Failure::Credentials(error) => error.is_transient(),
             };
             let asked = match &failure {
@@ -406,7 +533,7 @@ impl HttpProvider {
             };
             let too_long = asked.is_some_and(|delay| delay > self.retry.max_retry_after);
             if !retryable || attempts > self.max_retries || too_long {
-                return Exchange::Done(Err(self.final_error(failure, attempts)));
+                return Exchange::Done(Err(self.final_error(failure, attempts, shape.stream)));
             }
             let delay = asked.unwrap_or_else(|| self.retry.backoff(attempts));
             tracing::warn!(
@@ -422,52 +549,130 @@ impl HttpProvider {
         }
     }
 
-    /// One request under the whole-request deadline (reqwest's timeout covers the same span; this
-    /// one also bounds a body that trickles in byte by byte).
-    async fn attempt(&self, body: &[u8]) -> Attempt {
-        match tokio::time::timeout(self.timeout, self.send(body)).await {
+    /// One attempt, bounded by `llm.max-request-secs` (the clocks inside `send` fire first and
+    /// count what a stream already reported; this one also covers fetching credentials).
+    async fn attempt(&self, body: &[u8], shape: &Shape, tool_format: Option<&ResponseFormat>) -> Attempt {
+        let limit = self.max_request + Duration::from_secs(1);
+        match tokio::time::timeout(limit, self.send(body, shape, tool_format)).await {
             Ok(attempt) => attempt,
-            Err(_) => Attempt::Failed(Failure::Timeout),
+            Err(_) => Attempt::Failed(Failure::TooLong),
         }
     }
 
-    async fn send(&self, body: &[u8]) -> Attempt {
+    /// Waits for `future` until it is done, no byte came for `llm.timeout-secs`, or `deadline`
+    /// passed, logging progress on the way (`tokens`: the answer's estimated tokens so far, when
+    /// it is streamed).
+    async fn wait<F: Future>(
+        &self,
+        future: F,
+        deadline: tokio::time::Instant,
+        progress: &mut Progress,
+        tokens: Option<u64>,
+    ) -> Waited<F::Output> {
+        let silent_at = tokio::time::Instant::now() + self.timeout;
+        tokio::pin!(future);
+        loop {
+            tokio::select! {
+                biased;
+                output = &mut future => return Waited::Done(output),
+                () = tokio::time::sleep_until(silent_at.min(deadline)) => {
+                    return if silent_at <= deadline { Waited::Silent } else { Waited::TooLong };
+                }
+                () = tokio::time::sleep_until(progress.next) => {
+                    progress.next += progress.interval;
+                    let elapsed = progress.started.elapsed().as_secs();
+                    match tokens {
+                        Some(tokens) => tracing::info!(
+                            provider = %self.kind,
+                            model = %self.model,
+                            elapsed_s = elapsed,
+                            output_tokens_estimate = tokens,
+                            "{}: receiving the answer, about {tokens} tokens so far ({elapsed}s)",
+                            self.describe()
+                        ),
+                        None => tracing::info!(
+                            provider = %self.kind,
+                            model = %self.model,
+                            elapsed_s = elapsed,
+                            "{}: waiting for the answer ({elapsed}s)",
+                            self.describe()
+                        ),
+                    }
+                }
+            }
+        }
+    }
+
+    async fn send(&self, body: &[u8], shape: &Shape, tool_format: Option<&ResponseFormat>) -> Attempt {
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::now() + self.max_request;
+        let mut progress = Progress {
+            started,
+            next: tokio::time::Instant::now() + self.progress_interval,
+            interval: self.progress_interval,
+        };
         let headers = match self.endpoint.request_headers(&self.client, body).await {
             Ok(headers) => headers,
             Err(error) => return Attempt::Failed(Failure::Credentials(error)),
         };
-        let request = self
-            .client
-            .post(self.endpoint.url.clone())
-            .headers(headers)
-            .body(body.to_vec());
-        let mut response = match request.send().await {
-            Ok(response) => response,
-            Err(error) => return Attempt::Failed(transport_failure(error)),
+        let url = self.endpoint.url_for(shape.stream);
+        let request = self.client.post(url.clone()).headers(headers).body(body.to_vec());
+        let mut response = match self.wait(request.send(), deadline, &mut progress, None).await {
+            Waited::Done(Ok(response)) => response,
+            Waited::Done(Err(error)) => return Attempt::Failed(transport_failure(error)),
+            Waited::Silent => return Attempt::Failed(Failure::Timeout),
+            Waited::TooLong => return Attempt::Failed(Failure::TooLong),
         };
         let status = response.status();
         let headers = response.headers().clone();
+        let event_stream = headers
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.trim().to_ascii_lowercase().starts_with("text/event-stream"));
+        if status.is_success() && event_stream && self.endpoint.format != WireFormat::Bedrock {
+            return self
+                .read_stream(&mut response, deadline, &mut progress, tool_format)
+                .await;
+        }
+        if status.is_success() && shape.stream {
+            tracing::info!(
+                provider = %self.kind,
+                model = %self.model,
+                "{} answered a streamed request whole; not asking for a stream again in this run (llm.stream)",
+                self.describe()
+            );
+            self.learn(Learned {
+                stream: Some(false),
+                ..Learned::default()
+            });
+        }
         let mut bytes = Vec::new();
         loop {
-            match response.chunk().await {
-                Ok(Some(chunk)) => {
+            match self.wait(response.chunk(), deadline, &mut progress, None).await {
+                Waited::Done(Ok(Some(chunk))) => {
                     if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
                         return Attempt::Failed(Failure::TooLarge);
                     }
                     bytes.extend_from_slice(&chunk);
                 }
-                Ok(None) => break,
-                Err(error) => return Attempt::Failed(transport_failure(error)),
+                Waited::Done(Ok(None)) => break,
+                Waited::Done(Err(error)) => return Attempt::Failed(transport_failure(error)),
+                Waited::Silent => return Attempt::Failed(Failure::Timeout),
+                Waited::TooLong => return Attempt::Failed(Failure::TooLong),
             }
         }
         if status.is_success() {
-            return Attempt::Answer(bytes);
+            return Attempt::Answer(match self.endpoint.format {
+                WireFormat::Anthropic => anthropic::read_completion(&self.model, &bytes, tool_format),
+                WireFormat::Bedrock => bedrock::read_completion(&self.model, &bytes, tool_format),
+                WireFormat::Openai => openai::read_completion(self.kind, &self.model, &bytes),
+            });
         }
         if status.is_redirection() {
             let location = headers
                 .get(reqwest::header::LOCATION)
                 .and_then(|value| value.to_str().ok())
-                .map(|text| match self.endpoint.url.join(text) {
+                .map(|text| match url.join(text) {
                     Ok(url) => super::endpoint::shown_url(&url),
                     Err(_) => "an unreadable location".to_owned(),
                 })
@@ -485,10 +690,95 @@ impl HttpProvider {
         })
     }
 
+    /// Reads a `text/event-stream` answer event by event. Whatever usage the stream reported is
+    /// counted also when it breaks off; a stream that ends before its answer is complete is a
+    /// failure worth retrying.
+    async fn read_stream(
+        &self,
+        response: &mut reqwest::Response,
+        deadline: tokio::time::Instant,
+        progress: &mut Progress,
+        tool_format: Option<&ResponseFormat>,
+    ) -> Attempt {
+        let mut stream = match self.endpoint.format {
+            WireFormat::Anthropic => Streamed::Anthropic(anthropic::Stream::default()),
+            _ => Streamed::Openai(openai::Stream::default()),
+        };
+        let mut parser = sse::Parser::new();
+        let mut received = 0usize;
+        let failed = |stream: &Streamed, failure: Failure| {
+            self.count(stream.usage());
+            Attempt::Failed(failure)
+        };
+        while !stream.is_ended() {
+            let tokens = Some(u64::try_from(stream.text_bytes().div_ceil(4)).unwrap_or(u64::MAX));
+            let chunk = match self.wait(response.chunk(), deadline, progress, tokens).await {
+                Waited::Done(Ok(Some(chunk))) => chunk,
+                Waited::Done(Ok(None)) => break,
+                Waited::Done(Err(error)) => return failed(&stream, transport_failure(error)),
+                Waited::Silent => return failed(&stream, Failure::Timeout),
+                Waited::TooLong => return failed(&stream, Failure::TooLong),
+            };
+            received += chunk.len();
+            if received > MAX_RESPONSE_BYTES {
+                return failed(&stream, Failure::TooLarge);
+            }
+            let mut problem = None;
+            let pushed = parser.push(&chunk, &mut |event: sse::Event| {
+                if problem.is_none()
+                    && let Err(found) = stream.event(&event)
+                {
+                    problem = Some(found);
+                }
+            });
+            if let Err(error) = pushed {
+                problem.get_or_insert(StreamProblem::Invalid(format!("the event stream holds {error}")));
+            }
+            match problem {
+                None => {}
+                Some(StreamProblem::Server { message, retryable }) => {
+                    return failed(&stream, Failure::Stream { message, retryable });
+                }
+                Some(StreamProblem::Invalid(message)) => {
+                    self.count(stream.usage());
+                    return Attempt::Answer(Err(LlmError::InvalidResponse {
+                        provider: self.kind,
+                        model: self.model.clone(),
+                        message,
+                    }));
+                }
+            }
+        }
+        parser.finish();
+        if !stream.is_complete() {
+            return failed(
+                &stream,
+                Failure::Transport {
+                    message: "the event stream ended before the answer was complete".to_owned(),
+                    retryable: true,
+                },
+            );
+        }
+        Attempt::Answer(match stream {
+            Streamed::Openai(stream) => stream.finish(self.kind, &self.model),
+            Streamed::Anthropic(stream) => stream.finish(&self.model, tool_format),
+        })
+    }
+
     fn failure_summary(&self, failure: &Failure) -> String {
         match failure {
             Failure::Status { status, .. } => format!("HTTP {status}"),
-            Failure::Timeout => format!("no answer within {}s", self.timeout.as_secs_f64()),
+            Failure::Timeout => format!("no bytes for {}s (llm.timeout-secs)", self.timeout.as_secs_f64()),
+            Failure::TooLong => format!(
+                "no complete answer within {}s (llm.max-request-secs)",
+                self.max_request.as_secs_f64()
+            ),
+            Failure::Stream { message, .. } => {
+                format!(
+                    "the server ended the stream with an error: {}",
+                    self.scrub(message)
+                )
+            }
             Failure::Transport { message, .. } => self.scrub(message),
             Failure::Redirect { status, .. } => format!("HTTP {status}"),
             Failure::TooLarge => "response too large".to_owned(),
@@ -496,9 +786,10 @@ impl HttpProvider {
         }
     }
 
-    fn final_error(&self, failure: Failure, attempts: u32) -> LlmError {
+    fn final_error(&self, failure: Failure, attempts: u32, streamed: bool) -> LlmError {
         let provider = self.kind;
         let model = self.model.clone();
+        let shown_url = self.endpoint.shown_url_for(streamed);
         match failure {
             Failure::Status {
                 status: 429,
@@ -511,14 +802,14 @@ impl HttpProvider {
                 status: 429,
                 attempts,
                 retry_after,
-                message: format!("POST {}: {}", self.endpoint.shown_url(), self.scrub(&message)),
+                message: format!("POST {shown_url}: {}", self.scrub(&message)),
             },
             Failure::Status { status, message, .. } => LlmError::Status {
                 provider,
                 model,
                 status,
                 attempts,
-                message: format!("POST {}: {}", self.endpoint.shown_url(), self.scrub(&message)),
+                message: format!("POST {shown_url}: {}", self.scrub(&message)),
             },
             Failure::Redirect { status, location } => LlmError::Redirect {
                 provider,
@@ -532,11 +823,26 @@ impl HttpProvider {
                 timeout: self.timeout,
                 attempts,
             },
+            Failure::TooLong => LlmError::TooLong {
+                provider,
+                model,
+                limit: self.max_request,
+                attempts,
+            },
+            Failure::Stream { message, .. } => LlmError::Transport {
+                provider,
+                model,
+                attempts,
+                message: format!(
+                    "POST {shown_url}: the server ended the stream with an error: {}",
+                    self.scrub(&message)
+                ),
+            },
             Failure::Transport { message, .. } => LlmError::Transport {
                 provider,
                 model,
                 attempts,
-                message: format!("POST {}: {}", self.endpoint.shown_url(), self.scrub(&message)),
+                message: format!("POST {shown_url}: {}", self.scrub(&message)),
             },
             Failure::Credentials(error) => self.scrub_error(error),
             Failure::TooLarge => LlmError::InvalidResponse {
@@ -649,7 +955,12 @@ fn stated_maximum(text: &str) -> Option<u32> {
 /// A transport error as text without the URL (it may carry a query with a key), with its causes.
 fn transport_failure(error: reqwest::Error) -> Failure {
     if error.is_timeout() {
-        return Failure::Timeout;
+        // The client's own deadline sits behind llm.max-request-secs; a connect timeout is silence.
+        return if error.is_connect() {
+            Failure::Timeout
+        } else {
+            Failure::TooLong
+        };
     }
     let retryable = error.is_connect() || error.is_request() || error.is_body();
     let kind = if error.is_connect() {

@@ -349,7 +349,7 @@ impl DockerSandbox {
             .attach_container(id, Some(attach))
             .await
             .map_err(docker_error("attach"))?;
-        let reader = tokio::spawn(read_capped(attached.output, job.output_cap));
+        let reader = tokio::spawn(read_capped(attached.output, job.output_cap, job.live_stderr));
         self.docker
             .start_container(id, None::<StartContainerOptions>)
             .await
@@ -465,7 +465,7 @@ impl DockerSandbox {
                 reason: "the engine did not attach the exec streams".to_owned(),
             });
         };
-        let reader = tokio::spawn(read_capped(output, cap));
+        let reader = tokio::spawn(read_capped(output, cap, false));
         let mut reader = reader;
         let captured = match tokio::time::timeout(remaining, &mut reader).await {
             Ok(Ok(captured)) => captured,
@@ -1070,11 +1070,12 @@ fn keep(buffer: &mut Vec<u8>, truncated: &mut bool, bytes: &[u8], cap: usize) {
     buffer.extend_from_slice(bytes.get(..bytes.len().min(room)).unwrap_or_default());
 }
 
-async fn read_capped<S>(mut stream: S, cap: usize) -> Captured
+async fn read_capped<S>(mut stream: S, cap: usize, live_stderr: bool) -> Captured
 where
     S: Stream<Item = Result<LogOutput, bollard::errors::Error>> + Unpin,
 {
     let mut captured = Captured::default();
+    let mut relay = live_stderr.then(super::LiveRelay::default);
     while let Some(item) = stream.next().await {
         match item {
             Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
@@ -1086,6 +1087,9 @@ where
                 );
             }
             Ok(LogOutput::StdErr { message }) => {
+                if let Some(relay) = &mut relay {
+                    relay.push(&message);
+                }
                 keep(
                     &mut captured.stderr,
                     &mut captured.stderr_truncated,
@@ -1099,6 +1103,9 @@ where
                 break;
             }
         }
+    }
+    if let Some(relay) = &mut relay {
+        relay.finish();
     }
     captured
 }

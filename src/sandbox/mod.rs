@@ -80,6 +80,10 @@ pub struct Job {
     pub artifacts: Option<ArtifactDirs>,
     /// Edit step: the host directory holding the loop state, mounted read-write at `/state`.
     pub state_dir: Option<PathBuf>,
+    /// Pass the job's stderr on to bork-ci's own stderr line by line as it arrives (redacted and
+    /// made safe, see [`LiveRelay`]), besides keeping it: the edit step's progress during a long
+    /// model answer.
+    pub live_stderr: bool,
 }
 
 impl Job {
@@ -94,7 +98,47 @@ impl Job {
             output_cap,
             artifacts: None,
             state_dir: None,
+            live_stderr: false,
         }
+    }
+}
+
+/// Passes a job's stderr on to this process's stderr as it arrives, whole lines at a time, each
+/// redacted and written as one safe line ([`crate::untrusted::relay`]).
+#[derive(Debug, Default)]
+pub(crate) struct LiveRelay {
+    partial: Vec<u8>,
+}
+
+impl LiveRelay {
+    /// A line longer than this is passed on in parts.
+    const MAX_LINE: usize = 64 * 1024;
+
+    /// Reads `bytes` and passes on every line they complete.
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        self.partial.extend_from_slice(bytes);
+        if let Some(end) = memchr::memrchr(b'\n', &self.partial) {
+            let lines: Vec<u8> = self.partial.drain(..=end).collect();
+            Self::write(&lines);
+        }
+        if self.partial.len() > Self::MAX_LINE {
+            let long = std::mem::take(&mut self.partial);
+            Self::write(&long);
+        }
+    }
+
+    /// Passes on what is left (a last line without its end).
+    pub(crate) fn finish(&mut self) {
+        if !self.partial.is_empty() {
+            let rest = std::mem::take(&mut self.partial);
+            Self::write(&rest);
+        }
+    }
+
+    fn write(bytes: &[u8]) {
+        let redacted = crate::secrets::redact_bytes(bytes);
+        let mut out = std::io::stderr().lock();
+        let _ = crate::untrusted::relay(&mut out, &redacted);
     }
 }
 

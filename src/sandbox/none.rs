@@ -88,8 +88,8 @@ impl Local {
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let cap = job.output_cap;
-        let out_task = tokio::spawn(read_capped(stdout, cap));
-        let err_task = tokio::spawn(read_capped(stderr, cap));
+        let out_task = tokio::spawn(read_capped(stdout, cap, false));
+        let err_task = tokio::spawn(read_capped(stderr, cap, job.live_stderr));
 
         let outcome = match tokio::time::timeout(job.timeout, child.wait()).await {
             Ok(status) => {
@@ -188,6 +188,7 @@ async fn join_output(
 async fn read_capped<R: AsyncRead + Unpin>(
     reader: Option<R>,
     cap: usize,
+    live: bool,
 ) -> std::io::Result<(Vec<u8>, bool)> {
     let Some(mut reader) = reader else {
         return Ok((Vec::new(), false));
@@ -195,10 +196,17 @@ async fn read_capped<R: AsyncRead + Unpin>(
     let mut kept = Vec::new();
     let mut truncated = false;
     let mut buffer = vec![0u8; 64 * 1024];
+    let mut relay = live.then(super::LiveRelay::default);
     loop {
         let read = reader.read(&mut buffer).await?;
         if read == 0 {
+            if let Some(relay) = &mut relay {
+                relay.finish();
+            }
             break;
+        }
+        if let Some(relay) = &mut relay {
+            relay.push(&buffer[..read]);
         }
         let room = cap.saturating_sub(kept.len());
         if read > room {
@@ -226,6 +234,7 @@ mod tests {
             output_cap: 16,
             artifacts: None,
             state_dir: None,
+            live_stderr: false,
         }
     }
 

@@ -628,3 +628,49 @@ async fn a_checker_with_non_utf8_command_output_is_a_finding_not_a_failure() {
     let second = fake.requests()[1].to_string();
     assert!(second.contains("<non-UTF8 output>"), "the model hears of it");
 }
+
+/// `BORK_LLM_STREAM=false` sends no `stream`; `BORK_LLM_MAX_REQUEST_SECS` is read; `bork-ci
+/// config` names both sources, and the defaults (streaming on, 1800 s).
+#[tokio::test(flavor = "multi_thread")]
+async fn stream_settings_are_configurable() {
+    let fake = FakeLlm::openai(vec![write_app("DONE\n")]).await;
+    let repo = repo_with(r#"{"correctness-checker": "check.sh"}"#);
+    let defaults = bork_on(&repo, &fake, &["config"], &[]).await;
+    for expected in ["llm.stream", "llm.max-request-secs", "llm.max-output-tokens"] {
+        let line = defaults
+            .stdout
+            .lines()
+            .find(|line| line.starts_with(&format!("{expected} ")))
+            .unwrap_or_else(|| panic!("{}", defaults.stdout));
+        assert!(line.ends_with("# default"), "{line}");
+    }
+    assert!(defaults.stdout.contains("llm.max-request-secs"));
+    let env = [
+        ("BORK_LLM_STREAM", "false".to_owned()),
+        ("BORK_LLM_MAX_REQUEST_SECS", "900".to_owned()),
+    ];
+    let outcome = bork_on(&repo, &fake, &["run"], &env).await;
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    assert!(fake.requests()[0].get("stream").is_none());
+    let shown = bork_on(&repo, &fake, &["config"], &env).await;
+    for (key, value, source) in [
+        ("llm.stream", "false", "BORK_LLM_STREAM"),
+        ("llm.max-request-secs", "900", "BORK_LLM_MAX_REQUEST_SECS"),
+    ] {
+        let line = shown
+            .stdout
+            .lines()
+            .find(|line| line.starts_with(&format!("{key} ")))
+            .unwrap_or_else(|| panic!("{}", shown.stdout));
+        assert!(line.contains(value) && line.contains(source), "{line}");
+    }
+    let zero = bork_on(
+        &repo,
+        &fake,
+        &["config"],
+        &[("BORK_LLM_MAX_REQUEST_SECS", "0".to_owned())],
+    )
+    .await;
+    assert_eq!(zero.code, 2);
+    assert!(zero.stderr.contains("llm.max-request-secs"), "{}", zero.stderr);
+}

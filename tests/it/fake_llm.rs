@@ -17,6 +17,13 @@
 //! would. The Anthropic fake answers with a `tool_use` block when the request forces a tool and the
 //! answer is a JSON object (its `input` is the answer text byte for byte), else with a text block.
 //!
+//! A request with `"stream": true` is answered with server-sent events shaped like the vendor's
+//! stream (OpenAI chunks with the usage chunk when `stream_options.include_usage` asks for it and
+//! `data: [DONE]`; Anthropic's `message_start` … `message_stop`). [`Quirks`] make a fake answer
+//! like a real server that departs from the vendor's API (llama-cpp-python's 500 to
+//! `json_schema`, an output maximum, no streaming). [`TimedServer`] sends timed bytes for slow,
+//! silent or endless streams.
+//!
 //! The servers run on their own threads (wiremock), so they keep answering while a test blocks on
 //! a spawned `bork-ci` process.
 
@@ -121,6 +128,12 @@ pub struct Quirks {
     /// OpenAI does for gpt-4o (16,384) or Anthropic for Claude 3.5 Sonnet (8,192). Such
     /// requests consume no reply.
     pub max_output_tokens: Option<u64>,
+    /// Like servers that do not stream: `stream: true` is ignored and the answer comes whole
+    /// (`application/json`).
+    pub ignores_stream: bool,
+    /// Like servers that refuse to stream: a request with `stream: true` gets a 400 naming it.
+    /// Such requests consume no reply.
+    pub rejects_stream: bool,
 }
 
 /// The body llama-cpp-python's server answers a `json_schema` request with (HTTP 500):
@@ -323,6 +336,8 @@ impl Respond for Responder {
             forced_tool: forced_tool(&body),
             prompt_tokens,
             cached,
+            stream: body["stream"] == true && !state.quirks.ignores_stream,
+            include_usage: body["stream_options"]["include_usage"] == true,
         };
         render(state.api, &reply, &context)
     }
@@ -338,6 +353,22 @@ fn innermost(reply: &Reply) -> &Reply {
 
 /// A missing key, a missing version header or (OpenAI) a body that fails the schema.
 fn reject(state: &State, received: &Received, log: &mut Log) -> Option<ResponseTemplate> {
+    if state.quirks.rejects_stream && received.body["stream"] == true {
+        return Some(match state.api {
+            Api::Openai => openai_error_with(
+                400,
+                "invalid_request_error",
+                "Unsupported parameter: 'stream' is not supported with this model.",
+                "stream",
+                "unsupported_parameter",
+            ),
+            Api::Anthropic => anthropic_error(
+                400,
+                "invalid_request_error",
+                "stream: Extra inputs are not permitted",
+            ),
+        });
+    }
     match state.api {
         Api::Openai => {
             let authorized = received
@@ -443,6 +474,10 @@ struct Context {
     forced_tool: Option<String>,
     prompt_tokens: u64,
     cached: u64,
+    /// The request asked for server-sent events (and the fake streams).
+    stream: bool,
+    /// OpenAI: `stream_options.include_usage`.
+    include_usage: bool,
 }
 
 fn render(api: Api, reply: &Reply, context: &Context) -> ResponseTemplate {
@@ -465,12 +500,14 @@ fn render(api: Api, reply: &Reply, context: &Context) -> ResponseTemplate {
             body,
         } => ResponseTemplate::new(*status).set_body_raw(body.clone(), content_type),
         Reply::Answer(text) | Reply::AnswerText(text) | Reply::Truncated(text) | Reply::Refusal(text) => {
-            let body = match api {
-                Api::Openai => openai_answer(reply, text, context),
-                Api::Anthropic => anthropic_answer(reply, text, context),
+            let (body, content_type) = match (api, context.stream) {
+                (Api::Openai, false) => (openai_answer(reply, text, context), "application/json"),
+                (Api::Anthropic, false) => (anthropic_answer(reply, text, context), "application/json"),
+                (Api::Openai, true) => (openai_stream(reply, text, context), "text/event-stream"),
+                (Api::Anthropic, true) => (anthropic_stream(reply, text, context), "text/event-stream"),
             };
             ResponseTemplate::new(200)
-                .set_body_raw(body.into_bytes(), "application/json")
+                .set_body_raw(body.into_bytes(), content_type)
                 .insert_header("x-request-id", format!("req_fake{}", context.number).as_str())
         }
     }
@@ -565,6 +602,141 @@ fn anthropic_answer(reply: &Reply, text: &str, context: &Context) -> String {
     }
 }
 
+/// `text` in pieces of at most 16 bytes, cut at character boundaries, as a model streams it.
+fn pieces(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut end = rest.len().min(16);
+        while !rest.is_char_boundary(end) {
+            end += 1;
+        }
+        let (piece, tail) = rest.split_at(end);
+        out.push(piece);
+        rest = tail;
+    }
+    out
+}
+
+/// The answer as OpenAI streams it: a first chunk with the role, one chunk per piece of content
+/// (or refusal), a chunk with the finish reason, the usage chunk when the request asked for it
+/// (`stream_options.include_usage`), then `data: [DONE]`.
+fn openai_stream(reply: &Reply, text: &str, context: &Context) -> String {
+    let output_tokens = (text.len() as u64).div_ceil(4);
+    let chunk = |choices: Value, usage: Value| {
+        let mut chunk = json!({
+            "id": format!("chatcmpl-fake{:08}", context.number),
+            "object": "chat.completion.chunk",
+            "created": 1_741_569_952u64 + context.number as u64,
+            "model": context.model,
+            "system_fingerprint": "fp_fake",
+            "choices": choices,
+        });
+        if context.include_usage {
+            chunk["usage"] = usage;
+        }
+        format!("data: {chunk}\n\n")
+    };
+    let (field, finish) = match reply {
+        Reply::Refusal(_) => ("refusal", "stop"),
+        Reply::Truncated(_) => ("content", "length"),
+        _ => ("content", "stop"),
+    };
+    let mut out = chunk(
+        json!([{"index": 0, "delta": {"role": "assistant", "content": "", "refusal": null}, "logprobs": null, "finish_reason": null}]),
+        Value::Null,
+    );
+    for piece in pieces(text) {
+        out.push_str(&chunk(
+            json!([{"index": 0, "delta": {field: piece}, "logprobs": null, "finish_reason": null}]),
+            Value::Null,
+        ));
+    }
+    out.push_str(&chunk(
+        json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish}]),
+        Value::Null,
+    ));
+    if context.include_usage {
+        out.push_str(&chunk(
+            json!([]),
+            json!({
+                "prompt_tokens": context.prompt_tokens,
+                "completion_tokens": output_tokens,
+                "total_tokens": context.prompt_tokens + output_tokens,
+                "prompt_tokens_details": {"cached_tokens": context.cached, "audio_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+            }),
+        ));
+    }
+    out.push_str("data: [DONE]\n\n");
+    out
+}
+
+/// The answer as Anthropic streams it: `message_start` (input usage), one content block (text,
+/// or the forced tool with `input_json_delta` pieces of the raw input), a `ping`,
+/// `content_block_stop`, `message_delta` (stop reason, output usage), `message_stop`.
+fn anthropic_stream(reply: &Reply, text: &str, context: &Context) -> String {
+    let output_tokens = (text.len() as u64).div_ceil(4);
+    let is_object = serde_json::from_str::<Value>(text).is_ok_and(|value| value.is_object());
+    let tool = match (reply, &context.forced_tool) {
+        (Reply::Answer(_), Some(name)) if is_object => Some(name.clone()),
+        _ => None,
+    };
+    let stop_reason = match (reply, &tool) {
+        (_, Some(_)) => "tool_use",
+        (Reply::Refusal(_), None) => "refusal",
+        (Reply::Truncated(_), None) => "max_tokens",
+        _ => "end_turn",
+    };
+    let (input, written, read) = if context.number == 1 {
+        let uncached = context.prompt_tokens / 10;
+        (uncached, context.prompt_tokens - uncached, 0)
+    } else {
+        (context.prompt_tokens - context.cached, 0, context.cached)
+    };
+    let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+    let mut out = event(
+        "message_start",
+        json!({"type": "message_start", "message": {
+            "id": format!("msg_fake{:020}", context.number),
+            "type": "message", "role": "assistant", "model": context.model, "content": [],
+            "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": input, "cache_creation_input_tokens": written, "cache_read_input_tokens": read, "output_tokens": 1, "service_tier": "standard"},
+        }}),
+    );
+    let block = match &tool {
+        Some(name) => {
+            json!({"type": "tool_use", "id": format!("toolu_fake{:08}", context.number), "name": name, "input": {}})
+        }
+        None => json!({"type": "text", "text": ""}),
+    };
+    out.push_str(&event(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": 0, "content_block": block}),
+    ));
+    out.push_str(&event("ping", json!({"type": "ping"})));
+    for piece in pieces(text) {
+        let delta = match &tool {
+            Some(_) => json!({"type": "input_json_delta", "partial_json": piece}),
+            None => json!({"type": "text_delta", "text": piece}),
+        };
+        out.push_str(&event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+        ));
+    }
+    out.push_str(&event(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    out.push_str(&event(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": output_tokens}}),
+    ));
+    out.push_str(&event("message_stop", json!({"type": "message_stop"})));
+    out
+}
+
 fn openai_error_type(status: u16) -> &'static str {
     match status {
         401 => "invalid_request_error",
@@ -605,4 +777,142 @@ fn anthropic_error(status: u16, kind: &str, message: &str) -> ResponseTemplate {
         "error": {"type": kind, "message": message},
         "request_id": "req_fake_error",
     }))
+}
+
+/// One step of a [`TimedServer`] answer.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Write these bytes (flushed at once).
+    Send(Vec<u8>),
+    /// Write nothing for this long.
+    Wait(Duration),
+}
+
+/// A server on 127.0.0.1 that answers every request with a status line, headers and then the
+/// body as timed [`Step`]s, on a connection closed at the end (the body is delimited by the
+/// close, as HTTP/1.1 allows): for answers that stream slowly, go silent, or never end, which a
+/// fake built on whole responses cannot send.
+pub struct TimedServer {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl TimedServer {
+    /// Starts the server; every request gets `head` (e.g. `content-type: text/event-stream`)
+    /// with status 200, then `steps`.
+    pub async fn start(content_type: &str, steps: Vec<Step>) -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&requests);
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\nconnection: close\r\n\r\n");
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let steps = steps.clone();
+                let head = head.clone();
+                let seen = Arc::clone(&seen);
+                tokio::spawn(async move {
+                    // The request: headers, then a body of content-length bytes.
+                    let mut request = Vec::new();
+                    let mut buffer = vec![0u8; 64 * 1024];
+                    let body_start = loop {
+                        let Ok(read) = socket.read(&mut buffer).await else {
+                            return;
+                        };
+                        if read == 0 {
+                            return;
+                        }
+                        request.extend_from_slice(&buffer[..read]);
+                        if let Some(end) = request.windows(4).position(|window| window == b"\r\n\r\n") {
+                            break end + 4;
+                        }
+                    };
+                    let head_text = String::from_utf8_lossy(&request[..body_start]).to_ascii_lowercase();
+                    let length: usize = head_text
+                        .lines()
+                        .find_map(|line| line.strip_prefix("content-length:"))
+                        .and_then(|value| value.trim().parse().ok())
+                        .unwrap_or(0);
+                    while request.len() < body_start + length {
+                        let Ok(read) = socket.read(&mut buffer).await else {
+                            return;
+                        };
+                        if read == 0 {
+                            return;
+                        }
+                        request.extend_from_slice(&buffer[..read]);
+                    }
+                    let body = serde_json::from_slice(&request[body_start..body_start + length])
+                        .unwrap_or(Value::Null);
+                    seen.lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .push(body);
+                    if socket.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    for step in steps {
+                        match step {
+                            Step::Send(bytes) => {
+                                if socket.write_all(&bytes).await.is_err() || socket.flush().await.is_err() {
+                                    return;
+                                }
+                            }
+                            Step::Wait(delay) => tokio::time::sleep(delay).await,
+                        }
+                    }
+                    let _ = socket.shutdown().await;
+                });
+            }
+        });
+        Self {
+            url: format!("http://{address}"),
+            requests,
+        }
+    }
+
+    /// Bodies of the requests received, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.requests
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+}
+
+/// An OpenAI stream of `text` in `parts` content chunks with `gap` before each, then the finish
+/// chunk, a usage chunk (`prompt_tokens`, and one completion token per chunk) and `[DONE]`.
+pub fn slow_openai_stream(text: &str, parts: usize, gap: Duration) -> Vec<Step> {
+    let chunk = |choices: Value, usage: Value| {
+        Step::Send(
+            format!(
+                "data: {}\n\n",
+                json!({"id": "chatcmpl-slow", "object": "chat.completion.chunk", "created": 1, "model": "slow", "choices": choices, "usage": usage})
+            )
+            .into_bytes(),
+        )
+    };
+    let mut steps = vec![chunk(
+        json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
+        Value::Null,
+    )];
+    let size = text.len().div_ceil(parts.max(1));
+    for piece in text.as_bytes().chunks(size.max(1)) {
+        steps.push(Step::Wait(gap));
+        steps.push(chunk(
+            json!([{"index": 0, "delta": {"content": String::from_utf8_lossy(piece)}, "finish_reason": null}]),
+            Value::Null,
+        ));
+    }
+    steps.push(chunk(
+        json!([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+        Value::Null,
+    ));
+    steps.push(chunk(
+        json!([]),
+        json!({"prompt_tokens": 100, "completion_tokens": parts, "total_tokens": 100 + parts}),
+    ));
+    steps.push(Step::Send(b"data: [DONE]\n\n".to_vec()));
+    steps
 }

@@ -357,8 +357,8 @@ async fn a_slow_server_hits_the_deadline_and_is_retried() {
     assert_eq!(fake.requests().len(), 2);
 }
 
-/// A server that sends headers, then one body byte at a time (threat model R12): the deadline
-/// covers the whole request, not only the wait for headers.
+/// A server that sends headers, then one body byte at a time (threat model R12): never silent
+/// for `llm.timeout-secs`, so `llm.max-request-secs` bounds the whole request.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_trickling_body_hits_the_whole_request_deadline() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -386,16 +386,18 @@ async fn a_trickling_body_hits_the_whole_request_deadline() {
     settings.base_url = Some(format!("http://{address}/v1"));
     settings.api_key = Some(TEST_KEY.into());
     settings.timeout = Duration::from_millis(700);
-    settings.max_retries = 0;
+    settings.max_request = Duration::from_millis(900);
+    settings.max_retries = 2;
     let started = Instant::now();
     let error = provider(settings)
         .complete(&conversation(), None)
         .await
         .expect_err("trickle");
     assert!(
-        matches!(error, LlmError::Timeout { attempts: 1, .. }),
-        "{error:?}"
+        matches!(error, LlmError::TooLong { attempts: 1, .. }),
+        "not retried: {error:?}"
     );
+    assert!(error.to_string().contains("llm.max-request-secs"), "{error}");
     assert!(started.elapsed() < Duration::from_secs(3));
 }
 

@@ -25,5 +25,6 @@ mod safety;
 mod sandbox;
 mod sarif;
 mod static_build;
+mod streaming;
 mod support;
 mod verify;

@@ -369,10 +369,13 @@ async fn vertex_claude_goes_through_raw_predict_with_the_access_token() {
     assert_converged(&outcome, &repo);
     let seen = fake.seen();
     assert_eq!(seen.len(), 1);
+    // Streaming is on by default: Vertex streams Claude from `streamRawPredict` (this fake
+    // answers whole, which bork-ci accepts).
     assert_eq!(
         seen[0].path,
-        "/v1/projects/my-proj/locations/us-east5/publishers/anthropic/models/claude-sonnet-4@20250514:rawPredict"
+        "/v1/projects/my-proj/locations/us-east5/publishers/anthropic/models/claude-sonnet-4@20250514:streamRawPredict"
     );
+    assert_eq!(seen[0].json()["stream"], true);
     assert_eq!(seen[0].header("authorization"), Some("Bearer ya29.fixed-token"));
     let body = seen[0].json();
     assert_eq!(body["anthropic_version"], "vertex-2023-10-16");

@@ -907,7 +907,7 @@ async fn a_slow_model_hits_the_request_timeout_and_is_exit_two() {
     assert_eq!(outcome.report["status"], "error");
     assert_eq!(fake.requests().len(), 2);
     assert!(
-        outcome.stderr.contains("did not answer within"),
+        outcome.stderr.contains("sent nothing for 1s (llm.timeout-secs)"),
         "{}",
         outcome.stderr
     );

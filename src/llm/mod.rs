@@ -659,6 +659,22 @@ impl Provider {
     }
 }
 
+/// Reads a recorded answer body of `kind`'s API (for `vertex`, a `claude-*` `model` is
+/// Anthropic's shape, others OpenAI's) by the same code [`Provider::complete`] uses, without the
+/// HTTP around it: for benchmarks and for replaying recorded responses. `streamed`: the body is
+/// `text/event-stream`, given in the chunks it arrived in; else a whole JSON body (its chunks are
+/// joined). `format`: the structured output that was asked for (a forced tool's input is the
+/// answer).
+pub fn read_answer<'a>(
+    kind: ProviderKind,
+    model: &str,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+    streamed: bool,
+    format: Option<&ResponseFormat>,
+) -> Result<Completion, LlmError> {
+    wire::read_recorded(kind, model, chunks, streamed, format)
+}
+
 /// Prices in a currency unit per million tokens (`llm.prices`).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -733,6 +749,39 @@ mod tests {
             "\"scripted\""
         );
         assert!(serde_json::from_str::<ProviderKind>("\"OpenAI\"").is_err());
+    }
+
+    #[test]
+    fn lessons_only_ever_weaken() {
+        let earlier = Learned {
+            structured_output: Some(StructuredOutput::JsonObject),
+            max_output_tokens: Some(16_384),
+            stream: None,
+        };
+        let later = Learned {
+            structured_output: Some(StructuredOutput::JsonSchema),
+            max_output_tokens: Some(8192),
+            stream: Some(false),
+        };
+        let merged = earlier.merge(later);
+        assert_eq!(
+            merged,
+            Learned {
+                structured_output: Some(StructuredOutput::JsonObject),
+                max_output_tokens: Some(8192),
+                stream: Some(false),
+            }
+        );
+        assert_eq!(later.merge(earlier), merged);
+        let mut settings = LlmSettings::new(ProviderKind::Openai, "m");
+        settings.structured_output = StructuredOutput::None;
+        settings.max_output_tokens = 4096;
+        merged.apply(&mut settings);
+        assert_eq!(settings.structured_output, StructuredOutput::None);
+        assert_eq!(settings.max_output_tokens, 4096);
+        assert!(!settings.stream);
+        let text = serde_json::to_string(&Learned::default()).expect("serializes");
+        assert_eq!(text, "{}");
     }
 
     #[test]

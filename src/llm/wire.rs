@@ -149,6 +149,151 @@ impl Streamed {
     }
 }
 
+/// Why reading a stream stopped before its end.
+enum StreamStop {
+    Problem(StreamProblem),
+    /// More than [`MAX_RESPONSE_BYTES`].
+    TooLarge,
+}
+
+/// What a stream that ends before its answer is complete is called.
+const INCOMPLETE_STREAM: &str = "the event stream ended before the answer was complete";
+
+/// Reads a `text/event-stream` answer chunk by chunk as it arrives; no I/O, so the same code
+/// serves the HTTP exchange and recorded streams ([`read_recorded`]).
+struct StreamReader {
+    stream: Streamed,
+    parser: sse::Parser,
+    received: usize,
+}
+
+impl StreamReader {
+    fn new(format: WireFormat) -> Self {
+        Self {
+            stream: match format {
+                WireFormat::Anthropic => Streamed::Anthropic(anthropic::Stream::default()),
+                _ => Streamed::Openai(openai::Stream::default()),
+            },
+            parser: sse::Parser::new(),
+            received: 0,
+        }
+    }
+
+    /// Reads the next chunk of the body.
+    fn push(&mut self, chunk: &[u8]) -> Result<(), StreamStop> {
+        self.received += chunk.len();
+        if self.received > MAX_RESPONSE_BYTES {
+            return Err(StreamStop::TooLarge);
+        }
+        let stream = &mut self.stream;
+        let mut problem = None;
+        let pushed = self.parser.push(chunk, &mut |event: sse::Event| {
+            if problem.is_none()
+                && let Err(found) = stream.event(&event)
+            {
+                problem = Some(found);
+            }
+        });
+        if let Err(error) = pushed {
+            problem.get_or_insert(StreamProblem::Invalid(format!("the event stream holds {error}")));
+        }
+        match problem {
+            None => Ok(()),
+            Some(problem) => Err(StreamStop::Problem(problem)),
+        }
+    }
+
+    /// Whether the stream's end marker came: nothing more to read.
+    fn is_ended(&self) -> bool {
+        self.stream.is_ended()
+    }
+
+    fn usage(&self) -> Usage {
+        self.stream.usage()
+    }
+
+    /// The answer's tokens so far, estimated from its bytes (4 per token).
+    fn tokens_so_far(&self) -> u64 {
+        u64::try_from(self.stream.text_bytes().div_ceil(4)).unwrap_or(u64::MAX)
+    }
+
+    /// The answer, or `None` when the stream ended before it was complete.
+    fn finish(
+        mut self,
+        kind: ProviderKind,
+        model: &str,
+        tool_format: Option<&ResponseFormat>,
+    ) -> Option<Result<Completion, LlmError>> {
+        self.parser.finish();
+        if !self.stream.is_complete() {
+            return None;
+        }
+        Some(match self.stream {
+            Streamed::Openai(stream) => stream.finish(kind, model),
+            Streamed::Anthropic(stream) => stream.finish(model, tool_format),
+        })
+    }
+}
+
+/// Reads a recorded answer body of `kind`'s API without the HTTP around it (see
+/// [`super::read_answer`]).
+pub(super) fn read_recorded<'a>(
+    kind: ProviderKind,
+    model: &str,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+    streamed: bool,
+    format: Option<&ResponseFormat>,
+) -> Result<Completion, LlmError> {
+    let wire = match kind {
+        ProviderKind::Anthropic => WireFormat::Anthropic,
+        ProviderKind::Vertex if model.trim().starts_with("claude") => WireFormat::Anthropic,
+        ProviderKind::Bedrock => WireFormat::Bedrock,
+        ProviderKind::Scripted => {
+            return Err(LlmError::Settings {
+                provider: kind,
+                message: "the scripted model has no wire format".to_owned(),
+            });
+        }
+        _ => WireFormat::Openai,
+    };
+    let invalid = |message: String| LlmError::InvalidResponse {
+        provider: kind,
+        model: model.to_owned(),
+        message,
+    };
+    if !streamed || wire == WireFormat::Bedrock {
+        let body: Vec<u8> = chunks.into_iter().flatten().copied().collect();
+        return match wire {
+            WireFormat::Anthropic => anthropic::read_completion(model, &body, format),
+            WireFormat::Bedrock => bedrock::read_completion(model, &body, format),
+            WireFormat::Openai => openai::read_completion(kind, model, &body),
+        };
+    }
+    let mut reader = StreamReader::new(wire);
+    for chunk in chunks {
+        match reader.push(chunk) {
+            Ok(()) => {}
+            Err(StreamStop::TooLarge) => {
+                return Err(invalid(format!(
+                    "the body is larger than {MAX_RESPONSE_BYTES} bytes"
+                )));
+            }
+            Err(StreamStop::Problem(StreamProblem::Server { message, .. })) => {
+                return Err(invalid(format!(
+                    "the server ended the stream with an error: {message}"
+                )));
+            }
+            Err(StreamStop::Problem(StreamProblem::Invalid(message))) => return Err(invalid(message)),
+        }
+        if reader.is_ended() {
+            break;
+        }
+    }
+    reader
+        .finish(kind, model, format)
+        .unwrap_or_else(|| Err(invalid(INCOMPLETE_STREAM.to_owned())))
+}
+
 /// When the next progress line is due.
 struct Progress {
     started: Instant,
@@ -700,47 +845,28 @@ impl HttpProvider {
         progress: &mut Progress,
         tool_format: Option<&ResponseFormat>,
     ) -> Attempt {
-        let mut stream = match self.endpoint.format {
-            WireFormat::Anthropic => Streamed::Anthropic(anthropic::Stream::default()),
-            _ => Streamed::Openai(openai::Stream::default()),
-        };
-        let mut parser = sse::Parser::new();
-        let mut received = 0usize;
-        let failed = |stream: &Streamed, failure: Failure| {
-            self.count(stream.usage());
+        let mut reader = StreamReader::new(self.endpoint.format);
+        let failed = |reader: &StreamReader, failure: Failure| {
+            self.count(reader.usage());
             Attempt::Failed(failure)
         };
-        while !stream.is_ended() {
-            let tokens = Some(u64::try_from(stream.text_bytes().div_ceil(4)).unwrap_or(u64::MAX));
+        while !reader.is_ended() {
+            let tokens = Some(reader.tokens_so_far());
             let chunk = match self.wait(response.chunk(), deadline, progress, tokens).await {
                 Waited::Done(Ok(Some(chunk))) => chunk,
                 Waited::Done(Ok(None)) => break,
-                Waited::Done(Err(error)) => return failed(&stream, transport_failure(error)),
-                Waited::Silent => return failed(&stream, Failure::Timeout),
-                Waited::TooLong => return failed(&stream, Failure::TooLong),
+                Waited::Done(Err(error)) => return failed(&reader, transport_failure(error)),
+                Waited::Silent => return failed(&reader, Failure::Timeout),
+                Waited::TooLong => return failed(&reader, Failure::TooLong),
             };
-            received += chunk.len();
-            if received > MAX_RESPONSE_BYTES {
-                return failed(&stream, Failure::TooLarge);
-            }
-            let mut problem = None;
-            let pushed = parser.push(&chunk, &mut |event: sse::Event| {
-                if problem.is_none()
-                    && let Err(found) = stream.event(&event)
-                {
-                    problem = Some(found);
+            match reader.push(&chunk) {
+                Ok(()) => {}
+                Err(StreamStop::TooLarge) => return failed(&reader, Failure::TooLarge),
+                Err(StreamStop::Problem(StreamProblem::Server { message, retryable })) => {
+                    return failed(&reader, Failure::Stream { message, retryable });
                 }
-            });
-            if let Err(error) = pushed {
-                problem.get_or_insert(StreamProblem::Invalid(format!("the event stream holds {error}")));
-            }
-            match problem {
-                None => {}
-                Some(StreamProblem::Server { message, retryable }) => {
-                    return failed(&stream, Failure::Stream { message, retryable });
-                }
-                Some(StreamProblem::Invalid(message)) => {
-                    self.count(stream.usage());
+                Err(StreamStop::Problem(StreamProblem::Invalid(message))) => {
+                    self.count(reader.usage());
                     return Attempt::Answer(Err(LlmError::InvalidResponse {
                         provider: self.kind,
                         model: self.model.clone(),
@@ -749,20 +875,17 @@ impl HttpProvider {
                 }
             }
         }
-        parser.finish();
-        if !stream.is_complete() {
-            return failed(
-                &stream,
-                Failure::Transport {
-                    message: "the event stream ended before the answer was complete".to_owned(),
+        let usage = reader.usage();
+        match reader.finish(self.kind, &self.model, tool_format) {
+            Some(answer) => Attempt::Answer(answer),
+            None => {
+                self.count(usage);
+                Attempt::Failed(Failure::Transport {
+                    message: INCOMPLETE_STREAM.to_owned(),
                     retryable: true,
-                },
-            );
+                })
+            }
         }
-        Attempt::Answer(match stream {
-            Streamed::Openai(stream) => stream.finish(self.kind, &self.model),
-            Streamed::Anthropic(stream) => stream.finish(&self.model, tool_format),
-        })
     }
 
     fn failure_summary(&self, failure: &Failure) -> String {

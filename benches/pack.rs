@@ -1,4 +1,4 @@
-//! Packing benchmark (issue 2, item 13): generates a large repository in a temp dir and times,
+//! Packing benchmark: generates a large repository in a temp dir and times,
 //! side by side in one run, `pack::snapshot` plus rendering the whole prompt, the `bork-ci pack`
 //! binary writing to `/dev/null`, the floor `git ls-files -z | xargs -0 cat > /dev/null`, and
 //! `yek` and `code2prompt` when they are on `PATH`. Rounds are interleaved (every tool once per

@@ -1,4 +1,4 @@
-//! Streaming benchmark (issue 10): reads one answer of 1 MB (an edit answer: JSON with whole file
+//! Streaming benchmark: reads one answer of 1 MB (an edit answer: JSON with whole file
 //! contents) the two ways a server sends it, side by side in one run: whole (one
 //! `application/json` body) and streamed as server-sent events, as OpenAI (one
 //! `chat.completion.chunk` per token) and Anthropic (one `content_block_delta` per token) stream

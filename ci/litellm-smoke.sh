@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real server between bork-ci and a model (issue 10): installs LiteLLM's proxy
+# A real server between bork-ci and a model: installs LiteLLM's proxy
 # (`litellm[proxy]` from PyPI, pinned) into a cached venv, starts it on 127.0.0.1 with mock
 # responses for an OpenAI and an Anthropic model, and runs the README's quick start
 # (examples/quickstart/run.sh) through it once per provider: `openai` (POST /v1/chat/completions)

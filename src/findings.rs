@@ -247,7 +247,7 @@ mod tests {
         }
     }
 
-    /// Checker output the contract's rule applies to (issue 10): one case per row, the bytes and
+    /// Checker output the contract's rule applies to: one case per row, the bytes and
     /// what comes out (`Ok` with the command's stdout and stderr, or an error).
     #[test]
     fn non_utf8_command_output_is_kept_as_the_placeholder() {

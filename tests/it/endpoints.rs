@@ -1,4 +1,4 @@
-//! Real endpoints' behaviour (issue 10), against fakes shaped after real servers: structured
+//! Real endpoints' behaviour, against fakes shaped after real servers: structured
 //! output negotiated down when a server rejects it, the output cap, usage that adds up, and the
 //! reviewer's failures named.
 
@@ -496,7 +496,7 @@ fn usage_of(value: &Value) -> (u64, u64) {
     )
 }
 
-/// Every call counts (issue 10): refused, cut off, unparsable and empty answers, a retried 5xx,
+/// Every call counts: refused, cut off, unparsable and empty answers, a retried 5xx,
 /// the reviewer's refused review. The report's totals equal what the fakes reported.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_report_usage_is_the_sum_of_every_call() {

@@ -86,7 +86,7 @@ async fn openai_happy_path_sends_a_schema_valid_request() {
     );
     let body = &received[0].body;
     assert_eq!(body["model"], "gpt-4o");
-    // A base URL that is not OpenAI's gets the field other servers read (issue 10).
+    // A base URL that is not OpenAI's gets the field other servers read.
     assert_eq!(body["max_tokens"], 4096);
     assert!(body.get("max_completion_tokens").is_none());
     let roles: Vec<&str> = body["messages"]

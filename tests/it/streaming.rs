@@ -1,4 +1,4 @@
-//! Streaming (issue 10): answers as server-sent events from OpenAI-compatible and Anthropic
+//! Streaming: answers as server-sent events from OpenAI-compatible and Anthropic
 //! fakes, `llm.timeout-secs` as the longest silence and `llm.max-request-secs` as the whole
 //! bound, progress while a long answer streams, usage from the stream's events, and the fallback
 //! to whole answers for servers that do not stream.

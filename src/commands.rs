@@ -235,6 +235,12 @@ fn docker_settings(resolved: &Resolved) -> Result<crate::sandbox::docker::Docker
     settings.host = resolved.docker_host.clone();
     settings.image = sandbox.image.clone();
     settings.runner_image = sandbox.runner_image.clone();
+    settings.transport = crate::sandbox::docker::Transport::parse(&sandbox.transport)
+        .ok_or_else(|| anyhow::anyhow!("sandbox.transport: must be one of auto, bind, copy"))?;
+    settings.ulimits = crate::sandbox::docker::Ulimits {
+        nofile: sandbox.ulimits.nofile,
+        nproc: sandbox.ulimits.nproc,
+    };
     settings.pull = match sandbox.pull.as_str() {
         "always" => PullPolicy::Always,
         "never" => PullPolicy::Never,
@@ -639,12 +645,30 @@ async fn gc(args: crate::cli::GcArgs) -> Result<ExitCode> {
         .await
         .map_err(anyhow::Error::new)
         .context("removing leftovers")?;
+    let caches = if args.keep_caches {
+        Vec::new()
+    } else {
+        crate::sandbox::docker::gc_caches(&docker)
+            .await
+            .map_err(anyhow::Error::new)
+            .context("removing unused cache volumes")?
+    };
+    let images = if args.keep_caches {
+        Vec::new()
+    } else {
+        crate::sandbox::docker::gc_runner_images(&docker)
+            .await
+            .map_err(anyhow::Error::new)
+            .context("removing older runner images")?
+    };
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(
         stdout,
-        "removed {} container(s) and {} volume(s)",
+        "removed {} container(s), {} volume(s), {} unused cache volume(s) and {} older runner image(s)",
         report.containers.len(),
-        report.volumes.len()
+        report.volumes.len(),
+        caches.len(),
+        images.len()
     );
     Ok(ExitCode::Converged)
 }

@@ -241,3 +241,98 @@ fn a_checkout_the_checker_cannot_read_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn transport_and_ulimits_are_settings_shown_with_their_source() {
+    let repo = Repo::new(&[("specs/app.md", "The app prints DONE.\n")]);
+    let output = bork()
+        .args(["config", "--repo"])
+        .arg(repo.path())
+        .env("BORK_SANDBOX_TRANSPORT", "copy")
+        .env("BORK_SANDBOX_ULIMITS_NOFILE", "512")
+        .env_remove("BORK_SANDBOX_RUNNER_IMAGE")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = |key: &str| {
+        stdout
+            .lines()
+            .find(|line| line.starts_with(&format!("{key} ")))
+            .unwrap_or_else(|| panic!("{key} in {stdout}"))
+            .to_owned()
+    };
+    assert!(
+        line("sandbox.transport").contains("\"copy\"")
+            && line("sandbox.transport").contains("BORK_SANDBOX_TRANSPORT")
+    );
+    assert!(line("sandbox.ulimits.nofile").contains("512"));
+    assert!(
+        line("sandbox.ulimits.nproc").contains("4096") && line("sandbox.ulimits.nproc").contains("default")
+    );
+    assert!(line("sandbox.runner-image").contains("null"));
+    let bad = bork()
+        .args(["config", "--repo"])
+        .arg(repo.path())
+        .env("BORK_SANDBOX_TRANSPORT", "rsync")
+        .output()
+        .expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("sandbox.transport") && stderr.contains("auto, bind, copy"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_engine_is_one_line_naming_the_fix() {
+    let repo = Repo::new(&[
+        ("specs/app.md", "The app prints DONE.\n"),
+        ("check.sh", &checker_wanting("src/app.txt", "DONE")),
+    ]);
+    repo.write(
+        ".config/bork.json",
+        &json!({
+            "correctness-checker": "check.sh",
+            "llm": {"provider": "scripted"},
+            "sandbox": {"kind": "docker", "image": TEST_IMAGE}
+        })
+        .to_string(),
+    );
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let answers = crate::support::script(
+        scratch.path(),
+        &[json!({"create-or-update": {"src/app.txt": "DONE\n"}})],
+    );
+    let before = crate::support::tree_hash(repo.path());
+    let output = bork()
+        .args(["run", "--repo"])
+        .arg(repo.path())
+        .env_remove("BORK_SANDBOX_KIND")
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env("BORK_LLM_SCRIPT", &answers)
+        .env("BORK_SANDBOX_ARTIFACT_DIR", scratch.path().join("artifacts"))
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let line = stderr
+        .lines()
+        .find(|line| line.contains("/nonexistent/docker.sock"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        line.contains("DOCKER_HOST") && line.contains("--sandbox none"),
+        "{line}"
+    );
+    assert_eq!(
+        crate::support::tree_hash(repo.path()),
+        before,
+        "nothing in the repository changed"
+    );
+}

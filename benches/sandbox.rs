@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bork_ci::sandbox::docker::{DockerSandbox, DockerSettings, PullPolicy};
+use bork_ci::sandbox::docker::{DockerSandbox, DockerSettings, PullPolicy, Transport};
 use bork_ci::sandbox::{Job, JobKind, Outcome};
 
 const IMAGE: &str = "bork-ci-test/busybox:latest";
@@ -56,6 +56,8 @@ fn main() {
     let mut settings = DockerSettings::new(artifacts.path().to_owned());
     settings.image = IMAGE.to_owned();
     settings.pull = PullPolicy::Never;
+    // Bind mounts, as `docker run -v` does (`cargo bench --bench transport` compares with copy).
+    settings.transport = Transport::Bind;
     let sandbox = runtime
         .block_on(DockerSandbox::connect(settings, "bench"))
         .expect("the Docker engine answers");

@@ -1,15 +1,12 @@
 #!/bin/sh
-# Builds, offline, every image bork-ci's tests and CI use:
+# Builds, offline, the test images bork-ci's tests and CI use (bork-ci itself needs none: it
+# builds the edit step's image from its own executable through the Engine API):
 #   bork-ci-test/busybox:latest  FROM scratch + busybox-static, a non-root user, for checker tests
 #   debian:bookworm-slim         debootstrap --variant=minbase, imported (rootfs tarball cached)
-#   bork-ci:dev                  the runner image, images/bork-ci/Dockerfile + a host-built bork-ci
 # Idempotent: an image that already exists is not rebuilt unless BORK_REBUILD_IMAGES=1.
-# Usage: ci/build-images.sh [busybox|debian|runner|all] (default: all)
-#   BORK_CI_BINARY  the bork-ci binary to put in the runner image (default: target/release/bork-ci,
-#                   then target/debug/bork-ci under CARGO_TARGET_DIR or ./target)
+# Usage: ci/build-images.sh [busybox|debian|all] (default: all)
 set -eu
 
-here=$(cd "$(dirname "$0")/.." && pwd)
 what=${1:-all}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/bork-ci
 rebuild=${BORK_REBUILD_IMAGES:-0}
@@ -99,40 +96,9 @@ build_debian() {
     docker import -c 'CMD ["bash"]' "$tarball" "$image" >/dev/null
 }
 
-runner_binary() {
-    if [ -n "${BORK_CI_BINARY:-}" ]; then printf '%s\n' "$BORK_CI_BINARY"; return 0; fi
-    target=${CARGO_TARGET_DIR:-$here/target}
-    for candidate in "$target/release/bork-ci" "$target/debug/bork-ci"; do
-        if [ -x "$candidate" ]; then printf '%s\n' "$candidate"; return 0; fi
-    done
-    return 1
-}
-
-build_runner() {
-    build_debian
-    image=bork-ci:dev
-    binary=$(runner_binary) ||
-        die "no bork-ci binary found: run 'cargo build --release' or set BORK_CI_BINARY"
-    sum=$(sha256sum "$binary" | cut -c1-64)
-    if [ "$rebuild" != 1 ] &&
-        [ "$(docker image inspect -f '{{index .Config.Labels "bork-ci.binary-sha256"}}' "$image" 2>/dev/null || true)" = "$sum" ]; then
-        say "$image present (binary unchanged)"
-        return 0
-    fi
-    ctx=$(mktemp -d)
-    trap 'rm -rf "$ctx"' EXIT
-    cp "$binary" "$ctx/bork-ci"
-    cp "$here/images/bork-ci/Dockerfile" "$ctx/Dockerfile"
-    say "building $image from $binary"
-    DOCKER_BUILDKIT=0 docker build -q --build-arg "BINARY_SHA256=$sum" -t "$image" "$ctx" >/dev/null
-    rm -rf "$ctx"
-    trap - EXIT
-}
-
 case "$what" in
     busybox) build_busybox ;;
     debian) build_debian ;;
-    runner) build_runner ;;
-    all) build_busybox; build_debian; build_runner ;;
-    *) die "unknown image set '$what' (busybox|debian|runner|all)" ;;
+    all) build_busybox; build_debian ;;
+    *) die "unknown image set '$what' (busybox|debian|all)" ;;
 esac

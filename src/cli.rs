@@ -152,6 +152,10 @@ pub struct GcArgs {
     /// still seems alive (default: one day).
     #[arg(long, value_name = "SECS")]
     pub older_than_secs: Option<u64>,
+    /// Keep the cache volumes no container uses (one per repository, made by the `copy`
+    /// transport) and the runner images of older bork-ci executables; by default both go.
+    #[arg(long)]
+    pub keep_caches: bool,
 }
 
 /// `bork-ci edit-step`.

@@ -4,6 +4,11 @@
 //! (a local process for `none`, an ephemeral container from the runner image for `docker`, with
 //! only the working tree mounted and the LLM key passed to that step alone), and the runner reads
 //! the [`EditStepOutput`] back. The loop's state stays with the runner.
+//!
+//! Where the step may not write the working tree (the `docker` sandbox over the `copy`
+//! transport, which never mounts it), [`EditStepInput::apply_in_step`] is false: the step returns
+//! the parsed [`EditPlan`] as data and the runner applies it with [`apply_plan`], the same
+//! function, refusals and approvals the step would have used.
 
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -49,6 +54,43 @@ pub struct EditStepInput {
     pub aliases: Vec<crate::edit::identity::Alias>,
     /// Wall-clock budget left for this step.
     pub timeout_secs: u64,
+    /// Apply the edits here (the working tree is mounted); when false the plan is returned in
+    /// [`EditStepOutput::plan`] and the runner applies it.
+    #[serde(default = "yes")]
+    pub apply_in_step: bool,
+    /// The file mode creation mask for the files the step writes (`0o022` in a container, so
+    /// written files get 0644/0755 whatever the image's default); `None` keeps the process's.
+    #[serde(default)]
+    pub umask: Option<u32>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The options [`apply::apply`] runs with for `input`: the same in the step and in the runner.
+pub fn apply_options(input: &EditStepInput) -> std::result::Result<ApplyOptions, String> {
+    let protection = Protection::new(input.checker.as_deref(), &input.edits_require_approval)
+        .map_err(|error| format!("building the approval rules: {error}"))?;
+    Ok(ApplyOptions {
+        protection: protection.with_aliases(&input.aliases),
+        not_shown: input.not_shown.clone(),
+    })
+}
+
+/// Applies `plan` to `repo` as the edit step does; returns the changeset or the error text, and
+/// the time it took in milliseconds.
+pub fn apply_plan(
+    input: &EditStepInput,
+    repo: &Path,
+    plan: &EditPlan,
+) -> (std::result::Result<Changeset, String>, u64) {
+    let applying = std::time::Instant::now();
+    let result = apply_options(input).and_then(|options| {
+        crate::blocking::run(|| apply::apply(repo, plan, &options))
+            .map_err(|error| format!("applying the model's edits: {error}"))
+    });
+    (result, applying.elapsed().as_millis() as u64)
 }
 
 /// What one edit step did.
@@ -72,6 +114,9 @@ pub struct EditStepOutput {
     /// output cap, streaming off); the runner passes it on to the next step.
     #[serde(default)]
     pub learned: crate::llm::Learned,
+    /// The parsed answer, when the step did not apply it ([`EditStepInput::apply_in_step`]).
+    #[serde(default)]
+    pub plan: Option<EditPlan>,
 }
 
 /// Checks a completion and parses it into an edit plan.
@@ -111,17 +156,13 @@ pub async fn run(
             return output;
         }
     };
-    let protection = match Protection::new(input.checker.as_deref(), &input.edits_require_approval) {
-        Ok(protection) => protection.with_aliases(&input.aliases),
-        Err(error) => {
-            output.error = Some(format!("building the approval rules: {error}"));
-            return output;
-        }
-    };
-    let options = ApplyOptions {
-        protection,
-        not_shown: input.not_shown.clone(),
-    };
+    if let Err(error) = apply_options(input) {
+        output.error = Some(error);
+        return output;
+    }
+    if let Some(mask) = input.umask {
+        rustix::process::umask(rustix::fs::Mode::from_bits_truncate(mask));
+    }
     let limits = ParseLimits::default();
     let format = ResponseFormat {
         name: "bork_edits".into(),
@@ -163,12 +204,16 @@ pub async fn run(
         };
         match answer {
             Ok(plan) => {
-                let applying = std::time::Instant::now();
-                match crate::blocking::run(|| apply::apply(repo, &plan, &options)) {
-                    Ok(changeset) => output.changeset = changeset,
-                    Err(error) => output.error = Some(format!("applying the model's edits: {error}")),
+                if input.apply_in_step {
+                    let (result, apply_ms) = apply_plan(input, repo, &plan);
+                    match result {
+                        Ok(changeset) => output.changeset = changeset,
+                        Err(error) => output.error = Some(error),
+                    }
+                    output.apply_ms = apply_ms;
+                } else {
+                    output.plan = Some(plan);
                 }
-                output.apply_ms = applying.elapsed().as_millis() as u64;
                 output.answer_error = None;
                 break;
             }

@@ -157,6 +157,11 @@ async fn run_edit_step(
         .prefix("bork-ci-step-")
         .tempdir()
         .context("creating the edit step's state directory")?;
+    // Chooses the transport first: where the step sees its state depends on it.
+    let mode = sandbox
+        .edit_step_mode(&options.repo)
+        .await
+        .context("choosing how the edit step reaches the working tree")?;
     let mut llm_config = config.llm.clone();
     llm_config.apply_learned(learned);
     if let Some(script) = &llm_config.script {
@@ -181,6 +186,8 @@ async fn run_edit_step(
         .context("looking for symlinks and hardlinks in the working tree")?
         .context("looking for symlinks and hardlinks in the working tree")?;
     let input = EditStepInput {
+        apply_in_step: mode.apply_in_step,
+        umask: mode.umask,
         aliases,
         conversation: conversation.clone(),
         llm: llm_config,
@@ -249,9 +256,22 @@ async fn run_edit_step(
             turn.text = crate::secrets::redact(&turn.text).into_owned();
             turn
         }));
+    // The step returned the plan as data: this process applies it, the one writer of the tree.
+    let (changeset, apply_ms) = match output.plan {
+        Some(plan) if !input.apply_in_step => {
+            let repo = options.repo.clone();
+            let (result, apply_ms) =
+                tokio::task::spawn_blocking(move || edit_step::apply_plan(&input, &repo, &plan))
+                    .await
+                    .context("applying the model's edits")?;
+            (result.map_err(anyhow::Error::msg)?, apply_ms)
+        }
+        Some(_) => bail!("the edit step returned a plan although it was told to apply it"),
+        None => (output.changeset, output.apply_ms),
+    };
     Ok(StepResult {
-        apply_ms: output.apply_ms,
-        changeset: output.changeset,
+        apply_ms,
+        changeset,
         answer_error: output.answer_error,
         parse_retries: output.parse_retries,
         usage: output.usage,

@@ -24,12 +24,30 @@ pub(super) async fn gc(args: crate::cli::GcArgs) -> Result<ExitCode> {
         .await
         .map_err(anyhow::Error::new)
         .context("removing leftovers")?;
+    let caches = if args.keep_caches {
+        Vec::new()
+    } else {
+        crate::sandbox::docker::gc_caches(&docker)
+            .await
+            .map_err(anyhow::Error::new)
+            .context("removing unused cache volumes")?
+    };
+    let images = if args.keep_caches {
+        Vec::new()
+    } else {
+        crate::sandbox::docker::gc_runner_images(&docker)
+            .await
+            .map_err(anyhow::Error::new)
+            .context("removing older runner images")?
+    };
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(
         stdout,
-        "removed {} container(s) and {} volume(s)",
+        "removed {} container(s), {} volume(s), {} unused cache volume(s) and {} older runner image(s)",
         report.containers.len(),
-        report.volumes.len()
+        report.volumes.len(),
+        caches.len(),
+        images.len()
     );
     Ok(ExitCode::Converged)
 }

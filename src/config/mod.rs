@@ -371,8 +371,13 @@ pub struct SandboxConfig {
     pub kind: SandboxKind,
     /// The team's toolchain image the checker and verifier run in.
     pub image: String,
-    /// The image of bork-ci itself, for the edit step.
-    pub runner_image: String,
+    /// The image of bork-ci itself, for the edit step; absent (`null`): bork-ci builds one from
+    /// its own executable, tagged `bork-ci-runner:<sha256 prefix>`.
+    pub runner_image: Option<String>,
+    /// How files reach the containers: `auto` (default), `bind` or `copy`.
+    pub transport: String,
+    /// Resource limits of every container.
+    pub ulimits: SandboxUlimits,
     /// `missing`, `always` or `never`.
     pub pull: String,
     /// `none` (default) or `bridge`.
@@ -393,7 +398,9 @@ impl Default for SandboxConfig {
         SandboxConfig {
             kind: SandboxKind::Docker,
             image: "debian:bookworm-slim".into(),
-            runner_image: "bork-ci:dev".into(),
+            runner_image: None,
+            transport: "auto".into(),
+            ulimits: SandboxUlimits::default(),
             pull: "missing".into(),
             network: "none".into(),
             memory: "2g".into(),
@@ -401,6 +408,27 @@ impl Default for SandboxConfig {
             pids_limit: 512,
             user: "65534:65534".into(),
             artifact_dir: None,
+        }
+    }
+}
+
+/// `sandbox.ulimits`: soft and hard limits set on every container, at or below usual hosts'
+/// hard limits (an engine that applies larger defaults of its own, as Podman does, fails with
+/// "error setting rlimit" where they exceed them).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct SandboxUlimits {
+    /// Open files per process.
+    pub nofile: i64,
+    /// Processes of the container's user.
+    pub nproc: i64,
+}
+
+impl Default for SandboxUlimits {
+    fn default() -> Self {
+        SandboxUlimits {
+            nofile: 1024,
+            nproc: 4096,
         }
     }
 }
@@ -1009,6 +1037,28 @@ impl Resolved {
         if !["missing", "always", "never"].contains(&config.sandbox.pull.as_str()) {
             return Err(self.bad("sandbox.pull", "must be one of missing, always, never"));
         }
+        if !["auto", "bind", "copy"].contains(&config.sandbox.transport.as_str()) {
+            return Err(self.bad("sandbox.transport", "must be one of auto, bind, copy"));
+        }
+        for (key, value) in [
+            ("sandbox.ulimits.nofile", config.sandbox.ulimits.nofile),
+            ("sandbox.ulimits.nproc", config.sandbox.ulimits.nproc),
+        ] {
+            if value < 1 {
+                return Err(self.bad(key, "must be a positive number"));
+            }
+        }
+        if config
+            .sandbox
+            .runner_image
+            .as_deref()
+            .is_some_and(|image| image.trim().is_empty())
+        {
+            return Err(self.bad(
+                "sandbox.runner-image",
+                "must name an image; leave it unset to have bork-ci build one",
+            ));
+        }
         if !["none", "bridge", "host"].contains(&config.sandbox.network.as_str()) {
             return Err(self.bad("sandbox.network", "must be one of none, bridge, host"));
         }
@@ -1234,6 +1284,18 @@ impl Resolved {
         settings.host = self.docker_host.clone();
         settings.image = sandbox.image.clone();
         settings.runner_image = sandbox.runner_image.clone();
+        settings.transport =
+            crate::sandbox::docker::Transport::parse(&sandbox.transport).ok_or_else(|| {
+                ConfigError::BadValue {
+                    key: "sandbox.transport".into(),
+                    source_name: self.source_of("sandbox.transport"),
+                    message: "must be one of auto, bind, copy".into(),
+                }
+            })?;
+        settings.ulimits = crate::sandbox::docker::Ulimits {
+            nofile: sandbox.ulimits.nofile,
+            nproc: sandbox.ulimits.nproc,
+        };
         settings.pull = match sandbox.pull.as_str() {
             "always" => PullPolicy::Always,
             "never" => PullPolicy::Never,

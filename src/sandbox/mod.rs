@@ -265,16 +265,31 @@ pub enum SandboxError {
     Unreachable { host: String, reason: String },
     /// The image is not available locally and could not (or may not) be pulled.
     #[error(
-        "image `{image}` is not available: {reason}; build it locally (ci/build-images.sh builds \
-         bork-ci-test/busybox:latest, debian:bookworm-slim and bork-ci:dev) or change sandbox.pull"
+        "image `{image}` is not available: {reason}; pull or build it on the engine, or change \
+         sandbox.pull (ci/build-images.sh builds the test images bork-ci-test/busybox:latest and \
+         debian:bookworm-slim offline)"
     )]
     ImageMissing { image: String, reason: String },
+    /// The edit step's image could not be built from bork-ci's own executable.
+    #[error(
+        "building the edit step's image {image} through the Docker engine failed: {reason}; \
+         set `sandbox.runner-image` to an image that has bork-ci on its PATH, or use the static \
+         release binary (README, Install), or `--sandbox none` inside an isolated CI job"
+    )]
+    RunnerImage { image: String, reason: String },
     /// One Docker operation failed.
     #[error("docker {operation}: {reason}")]
     Docker { operation: &'static str, reason: String },
     /// Preparing host-side files for a job (artifact directories, the stripped git config).
     #[error("preparing {what}: {source}")]
     Prepare { what: String, source: std::io::Error },
+}
+
+/// How the edit step treats the working tree (see [`Sandbox::edit_step_mode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EditStepMode {
+    pub apply_in_step: bool,
+    pub umask: Option<u32>,
 }
 
 /// The backend chosen for this run.
@@ -325,11 +340,30 @@ impl Sandbox {
         }
     }
 
+    /// How the edit step reaches the working tree: whether it applies the edits itself (the
+    /// tree is mounted) and with which umask. Over the `copy` transport it returns the plan and
+    /// the runner applies it. Decides the `auto` transport if nothing has yet.
+    pub async fn edit_step_mode(&self, repo: &Path) -> Result<EditStepMode, SandboxError> {
+        match self {
+            Sandbox::None(_) => Ok(EditStepMode {
+                apply_in_step: true,
+                umask: None,
+            }),
+            Sandbox::Docker(docker) => {
+                let transport = docker.edit_step_transport(repo).await?;
+                Ok(EditStepMode {
+                    apply_in_step: transport == docker::transport::Transport::Bind,
+                    umask: Some(0o022),
+                })
+            }
+        }
+    }
+
     /// Where a job sees the state directory `host` (see [`Job::state_dir`]).
     pub fn state_path(&self, host: &Path) -> String {
         match self {
             Sandbox::None(_) => host.display().to_string(),
-            Sandbox::Docker(_) => docker::STATE_MOUNT.to_owned(),
+            Sandbox::Docker(docker) => docker.state_path().to_owned(),
         }
     }
 
@@ -337,7 +371,7 @@ impl Sandbox {
     pub fn image(&self, kind: JobKind) -> Option<String> {
         match self {
             Sandbox::None(_) => None,
-            Sandbox::Docker(docker) => Some(docker.image_for(kind).to_owned()),
+            Sandbox::Docker(docker) => Some(docker.image_for(kind)),
         }
     }
 

@@ -3,7 +3,6 @@
 //! toolchain image with the repository read-only.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -13,25 +12,32 @@ use crate::fake_llm::{FakeLlm, Reply, TEST_KEY};
 use crate::sandbox::{TEST_IMAGE, containers_with, ensure_test_image};
 use crate::support::{Repo, bork, checker_wanting, report};
 
-/// Builds the runner image from this very binary, once.
-fn ensure_runner_image() {
-    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/build-images.sh");
-        let output = Command::new(script)
-            .arg("runner")
-            .env("BORK_CI_BINARY", env!("CARGO_BIN_EXE_bork-ci"))
+/// Removes, once per test process, every runner image bork-ci built (`bork-ci-runner:*`), so
+/// that the runs below build theirs through the Engine API from the bork-ci binary under test,
+/// with nothing prepared by hand.
+fn without_runner_images() {
+    static REMOVED: OnceLock<()> = OnceLock::new();
+    REMOVED.get_or_init(|| {
+        let listed = Command::new("docker")
+            .args(["images", "-aq", "--filter", "label=bork-ci.runner-image=1"])
             .output()
-            .map_err(|error| error.to_string())?;
-        if output.status.success() {
-            Ok(())
-        } else {
-            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+            .expect("docker images");
+        let ids: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        if !ids.is_empty() {
+            let _ = Command::new("docker").arg("rmi").arg("-f").args(&ids).output();
         }
     });
-    if let Err(error) = built {
-        panic!("ci/build-images.sh runner failed: {error}");
-    }
+}
+
+/// The `sandbox.transport` values to run the loop under (see `sandbox::transports`).
+fn transports() -> Vec<&'static str> {
+    crate::sandbox::transports()
+        .into_iter()
+        .map(|transport| transport.as_str())
+        .collect()
 }
 
 fn answer(contents: &str) -> Reply {
@@ -41,8 +47,65 @@ fn answer(contents: &str) -> Reply {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_loop_converges_with_both_steps_in_containers() {
     ensure_test_image();
-    ensure_runner_image();
+    without_runner_images();
+    for transport in transports() {
+        converges_over(transport, Model::Fake).await;
+    }
+    // The image built by the first run is reused by the later ones: exactly one for this binary.
+    let built = Command::new("docker")
+        .args([
+            "images",
+            "-q",
+            "--filter",
+            "label=bork-ci.runner-image=1",
+            "--filter",
+        ])
+        .arg(format!("reference={}", "bork-ci-runner"))
+        .output()
+        .expect("docker images");
+    assert_eq!(
+        String::from_utf8_lossy(&built.stdout).split_whitespace().count(),
+        1,
+        "one runner image, built by bork-ci"
+    );
+}
+
+/// The same loop with the scripted model: on every engine, also one whose containers cannot
+/// reach this host's loopback (a dockerd over TCP in its own network namespace).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_loop_converges_on_any_engine_with_a_scripted_model() {
+    ensure_test_image();
+    without_runner_images();
+    for transport in transports() {
+        converges_over(transport, Model::Scripted).await;
+    }
+}
+
+/// Where the edit step's answers come from.
+#[derive(Clone, Copy, PartialEq)]
+enum Model {
+    /// An OpenAI-compatible server on this host's loopback.
+    Fake,
+    /// `llm.provider = scripted`: the answers travel with the edit step's state.
+    Scripted,
+}
+
+async fn converges_over(transport: &str, model: Model) {
     let fake = FakeLlm::openai(vec![answer("first try\n"), answer("DONE\n")]).await;
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let llm = match model {
+        Model::Fake => {
+            json!({"provider": "openai", "model": "gpt-test", "base-url": fake.base_url(), "max-retries": 0})
+        }
+        Model::Scripted => json!({"provider": "scripted"}),
+    };
+    let answers = crate::support::script(
+        scratch.path(),
+        &[
+            json!({"create-or-update": {"src/app.txt": "first try\n"}}),
+            json!({"create-or-update": {"src/app.txt": "DONE\n"}}),
+        ],
+    );
     let repo = Repo::new(&[
         ("specs/app.md", "The app prints DONE.\n"),
         ("src/app.txt", "nothing yet\n"),
@@ -54,28 +117,31 @@ async fn the_loop_converges_with_both_steps_in_containers() {
             "correctness-checker": "check.sh",
             "checker-timeout-secs": 60,
             "verification": {"steps": [{"name": "lists", "command": "ls src"}]},
-            "llm": {"provider": "openai", "model": "gpt-test", "base-url": fake.base_url(), "max-retries": 0},
+            "llm": llm,
             "sandbox": {"kind": "docker", "image": TEST_IMAGE, "pull": "never"}
         })
         .to_string(),
     );
     // The checker runs as another user: the checkout must be world-readable, as CI checkouts are.
     std::fs::set_permissions(repo.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let scratch = tempfile::tempdir().expect("tempdir");
     let report_path = scratch.path().join("report.json");
-    let output = bork()
+    let mut command = bork();
+    command
         .args(["run", "--repo"])
         .arg(repo.path())
         .arg("--report")
         .arg(&report_path)
         .env_remove("BORK_SANDBOX_KIND")
         .env("OPENAI_API_KEY", TEST_KEY)
+        .env("BORK_SANDBOX_TRANSPORT", transport)
         .env("GITHUB_TOKEN", "ghs-canary-for-docker-4242")
-        .env("BORK_SANDBOX_ARTIFACT_DIR", scratch.path().join("artifacts"))
-        .output()
-        .expect("bork-ci runs");
+        .env("BORK_SANDBOX_ARTIFACT_DIR", scratch.path().join("artifacts"));
+    if model == Model::Scripted {
+        command.env("BORK_LLM_SCRIPT", &answers);
+    }
+    let output = command.output().expect("bork-ci runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{transport}: {stderr}");
     let report = report(&report_path);
     assert_eq!(report["sandbox"], "docker");
     let iterations = report["iterations"].as_array().expect("iterations");
@@ -87,9 +153,10 @@ async fn the_loop_converges_with_both_steps_in_containers() {
     // Written by the edit step's container: the repository owner's file, mode 0644.
     let meta = std::fs::metadata(repo.path().join("src/app.txt")).expect("stat");
     assert_eq!(meta.permissions().mode() & 0o777, 0o644);
+    let requests = if model == Model::Fake { 2 } else { 0 };
     assert_eq!(
         fake.requests().len(),
-        2,
+        requests,
         "the edit step reached the host's loopback"
     );
     let run_id = report["run-id"].as_str().expect("run id");
@@ -98,12 +165,13 @@ async fn the_loop_converges_with_both_steps_in_containers() {
         "no container left"
     );
     assert!(!stderr.contains("ghs-canary-for-docker-4242"));
+    crate::sandbox::drop_cache(repo.path());
 }
 
 #[test]
 fn sigterm_during_the_check_leaves_no_container_and_a_report() {
     ensure_test_image();
-    ensure_runner_image();
+    without_runner_images();
     let repo = Repo::new(&[
         ("specs/app.md", "The app prints DONE.\n"),
         ("check.sh", "#!/bin/sh\nsleep 120\n"),
@@ -175,7 +243,7 @@ fn sigterm_during_the_check_leaves_no_container_and_a_report() {
 #[test]
 fn a_checkout_the_checker_cannot_read_is_a_clear_error() {
     ensure_test_image();
-    ensure_runner_image();
+    without_runner_images();
     let repo = Repo::new(&[
         ("specs/app.md", "The app prints DONE.\n"),
         ("check.sh", &checker_wanting("src/app.txt", "DONE")),
@@ -208,5 +276,100 @@ fn a_checkout_the_checker_cannot_read_is_a_clear_error() {
     assert!(
         stderr.contains("sandbox.user") && stderr.contains("chmod o+rx"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn transport_and_ulimits_are_settings_shown_with_their_source() {
+    let repo = Repo::new(&[("specs/app.md", "The app prints DONE.\n")]);
+    let output = bork()
+        .args(["config", "--repo"])
+        .arg(repo.path())
+        .env("BORK_SANDBOX_TRANSPORT", "copy")
+        .env("BORK_SANDBOX_ULIMITS_NOFILE", "512")
+        .env_remove("BORK_SANDBOX_RUNNER_IMAGE")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = |key: &str| {
+        stdout
+            .lines()
+            .find(|line| line.starts_with(&format!("{key} ")))
+            .unwrap_or_else(|| panic!("{key} in {stdout}"))
+            .to_owned()
+    };
+    assert!(
+        line("sandbox.transport").contains("\"copy\"")
+            && line("sandbox.transport").contains("BORK_SANDBOX_TRANSPORT")
+    );
+    assert!(line("sandbox.ulimits.nofile").contains("512"));
+    assert!(
+        line("sandbox.ulimits.nproc").contains("4096") && line("sandbox.ulimits.nproc").contains("default")
+    );
+    assert!(line("sandbox.runner-image").contains("null"));
+    let bad = bork()
+        .args(["config", "--repo"])
+        .arg(repo.path())
+        .env("BORK_SANDBOX_TRANSPORT", "rsync")
+        .output()
+        .expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("sandbox.transport") && stderr.contains("auto, bind, copy"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_engine_is_one_line_naming_the_fix() {
+    let repo = Repo::new(&[
+        ("specs/app.md", "The app prints DONE.\n"),
+        ("check.sh", &checker_wanting("src/app.txt", "DONE")),
+    ]);
+    repo.write(
+        ".config/bork.json",
+        &json!({
+            "correctness-checker": "check.sh",
+            "llm": {"provider": "scripted"},
+            "sandbox": {"kind": "docker", "image": TEST_IMAGE}
+        })
+        .to_string(),
+    );
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let answers = crate::support::script(
+        scratch.path(),
+        &[json!({"create-or-update": {"src/app.txt": "DONE\n"}})],
+    );
+    let before = crate::support::tree_hash(repo.path());
+    let output = bork()
+        .args(["run", "--repo"])
+        .arg(repo.path())
+        .env_remove("BORK_SANDBOX_KIND")
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env("BORK_LLM_SCRIPT", &answers)
+        .env("BORK_SANDBOX_ARTIFACT_DIR", scratch.path().join("artifacts"))
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let line = stderr
+        .lines()
+        .find(|line| line.contains("/nonexistent/docker.sock"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        line.contains("DOCKER_HOST") && line.contains("--sandbox none"),
+        "{line}"
+    );
+    assert_eq!(
+        crate::support::tree_hash(repo.path()),
+        before,
+        "nothing in the repository changed"
     );
 }

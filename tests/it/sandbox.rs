@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub use crate::support::git;
-use bork_ci::sandbox::docker::{self, DockerSandbox, DockerSettings, PullPolicy};
+use bork_ci::sandbox::docker::{self, DockerSandbox, DockerSettings, PullPolicy, Transport};
 use bork_ci::sandbox::{ArtifactDirs, Job, JobKind, Outcome, Sandbox, SandboxError};
 
 /// The checker test image (busybox, a non-root user), built by `ci/build-images.sh busybox`.
@@ -41,12 +41,91 @@ pub fn ensure_test_image() {
 pub fn settings(artifacts: &Path) -> DockerSettings {
     let mut settings = DockerSettings::new(artifacts.to_owned());
     settings.image = TEST_IMAGE.to_owned();
-    settings.runner_image = TEST_IMAGE.to_owned();
+    settings.runner_image = Some(TEST_IMAGE.to_owned());
     settings.pull = PullPolicy::Never;
     settings.memory = Some(256 << 20);
     settings.pids_limit = Some(128);
     settings.cpus = Some(1.0);
     settings
+}
+
+/// The engine under test as `ci/engines.sh` names it (`BORK_TEST_ENGINE`): `docker` (the
+/// default: the local socket), `podman`, `tcp` (a dockerd whose filesystem this host cannot
+/// see) or `dood` (these tests in a container with the host's socket).
+pub fn engine() -> String {
+    std::env::var("BORK_TEST_ENGINE")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "docker".to_owned())
+}
+
+/// Whether the engine sees this host's paths, so that bind mounts work.
+pub fn engine_sees_host_paths() -> bool {
+    match engine().as_str() {
+        "docker" | "podman" => true,
+        "tcp" | "dood" => false,
+        other => panic!("BORK_TEST_ENGINE must be docker, podman, tcp or dood, not {other}"),
+    }
+}
+
+/// The transports the Docker tests run under: `BORK_TEST_TRANSPORT=bind` or `copy`, else both
+/// (only `copy` on an engine that cannot see this host's paths).
+pub fn transports() -> Vec<Transport> {
+    let all = match std::env::var("BORK_TEST_TRANSPORT").as_deref() {
+        Ok("bind") => vec![Transport::Bind],
+        Ok("copy") => vec![Transport::Copy],
+        Ok("") | Err(_) => vec![Transport::Bind, Transport::Copy],
+        Ok(other) => panic!("BORK_TEST_TRANSPORT must be bind or copy, not {other}"),
+    };
+    if engine_sees_host_paths() {
+        return all;
+    }
+    assert!(
+        all.contains(&Transport::Copy),
+        "the {} engine cannot see this host's paths: BORK_TEST_TRANSPORT=bind cannot work there",
+        engine()
+    );
+    vec![Transport::Copy]
+}
+
+/// The transport of tests about something else: the first of [`transports`].
+pub fn any_transport() -> Transport {
+    transports()[0]
+}
+
+/// A sandbox with the test settings over `transport`.
+pub async fn sandbox_over(artifacts: &Path, label: &str, transport: Transport) -> DockerSandbox {
+    ensure_test_image();
+    let mut settings = settings(artifacts);
+    settings.transport = transport;
+    DockerSandbox::connect(settings, &run_id(&format!("{label}-{}", transport.as_str())))
+        .await
+        .expect("the Docker engine answers")
+}
+
+/// Volumes carrying `label`.
+pub fn volumes_with(label: &str) -> Vec<String> {
+    let output = Command::new("docker")
+        .args(["volume", "ls", "-q", "--filter", &format!("label={label}")])
+        .output()
+        .expect("docker volume ls runs");
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Removes the cache volume the `copy` transport keeps for `repo` (tests' repositories are
+/// temporary; a later run's gc would remove it too).
+pub fn drop_cache(repo: &Path) {
+    let repo = std::fs::canonicalize(repo).unwrap_or_else(|_| repo.to_owned());
+    let volumes = volumes_with(&format!("bork-ci.repo={}", repo.display()));
+    if !volumes.is_empty() {
+        let _ = Command::new("docker")
+            .args(["volume", "rm"])
+            .args(&volumes)
+            .output();
+    }
 }
 
 pub fn run_id(label: &str) -> String {
@@ -102,6 +181,18 @@ pub fn containers_with(label: &str) -> Vec<String> {
         .collect()
 }
 
+/// Running containers carrying `label`.
+pub fn running_with(label: &str) -> Vec<String> {
+    let output = Command::new("docker")
+        .args(["ps", "-q", "--filter", &format!("label={label}")])
+        .output()
+        .expect("docker ps runs");
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
 fn tree_listing(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut entries = Vec::new();
     for entry in ignore::WalkBuilder::new(dir)
@@ -124,23 +215,42 @@ fn text(bytes: &[u8]) -> String {
 
 #[tokio::test]
 async fn repo_is_read_only_and_artifacts_are_writable() {
+    for transport in transports() {
+        repo_is_read_only_and_artifacts_are_writable_over(transport).await;
+    }
+}
+
+async fn repo_is_read_only_and_artifacts_are_writable_over(transport: Transport) {
     let artifacts = tempfile::tempdir().expect("tempdir");
     let repo = repo();
     let before = tree_listing(repo.path());
-    let sandbox = sandbox(artifacts.path(), "ro").await;
+    let sandbox = sandbox_over(artifacts.path(), "ro", transport).await;
     let job = sh(
         JobKind::Checker,
         "pwd; touch /repo/x && echo WROTE; rm /repo/README.md && echo REMOVED; \
          chmod -R 777 /repo && echo CHMOD; touch /usr/bin/x && echo ROOTFS; \
+         touch /repo/.git/x && echo GITWRITE; cat /repo/README.md; \
          echo artifact > \"$TMPDIR/out.txt\" && echo ARTIFACT; \
          echo cached > \"$XDG_CACHE_HOME/c.txt\" && echo CACHED; exit 1",
     );
     let out = sandbox.run(repo.path(), &job).await.expect("runs");
     let stdout = text(&out.stdout);
-    assert_eq!(out.outcome, Outcome::Exited(1));
+    assert_eq!(
+        out.outcome,
+        Outcome::Exited(1),
+        "{transport:?}: {}",
+        text(&out.stderr)
+    );
     assert!(stdout.starts_with("/repo\n"), "{stdout}");
-    for forbidden in ["WROTE", "REMOVED", "CHMOD", "ROOTFS"] {
-        assert!(!stdout.contains(forbidden), "{forbidden} in {stdout}");
+    assert!(
+        stdout.contains("hello\n"),
+        "{transport:?}: the tree is there: {stdout}"
+    );
+    for forbidden in ["WROTE", "REMOVED", "CHMOD", "ROOTFS", "GITWRITE"] {
+        assert!(
+            !stdout.contains(forbidden),
+            "{transport:?}: {forbidden} in {stdout}"
+        );
     }
     assert!(
         text(&out.stderr).contains("Read-only file system"),
@@ -157,8 +267,13 @@ async fn repo_is_read_only_and_artifacts_are_writable() {
         std::fs::read_to_string(dirs.run.join("tmp/out.txt")).expect("artifact on host"),
         "artifact\n"
     );
-    assert!(dirs.cache.join("xdg/c.txt").is_file());
+    if transport == Transport::Bind {
+        assert!(dirs.cache.join("xdg/c.txt").is_file());
+    }
     assert!(containers_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+    sandbox.cleanup_all().await.expect("cleanup");
+    assert!(volumes_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+    drop_cache(repo.path());
 }
 
 #[tokio::test]
@@ -184,13 +299,20 @@ async fn confinement_user_capabilities_network_and_secrets() {
     );
     // SAFETY: only containers started by this test could read it; none may.
     unsafe { std::env::set_var("BORK_TEST_HOST_CANARY", "CANARY-HOST-ENV") };
-    let sandbox = sandbox(artifacts.path(), "confine").await;
+    for transport in transports() {
+        confinement_over(artifacts.path(), &repo, transport).await;
+    }
+}
+
+async fn confinement_over(artifacts: &Path, repo: &tempfile::TempDir, transport: Transport) {
+    let sandbox = sandbox_over(artifacts, "confine", transport).await;
     let mut job = sh(
         JobKind::Checker,
         "echo uid=$(id -u); grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; \
          echo ifaces; tail -n +3 /proc/net/dev | cut -d: -f1; echo env; env; cat /proc/1/environ; \
          echo gitconfig; cat /repo/.git/config; cat /repo/.git/HEAD; \
-         echo > /repo/.git/config && echo GITWRITE; ls /var/run/docker.sock && echo SOCKET; true",
+         echo > /repo/.git/config && echo GITWRITE; ls /var/run/docker.sock && echo SOCKET; \
+         echo nofile=$(ulimit -n) nproc=$(ulimit -u); true",
     );
     job.env = vec![
         ("VISIBLE".into(), "yes".into()),
@@ -218,15 +340,24 @@ async fn confinement_user_capabilities_network_and_secrets() {
     assert!(stdout.contains("ref: refs/heads/main"), "{stdout}");
     assert!(stdout.contains("url = https://github.com/o/r.git"), "{stdout}");
     assert!(!stdout.contains("GITWRITE") && !stdout.contains("SOCKET"));
+    assert!(stdout.contains("nofile=1024 nproc=4096"), "{stdout}");
     // The host's own config keeps its token: only the container's copy is stripped.
     assert!(git(repo.path(), &["config", "--list"]).contains("CANARY-TOKEN-1"));
+    sandbox.cleanup_all().await.expect("cleanup");
+    drop_cache(repo.path());
 }
 
 #[tokio::test]
 async fn timeout_kills_and_removes_the_container() {
     let artifacts = tempfile::tempdir().expect("tempdir");
     let repo = repo();
-    let sandbox = sandbox(artifacts.path(), "timeout").await;
+    for transport in transports() {
+        timeout_over(artifacts.path(), &repo, transport).await;
+    }
+}
+
+async fn timeout_over(artifacts: &Path, repo: &tempfile::TempDir, transport: Transport) {
+    let sandbox = sandbox_over(artifacts, "timeout", transport).await;
     let mut job = sh(JobKind::Checker, "trap '' TERM; echo started; sleep 300");
     job.timeout = Duration::from_secs(2);
     let started = Instant::now();
@@ -239,6 +370,8 @@ async fn timeout_kills_and_removes_the_container() {
     );
     assert_eq!(text(&out.stdout), "started\n");
     assert!(containers_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+    sandbox.cleanup_all().await.expect("cleanup");
+    drop_cache(repo.path());
 }
 
 #[tokio::test]
@@ -313,7 +446,7 @@ async fn edit_step_profile() {
     let state = tempfile::tempdir().expect("tempdir");
     std::fs::write(state.path().join("input.json"), "{}").expect("state file");
     let repo = repo();
-    let sandbox = sandbox(artifacts.path(), "edit").await;
+    let sandbox = sandbox_over(artifacts.path(), "edit", Transport::Bind).await;
     let mut job = sh(
         JobKind::EditStep,
         "echo git=$(ls -A /repo/.git | wc -l); touch /repo/.git/hooks-x && echo GITWRITE; \
@@ -392,7 +525,13 @@ async fn missing_image_and_unreachable_engine_are_clear_errors() {
 async fn sequence_runs_in_one_container_and_stops_at_first_failure() {
     let artifacts = tempfile::tempdir().expect("tempdir");
     let repo = repo();
-    let sandbox = Sandbox::Docker(Box::new(sandbox(artifacts.path(), "seq").await));
+    for transport in transports() {
+        sequence_over(artifacts.path(), &repo, transport).await;
+    }
+}
+
+async fn sequence_over(artifacts: &Path, repo: &tempfile::TempDir, transport: Transport) {
+    let sandbox = Sandbox::Docker(Box::new(sandbox_over(artifacts, "seq", transport).await));
     let job = sh(JobKind::Verify, "");
     let commands: Vec<Vec<String>> = ["hostname > /tmp/h; echo one", "cat /tmp/h; exit 3", "echo never"]
         .iter()
@@ -402,10 +541,20 @@ async fn sequence_runs_in_one_container_and_stops_at_first_failure() {
         .run_sequence(repo.path(), &job, &commands)
         .await
         .expect("runs");
-    assert_eq!(outputs.len(), 2);
+    assert_eq!(
+        outputs.len(),
+        2,
+        "{transport:?}: {:?}",
+        outputs
+            .iter()
+            .map(|out| (out.outcome, text(&out.stdout), text(&out.stderr)))
+            .collect::<Vec<_>>()
+    );
     assert_eq!(outputs[0].outcome, Outcome::Exited(0));
     assert_eq!(outputs[1].outcome, Outcome::Exited(3));
     assert!(!outputs[1].stdout.is_empty(), "same container: /tmp/h survives");
+    sandbox.cleanup().await;
+    drop_cache(repo.path());
 }
 
 /// Child mode of the signal tests: start a long checker, and on SIGTERM remove this run's
@@ -413,9 +562,10 @@ async fn sequence_runs_in_one_container_and_stops_at_first_failure() {
 async fn child_run(run_id: &str, artifacts: &Path) {
     let repo = repo();
     ensure_test_image();
-    let sandbox = DockerSandbox::connect(settings(artifacts), run_id)
-        .await
-        .expect("connects");
+    let mut settings = settings(artifacts);
+    // No probe container first: the parent waits for the checker's.
+    settings.transport = any_transport();
+    let sandbox = DockerSandbox::connect(settings, run_id).await.expect("connects");
     let mut term =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
     let mut job = sh(JobKind::Checker, "echo ready > $TMPDIR/ready; sleep 300");
@@ -440,10 +590,20 @@ fn spawn_child(test_name: &str, run_id: &str, artifacts: &Path) -> std::process:
         .expect("child starts")
 }
 
+/// Waits (at most a minute) for the checker container of the run `label` names; not the
+/// containers `copy` creates only to fill volumes.
 fn wait_for_container(label: &str) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let found = containers_with(label);
+        let output = Command::new("docker")
+            .args(["ps", "-aq", "--filter", &format!("label={label}")])
+            .args(["--filter", "label=bork-ci.step=checker"])
+            .output()
+            .expect("docker ps runs");
+        let found: Vec<String> = String::from_utf8_lossy(&output.stdout)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
         if !found.is_empty() || Instant::now() > deadline {
             return found;
         }
@@ -483,11 +643,20 @@ async fn sigterm_mid_check_leaves_no_container() {
         1,
         "the checker container starts"
     );
+    // The checker has started: its marker is in the artifacts (bind), or it runs (copy: the
+    // artifacts come back when it ends).
     let ready = ArtifactDirs::under(artifacts.path(), &run_id)
         .run
         .join("tmp/ready");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready.exists() && Instant::now() < deadline {
+    while Instant::now() < deadline {
+        let started = match any_transport() {
+            Transport::Copy => !running_with(&label).is_empty(),
+            _ => ready.exists(),
+        };
+        if started {
+            break;
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
     let pid = i32::try_from(child.id()).expect("pid");
@@ -533,7 +702,7 @@ async fn gc_reaps_a_killed_runs_leftovers_only() {
         .expect("docker create");
     let unlabelled = text(&unlabelled.stdout).trim().to_owned();
     assert!(!unlabelled.is_empty());
-    let live = sandbox(artifacts.path(), "live").await;
+    let live = sandbox_over(artifacts.path(), "live", any_transport()).await;
     let live_label = format!("bork-ci.run={}", live.run_id());
     let repo = repo();
     let live_task = {
@@ -563,4 +732,122 @@ async fn gc_reaps_a_killed_runs_leftovers_only() {
     let (live, _) = live_task.await.expect("live run ends");
     live.cleanup_all().await.expect("cleanup");
     assert!(containers_with(&live_label).is_empty());
+}
+
+#[tokio::test]
+async fn edit_step_over_copy_sees_no_tree_and_hands_its_state_back() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    std::fs::write(state.path().join("input.json"), "{\"in\":1}").expect("state file");
+    let repo = repo();
+    let before = tree_listing(repo.path());
+    let sandbox = sandbox_over(artifacts.path(), "edit-copy", Transport::Copy).await;
+    let mut job = sh(
+        JobKind::EditStep,
+        "echo entries=$(ls -A /repo | wc -l); echo new > /repo/new.txt && echo TREEWRITE; \
+         cat /state/step/input.json; echo; echo '{\"out\":2}' > /state/step/output.json; \
+         touch /state/x && echo STATEROOT; \
+         echo uid=$(id -u); echo key=$LLM_KEY",
+    );
+    job.env = vec![("LLM_KEY".into(), "the-llm-key".into())];
+    job.state_dir = Some(state.path().to_owned());
+    let out = sandbox.run(repo.path(), &job).await.expect("runs");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.outcome, Outcome::Exited(0), "{stdout} {}", text(&out.stderr));
+    assert!(stdout.contains("entries=0"), "no working tree: {stdout}");
+    assert!(!stdout.contains("TREEWRITE"), "{stdout}");
+    // Podman gives a fresh volume's root to the container's user (`docker::Podman`): there the
+    // step may write beside `step/`; either way nothing of it comes back.
+    if !sandbox.is_podman() {
+        assert!(!stdout.contains("STATEROOT"), "{stdout}");
+    }
+    assert!(!state.path().join("x").exists(), "only step/ comes back");
+    assert!(
+        stdout.contains("{\"in\":1}") && stdout.contains("uid=65534"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("key=the-llm-key"));
+    assert_eq!(
+        std::fs::read_to_string(state.path().join("output.json")).expect("copied back"),
+        "{\"out\":2}\n"
+    );
+    assert_eq!(tree_listing(repo.path()), before, "the host tree is untouched");
+    assert!(volumes_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+}
+
+#[tokio::test]
+async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    std::fs::write(repo.path().join("ignored.log"), "x").expect("write");
+    std::fs::write(repo.path().join(".gitignore"), "*.log\n").expect("write");
+    std::fs::write(repo.path().join("untracked.txt"), "u").expect("write");
+    let repo_path = std::fs::canonicalize(repo.path()).expect("canonical");
+    let artifacts_path = std::fs::canonicalize(artifacts.path()).expect("canonical");
+    let job = sh(
+        JobKind::Checker,
+        "cat /proc/self/mountinfo; ls -A /repo; cat $XDG_CACHE_HOME/seen 2>/dev/null; \
+         echo here > $XDG_CACHE_HOME/seen",
+    );
+    let mut cache_volume = String::new();
+    for round in 0..2 {
+        // Two sandboxes: two runs of the same repository share the cache volume.
+        let sandbox = sandbox_over(artifacts.path(), "cache", Transport::Copy).await;
+        let out = sandbox.run(repo.path(), &job).await.expect("runs");
+        let stdout = text(&out.stdout);
+        assert_eq!(out.outcome, Outcome::Exited(0), "{}", text(&out.stderr));
+        for host_path in [&repo_path, &artifacts_path] {
+            assert!(
+                !stdout.contains(host_path.to_str().expect("utf-8")),
+                "{} is mounted: {stdout}",
+                host_path.display()
+            );
+        }
+        assert!(stdout.contains("untracked.txt") && stdout.contains(".gitignore"));
+        assert!(
+            !stdout.contains("ignored.log"),
+            "ignored files stay out: {stdout}"
+        );
+        assert_eq!(stdout.contains("here"), round == 1, "cache from run 1: {stdout}");
+        sandbox.cleanup_all().await.expect("cleanup");
+        let caches = volumes_with(&format!("bork-ci.repo={}", repo_path.display()));
+        assert_eq!(caches.len(), 1, "{caches:?}");
+        cache_volume = caches[0].clone();
+    }
+    let reaper = sandbox(artifacts.path(), "cache-gc").await;
+    let report = docker::gc(&reaper, Duration::from_secs(3600))
+        .await
+        .expect("gc runs");
+    assert!(!report.volumes.contains(&cache_volume), "a run's gc keeps caches");
+    let report = docker::gc_caches(&reaper).await.expect("gc runs");
+    assert!(report.contains(&cache_volume), "{report:?}");
+    assert!(volumes_with(&format!("bork-ci.repo={}", repo_path.display())).is_empty());
+}
+
+#[tokio::test]
+async fn auto_binds_only_where_the_engine_sees_this_hosts_paths() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    let sandbox = sandbox_over(artifacts.path(), "auto", Transport::Auto).await;
+    // Bind on a local socket of this host (Docker, Podman); copy over TCP, and from a container
+    // whose paths the engine's host does not have (the probe finds other bytes or none there).
+    let expected = if engine_sees_host_paths() {
+        Transport::Bind
+    } else {
+        Transport::Copy
+    };
+    assert_eq!(sandbox.chosen_transport(), None);
+    assert_eq!(sandbox.transport(repo.path(), TEST_IMAGE).await, expected);
+    assert_eq!(sandbox.chosen_transport(), Some(expected));
+    assert!(containers_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+    assert!(
+        std::fs::read_dir(artifacts.path())
+            .expect("artifact root")
+            .all(|entry| !entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .contains("probe")),
+        "the probe's marker is removed"
+    );
 }

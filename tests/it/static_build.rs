@@ -196,6 +196,8 @@ async fn static_build_reaches_a_fake_model_by_name_from_an_empty_container() {
         aliases: Vec::new(),
         not_shown: BTreeSet::new(),
         timeout_secs: 60,
+        apply_in_step: true,
+        umask: None,
     };
     edit_step::write_json(state.path(), edit_step::INPUT, &input).expect("input.json");
 

@@ -1,11 +1,18 @@
 //! The `docker` backend: every job runs in a fresh, locked-down container, removed afterwards.
 //!
-//! This is the only module that talks to the Docker engine (through `bollard`). It owns the two
-//! container profiles (checker/verify: repo read-only, no network, no secrets; edit step: working
-//! tree read-write without `.git`, host network, the LLM key), image presence and pulls, the
-//! labels on everything it creates, removal on every path (a guard for errors and cancellation,
-//! [`DockerSandbox::cleanup_all`] for signal handlers) and [`gc`] for leftovers of killed runs.
-//! It does not judge what a job printed: that is `checker`'s and `verify`'s business.
+//! This module and its children are the only code that talks to the Docker engine (through
+//! `bollard`). It owns the two container profiles (checker/verify: repo read-only, no network,
+//! no secrets; edit step: host network, the LLM key, and over `bind` the working tree read-write
+//! without `.git`), image presence and pulls, the labels on everything it creates, removal on
+//! every path (a guard for errors and cancellation, [`DockerSandbox::cleanup_all`] for signal
+//! handlers) and [`gc`] for leftovers of killed runs. [`transport`] moves files in and out
+//! (bind mounts or archives through the API), [`runner_image`] builds the edit step's image
+//! from this executable, [`archive`] writes and reads the tars. It does not judge what a job
+//! printed: that is `checker`'s and `verify`'s business.
+
+mod archive;
+pub mod runner_image;
+pub mod transport;
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
@@ -29,6 +36,7 @@ use futures_util::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
 use super::{ArtifactDirs, Job, JobKind, JobOutput, Outcome, SandboxError};
+pub use transport::Transport;
 
 /// The endpoint used when neither the settings nor `DOCKER_HOST` name one.
 pub const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
@@ -40,6 +48,9 @@ pub const ARTIFACTS_MOUNT: &str = "/artifacts";
 pub const CACHE_MOUNT: &str = "/cache";
 /// Where the edit step's state directory is mounted.
 pub const STATE_MOUNT: &str = "/state";
+/// Over `copy`, where the edit step's state is: a directory inside the state volume, owned by
+/// the step's user (the root of a volume cannot be given to another user through the API).
+pub const STATE_COPY_DIR: &str = "/state/step";
 
 /// Label keys put on every container bork-ci creates.
 pub mod labels {
@@ -72,8 +83,13 @@ pub struct DockerSettings {
     pub host: Option<String>,
     /// `sandbox.image`: the toolchain image the checker and the verifier run in.
     pub image: String,
-    /// `sandbox.runner-image`: the bork-ci image the edit step runs in.
-    pub runner_image: String,
+    /// `sandbox.runner-image`: the bork-ci image the edit step runs in; `None` builds one from
+    /// this executable (see [`runner_image`]).
+    pub runner_image: Option<String>,
+    /// `sandbox.transport`.
+    pub transport: Transport,
+    /// `sandbox.ulimits.nofile` and `sandbox.ulimits.nproc` (soft = hard) for every container.
+    pub ulimits: Ulimits,
     /// `sandbox.pull`.
     pub pull: PullPolicy,
     /// `sandbox.network` for checker and verify jobs: `none` (default), `bridge`, or a network name.
@@ -98,7 +114,9 @@ impl DockerSettings {
         DockerSettings {
             host: None,
             image: "debian:bookworm-slim".to_owned(),
-            runner_image: "bork-ci:dev".to_owned(),
+            runner_image: None,
+            transport: Transport::Auto,
+            ulimits: Ulimits::default(),
             pull: PullPolicy::Missing,
             network: "none".to_owned(),
             memory: Some(2 << 30),
@@ -108,6 +126,38 @@ impl DockerSettings {
             artifact_dir,
             tmpfs_bytes: 64 << 20,
         }
+    }
+}
+
+/// Resource limits set on every container: at or below the hard limits of usual hosts, so that
+/// engines that apply their own larger defaults (Podman) do not fail with "error setting rlimit".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ulimits {
+    /// Open files (`RLIMIT_NOFILE`).
+    pub nofile: i64,
+    /// Processes of the container's user (`RLIMIT_NPROC`).
+    pub nproc: i64,
+}
+
+impl Default for Ulimits {
+    fn default() -> Self {
+        Ulimits {
+            nofile: 1024,
+            nproc: 4096,
+        }
+    }
+}
+
+impl Ulimits {
+    fn to_api(self) -> Vec<bollard::models::ResourcesUlimits> {
+        [("nofile", self.nofile), ("nproc", self.nproc)]
+            .into_iter()
+            .map(|(name, value)| bollard::models::ResourcesUlimits {
+                name: Some(name.to_owned()),
+                soft: Some(value),
+                hard: Some(value),
+            })
+            .collect()
     }
 }
 
@@ -176,6 +226,38 @@ pub struct DockerSandbox {
     host_label: String,
     images_ready: Mutex<HashSet<String>>,
     live: Arc<Mutex<HashSet<String>>>,
+    /// What `auto` resolved to, once a probe ran.
+    resolved_transport: tokio::sync::OnceCell<Transport>,
+    /// The tag of the edit step's image built from this executable, once built or found.
+    built_runner: tokio::sync::OnceCell<String>,
+    /// The engine is Podman (its Docker-compatible API): see [`Podman`].
+    podman: bool,
+}
+
+/// What differs on Podman's Docker-compatible API (4.x), and how the backend meets it:
+/// - A tmpfs mount copies up what lies beneath it by default (`tmpcopyup`): the edit step's
+///   empty `.git` would be a copy of the real one. It is asked for with `notmpcopyup`, an option
+///   Docker refuses, so only on Podman.
+/// - `State.OOMKilled` stays false on cgroup v1 hosts: a job killed by SIGKILL (exit 137) that
+///   bork-ci did not kill itself, under a memory limit, is reported as out of memory.
+/// - A fresh volume's root is given to the first container's user: the edit step may write
+///   beside `step/` in its own state volume (nothing but `step/` comes back), the checker beside
+///   the skeleton in its artifact volume (`logs/` never comes back).
+/// - Default ulimits above the host's hard limits make every container fail to start
+///   ("error setting rlimit"): bork-ci always sets `nofile` and `nproc` (`sandbox.ulimits`).
+/// - The init process (`--init`) is `catatonit`, a separate Debian package: without it creating
+///   a container fails with "container-init binary not found".
+pub struct Podman;
+
+impl Podman {
+    /// Whether `GET /version` names Podman among the engine's components.
+    fn named_in(version: &bollard::models::SystemVersion) -> bool {
+        version
+            .components
+            .iter()
+            .flatten()
+            .any(|component| component.name.to_ascii_lowercase().contains("podman"))
+    }
 }
 
 impl std::fmt::Debug for DockerSandbox {
@@ -221,6 +303,11 @@ impl DockerSandbox {
             Ok(Err(error)) => return Err(unreachable(error.to_string())),
             Err(_) => return Err(unreachable("no answer within 15 s".to_owned())),
         };
+        let podman = match tokio::time::timeout(Duration::from_secs(15), docker.version()).await {
+            Ok(Ok(version)) => Podman::named_in(&version),
+            Ok(Err(error)) => return Err(unreachable(error.to_string())),
+            Err(_) => return Err(unreachable("no answer within 15 s".to_owned())),
+        };
         Ok(DockerSandbox {
             docker,
             settings,
@@ -229,6 +316,9 @@ impl DockerSandbox {
             host_label: hostname(),
             images_ready: Mutex::new(HashSet::new()),
             live: Arc::new(Mutex::new(HashSet::new())),
+            resolved_transport: tokio::sync::OnceCell::new(),
+            built_runner: tokio::sync::OnceCell::new(),
+            podman,
         })
     }
 
@@ -247,12 +337,60 @@ impl DockerSandbox {
         &self.endpoint
     }
 
-    /// The image a job of this kind runs in.
-    pub fn image_for(&self, kind: JobKind) -> &str {
+    /// The image a job of this kind runs in (for reports: the edit step's built image is named
+    /// once it is known).
+    pub fn image_for(&self, kind: JobKind) -> String {
         match kind {
-            JobKind::Checker | JobKind::Verify => &self.settings.image,
-            JobKind::EditStep => &self.settings.runner_image,
+            JobKind::Checker | JobKind::Verify => self.settings.image.clone(),
+            JobKind::EditStep => match (&self.settings.runner_image, self.built_runner.get()) {
+                (Some(image), _) => image.clone(),
+                (None, Some(tag)) => tag.clone(),
+                (None, None) => format!("{}:<sha256 of bork-ci>", runner_image::REPOSITORY),
+            },
         }
+    }
+
+    /// Makes the image for a job of `kind` available and returns its name: the configured
+    /// images (pulled as `sandbox.pull` says), or the edit step's image built from this
+    /// executable when `sandbox.runner-image` is not set.
+    pub async fn ready_image(&self, kind: JobKind) -> Result<String, SandboxError> {
+        match (kind, &self.settings.runner_image) {
+            (JobKind::EditStep, None) => {
+                let tag = self
+                    .built_runner
+                    .get_or_try_init(|| async {
+                        let executable = tokio::task::spawn_blocking(runner_image::Executable::current)
+                            .await
+                            .map_err(|e| SandboxError::Backend(e.to_string()))??;
+                        runner_image::ensure(&self.docker, &executable).await
+                    })
+                    .await?;
+                Ok(tag.clone())
+            }
+            _ => {
+                let image = self.image_for(kind);
+                self.ensure_image(&image).await?;
+                Ok(image)
+            }
+        }
+    }
+
+    /// Where the edit step sees its state directory: [`STATE_MOUNT`] over `bind`,
+    /// [`STATE_COPY_DIR`] over `copy` (asked after the transport was chosen).
+    pub fn state_path(&self) -> &'static str {
+        match self.chosen_transport() {
+            Some(Transport::Copy) => STATE_COPY_DIR,
+            _ => STATE_MOUNT,
+        }
+    }
+
+    /// The transport the edit step will use on `repo` (probing for `auto` with its image).
+    pub async fn edit_step_transport(&self, repo: &Path) -> Result<Transport, SandboxError> {
+        if let Some(chosen) = self.chosen_transport() {
+            return Ok(chosen);
+        }
+        let image = self.ready_image(JobKind::EditStep).await?;
+        Ok(self.transport(repo, &image).await)
     }
 
     /// Makes sure `image` is present, pulling it as `sandbox.pull` says (progress on stderr).
@@ -326,14 +464,25 @@ impl DockerSandbox {
         Ok(())
     }
 
-    /// Runs `job` in a fresh container and removes the container, whatever happens.
+    /// Runs `job` in a fresh container and removes the container (and the volumes made for
+    /// it), whatever happens.
     pub async fn run(&self, repo: &Path, job: &Job) -> Result<JobOutput, SandboxError> {
         let started = Instant::now();
-        let prepared = self.prepare(repo, job, job.argv.clone())?;
-        let guard = self.create(&prepared, job.kind).await?;
-        let result = self.run_in(&guard.id, job, started).await;
-        guard.remove().await;
-        drop(prepared);
+        let prepared = self.prepare(repo, job, job.argv.clone()).await?;
+        let result = async {
+            let guard = self.create(&prepared, job.kind).await?;
+            let result = async {
+                self.stage_in(&guard.id, &prepared).await?;
+                let output = self.run_in(&guard.id, job, started).await?;
+                self.stage_out(&guard.id, &prepared).await?;
+                Ok(output)
+            }
+            .await;
+            guard.remove().await;
+            result
+        }
+        .await;
+        self.release(prepared).await;
         result
     }
 
@@ -369,7 +518,7 @@ impl DockerSandbox {
             .unwrap_or_default();
         let outcome = if timed_out {
             Outcome::TimedOut
-        } else if state.oom_killed == Some(true) {
+        } else if self.out_of_memory(state.oom_killed, state.exit_code) {
             Outcome::OomKilled
         } else {
             Outcome::Exited(exit_code(state.exit_code))
@@ -391,11 +540,21 @@ impl DockerSandbox {
             "-c".to_owned(),
             "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done".to_owned(),
         ];
-        let prepared = self.prepare(repo, job, idle)?;
-        let guard = self.create(&prepared, job.kind).await?;
-        let result = self.sequence_in(&guard.id, job, commands, &prepared).await;
-        guard.remove().await;
-        drop(prepared);
+        let prepared = self.prepare(repo, job, idle).await?;
+        let result = async {
+            let guard = self.create(&prepared, job.kind).await?;
+            let result = async {
+                self.stage_in(&guard.id, &prepared).await?;
+                let outputs = self.sequence_in(&guard.id, job, commands, &prepared).await?;
+                self.stage_out(&guard.id, &prepared).await?;
+                Ok(outputs)
+            }
+            .await;
+            guard.remove().await;
+            result
+        }
+        .await;
+        self.release(prepared).await;
         result
     }
 
@@ -486,20 +645,32 @@ impl DockerSandbox {
             .inspect_exec(&exec.id)
             .await
             .map_err(docker_error("exec inspect"))?;
-        let container_oom = self
-            .docker
-            .inspect_container(id, None)
-            .await
-            .ok()
-            .and_then(|c| c.state)
-            .and_then(|s| s.oom_killed)
-            .unwrap_or(false);
+        let container_oom = self.out_of_memory(
+            self.docker
+                .inspect_container(id, None)
+                .await
+                .ok()
+                .and_then(|c| c.state)
+                .and_then(|s| s.oom_killed),
+            inspected.exit_code,
+        );
         let outcome = if container_oom {
             Outcome::OomKilled
         } else {
             Outcome::Exited(exit_code(inspected.exit_code))
         };
         Ok(captured.into_job_output(outcome, started.elapsed()))
+    }
+
+    /// Whether a job that bork-ci did not kill ended out of memory: the engine says so, or (on
+    /// Podman, which does not say so on cgroup v1) it died of SIGKILL under a memory limit.
+    fn out_of_memory(&self, oom_killed: Option<bool>, exit_code: Option<i64>) -> bool {
+        oom_killed == Some(true) || (self.podman && exit_code == Some(137) && self.settings.memory.is_some())
+    }
+
+    /// Whether the engine is Podman (see [`Podman`]).
+    pub fn is_podman(&self) -> bool {
+        self.podman
     }
 
     async fn kill(&self, id: &str) {
@@ -585,72 +756,155 @@ impl DockerSandbox {
         ])
     }
 
-    /// Builds the container description for `job` (its profile) and the host-side files it needs.
-    fn prepare(&self, repo: &Path, job: &Job, cmd: Vec<String>) -> Result<Prepared, SandboxError> {
+    /// Builds the container description for `job` (its profile), and over `copy` the volumes
+    /// and archives it needs; the image is made available first.
+    async fn prepare(&self, repo: &Path, job: &Job, cmd: Vec<String>) -> Result<Prepared, SandboxError> {
         let prepare_error = |what: &str| {
             let what = what.to_owned();
             move |source| SandboxError::Prepare { what, source }
         };
         let repo = std::fs::canonicalize(repo).map_err(prepare_error("the repository path"))?;
-        let repo_str = path_str(&repo)?;
-        let scratch = tempfile::Builder::new()
-            .prefix("bork-ci-job-")
-            .tempdir()
-            .map_err(prepare_error("a scratch directory"))?;
+        let image = self.ready_image(job.kind).await?;
+        let transport = self.transport(&repo, &image).await;
+        let mut prepared = Prepared {
+            body: ContainerCreateBody::default(),
+            _scratch: None,
+            uploads: Vec::new(),
+            artifacts_back: None,
+            state_back: None,
+            volumes: Vec::new(),
+        };
+        let filled = self
+            .prepare_into(&repo, job, cmd, image, transport, &mut prepared)
+            .await;
+        match filled {
+            Ok(()) => Ok(prepared),
+            Err(error) => {
+                self.release(prepared).await;
+                Err(error)
+            }
+        }
+    }
+
+    async fn prepare_into(
+        &self,
+        repo: &Path,
+        job: &Job,
+        cmd: Vec<String>,
+        image: String,
+        transport: Transport,
+        prepared: &mut Prepared,
+    ) -> Result<(), SandboxError> {
+        let prepare_error = |what: &str| {
+            let what = what.to_owned();
+            move |source| SandboxError::Prepare { what, source }
+        };
+        let copy = transport == Transport::Copy;
         let mut env: Vec<(String, String)> = Vec::new();
         let mut mounts = Vec::new();
-        let (image, user, network, cmd) = match job.kind {
+        let mut tmpfs = HashMap::from([(
+            "/tmp".to_owned(),
+            format!("rw,nosuid,nodev,noexec,size={}", self.settings.tmpfs_bytes),
+        )]);
+        let (user, network) = match job.kind {
             JobKind::Checker | JobKind::Verify => {
-                check_readable(&repo, &self.settings.user)?;
                 let dirs = job
                     .artifacts
                     .clone()
                     .unwrap_or_else(|| ArtifactDirs::under(&self.settings.artifact_dir, &self.run_id));
                 dirs.prepare()
                     .map_err(prepare_error("the artifact directories"))?;
-                mounts.push(bind(&repo_str, REPO_MOUNT, true));
-                if let Some(config) = stripped_git_config(&repo, scratch.path())
-                    .map_err(prepare_error("the stripped .git/config"))?
-                {
-                    mounts.push(bind(
-                        &path_str(&config)?,
-                        &format!("{REPO_MOUNT}/.git/config"),
-                        true,
+                if copy {
+                    let repo_volume = format!(
+                        "bork-ci-repo-{}",
+                        &uuid::Uuid::new_v4().simple().to_string()[..16]
+                    );
+                    self.create_volume(&repo_volume, self.run_volume_labels("repo"))
+                        .await?;
+                    prepared.volumes.push(repo_volume.clone());
+                    self.fill_repo_volume(&repo_volume, repo, &image).await?;
+                    mounts.push(transport::volume(&repo_volume, REPO_MOUNT, true));
+                    let artifacts = transport::artifacts_volume(&dirs.run);
+                    self.create_volume(&artifacts, self.run_volume_labels("artifacts"))
+                        .await?;
+                    mounts.push(transport::volume(&artifacts, ARTIFACTS_MOUNT, false));
+                    let cache = transport::cache_volume(repo);
+                    self.create_volume(&cache, self.cache_volume_labels(repo)).await?;
+                    mounts.push(transport::volume(&cache, CACHE_MOUNT, false));
+                    let run_dirs: Vec<(&str, u32)> = super::RUN_SUBDIRS
+                        .iter()
+                        .map(|name| (*name, if *name == "logs" { 0o755 } else { 0o1777 }))
+                        .collect();
+                    let cache_dirs: Vec<(&str, u32)> =
+                        super::CACHE_SUBDIRS.iter().map(|name| (*name, 0o1777)).collect();
+                    prepared.uploads.push((
+                        ARTIFACTS_MOUNT.to_owned(),
+                        archive::skeleton(0o755, &run_dirs, None)
+                            .map_err(prepare_error("the artifact skeleton"))?,
                     ));
+                    prepared.uploads.push((
+                        CACHE_MOUNT.to_owned(),
+                        archive::skeleton(0o1777, &cache_dirs, None)
+                            .map_err(prepare_error("the cache skeleton"))?,
+                    ));
+                    prepared.artifacts_back = Some(dirs.run.clone());
+                } else {
+                    check_readable(repo, &self.settings.user)?;
+                    let scratch = tempfile::Builder::new()
+                        .prefix("bork-ci-job-")
+                        .tempdir()
+                        .map_err(prepare_error("a scratch directory"))?;
+                    mounts.push(bind(&path_str(repo)?, REPO_MOUNT, true));
+                    if let Some(config) = stripped_git_config(repo, scratch.path())
+                        .map_err(prepare_error("the stripped .git/config"))?
+                    {
+                        mounts.push(bind(
+                            &path_str(&config)?,
+                            &format!("{REPO_MOUNT}/.git/config"),
+                            true,
+                        ));
+                    }
+                    mounts.push(bind(&path_str(&dirs.run)?, ARTIFACTS_MOUNT, false));
+                    mounts.push(bind(&path_str(&dirs.cache)?, CACHE_MOUNT, false));
+                    prepared._scratch = Some(scratch);
                 }
-                mounts.push(bind(&path_str(&dirs.run)?, ARTIFACTS_MOUNT, false));
-                mounts.push(bind(&path_str(&dirs.cache)?, CACHE_MOUNT, false));
                 env.extend(super::artifact_env(ARTIFACTS_MOUNT, CACHE_MOUNT));
-                (
-                    self.settings.image.clone(),
-                    self.settings.user.clone(),
-                    self.settings.network.clone(),
-                    cmd,
-                )
+                (self.settings.user.clone(), self.settings.network.clone())
             }
             JobKind::EditStep => {
-                mounts.push(bind(&repo_str, REPO_MOUNT, false));
-                mask_git(&repo, &mut mounts);
-                if let Some(state) = &job.state_dir {
-                    let state = std::fs::canonicalize(state).map_err(prepare_error("the state directory"))?;
-                    mounts.push(bind(&path_str(&state)?, STATE_MOUNT, false));
-                }
                 env.push(("HOME".to_owned(), "/tmp".to_owned()));
-                let owner = std::fs::metadata(&repo).map_err(prepare_error("the repository owner"))?;
-                // Files the step writes keep the repository owner's ids and get 0644/0755.
-                let mut wrapped = vec![
-                    "sh".to_owned(),
-                    "-c".to_owned(),
-                    "umask 022 && exec \"$@\"".to_owned(),
-                    "sh".to_owned(),
-                ];
-                wrapped.extend(cmd);
-                (
-                    self.settings.runner_image.clone(),
-                    format!("{}:{}", owner.uid(), owner.gid()),
-                    "host".to_owned(),
-                    wrapped,
-                )
+                if copy {
+                    // No working tree at all: the step returns its plan as data.
+                    if let Some(state) = &job.state_dir {
+                        let state_volume = format!(
+                            "bork-ci-state-{}",
+                            &uuid::Uuid::new_v4().simple().to_string()[..16]
+                        );
+                        self.create_volume(&state_volume, self.run_volume_labels("state"))
+                            .await?;
+                        prepared.volumes.push(state_volume.clone());
+                        mounts.push(transport::volume(&state_volume, STATE_MOUNT, false));
+                        let (uid, gid) = numeric_user(&self.settings.user);
+                        prepared.uploads.push((
+                            STATE_MOUNT.to_owned(),
+                            archive::state(state, "step", uid, gid)
+                                .map_err(prepare_error("the edit step's state"))?,
+                        ));
+                        prepared.state_back = Some(state.clone());
+                    }
+                    (self.settings.user.clone(), "host".to_owned())
+                } else {
+                    mounts.push(bind(&path_str(repo)?, REPO_MOUNT, false));
+                    mask_git(repo, &mut mounts, &mut tmpfs, self.podman);
+                    if let Some(state) = &job.state_dir {
+                        let state =
+                            std::fs::canonicalize(state).map_err(prepare_error("the state directory"))?;
+                        mounts.push(bind(&path_str(&state)?, STATE_MOUNT, false));
+                    }
+                    // Files the step writes keep the repository owner's ids.
+                    let owner = std::fs::metadata(repo).map_err(prepare_error("the repository owner"))?;
+                    (format!("{}:{}", owner.uid(), owner.gid()), "host".to_owned())
+                }
             }
         };
         for (name, value) in &job.env {
@@ -662,10 +916,7 @@ impl DockerSandbox {
         }
         let host_config = HostConfig {
             mounts: Some(mounts),
-            tmpfs: Some(HashMap::from([(
-                "/tmp".to_owned(),
-                format!("rw,nosuid,nodev,noexec,size={}", self.settings.tmpfs_bytes),
-            )])),
+            tmpfs: Some(tmpfs),
             readonly_rootfs: Some(true),
             cap_drop: Some(vec!["ALL".to_owned()]),
             security_opt: Some(vec!["no-new-privileges".to_owned()]),
@@ -675,6 +926,7 @@ impl DockerSandbox {
             memory_swap: self.settings.memory.and_then(|m| i64::try_from(m).ok()),
             nano_cpus: self.settings.cpus.map(|cpus| (cpus * 1e9) as i64),
             pids_limit: self.settings.pids_limit,
+            ulimits: Some(self.settings.ulimits.to_api()),
             init: Some(true),
             ipc_mode: Some("private".to_owned()),
             log_config: Some(HostConfigLogConfig {
@@ -683,7 +935,7 @@ impl DockerSandbox {
             }),
             ..Default::default()
         };
-        let body = ContainerCreateBody {
+        prepared.body = ContainerCreateBody {
             image: Some(image),
             cmd: Some(cmd),
             entrypoint: Some(Vec::new()),
@@ -700,15 +952,38 @@ impl DockerSandbox {
             host_config: Some(host_config),
             ..Default::default()
         };
-        Ok(Prepared {
-            body,
-            _scratch: scratch,
-        })
+        Ok(())
+    }
+
+    /// Copy transport: puts the prepared archives into the created container.
+    async fn stage_in(&self, id: &str, prepared: &Prepared) -> Result<(), SandboxError> {
+        for (path, archive) in &prepared.uploads {
+            self.upload(id, path, archive.clone()).await?;
+        }
+        Ok(())
+    }
+
+    /// Copy transport: brings the artifacts and the edit step's result back to the host.
+    async fn stage_out(&self, id: &str, prepared: &Prepared) -> Result<(), SandboxError> {
+        if let Some(run_dir) = &prepared.artifacts_back {
+            self.copy_artifacts_back(id, run_dir).await?;
+        }
+        if let Some(state_dir) = &prepared.state_back {
+            self.copy_state_back(id, state_dir, crate::edit_step::OUTPUT)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Removes the volumes made for one job.
+    async fn release(&self, prepared: Prepared) {
+        for name in &prepared.volumes {
+            remove_volume(&self.docker, name).await;
+        }
     }
 
     async fn create(&self, prepared: &Prepared, kind: JobKind) -> Result<ContainerGuard, SandboxError> {
         let image = prepared.body.image.clone().unwrap_or_default();
-        self.ensure_image(&image).await?;
         let name = format!(
             "bork-ci-{}-{}",
             kind.as_str(),
@@ -783,6 +1058,27 @@ pub async fn gc(sandbox: &DockerSandbox, ttl: Duration) -> Result<GcReport, Sand
         }
     }
     for volume in sandbox.list_volumes(&filter).await? {
+        // Caches outlive runs: only `gc_caches` removes them, and this when the repository
+        // they belong to is gone from this host.
+        if volume.labels.contains_key(transport::CACHE_LABEL) {
+            let same_host = volume.labels.get(labels::HOST) == Some(&sandbox.host_label);
+            let repo_gone = volume
+                .labels
+                .get(transport::REPO_LABEL)
+                .is_some_and(|repo| std::fs::symlink_metadata(repo).is_err());
+            if same_host && repo_gone {
+                let options = RemoveVolumeOptions { force: false };
+                if sandbox
+                    .docker
+                    .remove_volume(&volume.name, Some(options))
+                    .await
+                    .is_ok()
+                {
+                    report.volumes.push(volume.name);
+                }
+            }
+            continue;
+        }
         if stale(&volume.labels) {
             remove_volume(&sandbox.docker, &volume.name).await;
             report.volumes.push(volume.name);
@@ -796,6 +1092,41 @@ pub async fn gc(sandbox: &DockerSandbox, ttl: Duration) -> Result<GcReport, Sand
         );
     }
     Ok(report)
+}
+
+/// Removes the cache volumes (one per repository, see [`transport`]) that no container uses;
+/// returns their names. A run's own [`gc`] never removes them: `bork-ci gc` does.
+pub async fn gc_caches(sandbox: &DockerSandbox) -> Result<Vec<String>, SandboxError> {
+    let options = ListVolumesOptions {
+        filters: Some(HashMap::from([
+            ("label".to_owned(), vec![format!("{}=1", transport::CACHE_LABEL)]),
+            ("dangling".to_owned(), vec!["true".to_owned()]),
+        ])),
+    };
+    let listed = sandbox
+        .docker
+        .list_volumes(Some(options))
+        .await
+        .map_err(docker_error("list volumes"))?;
+    let mut removed = Vec::new();
+    for volume in listed.volumes.unwrap_or_default() {
+        let options = RemoveVolumeOptions { force: false };
+        match sandbox.docker.remove_volume(&volume.name, Some(options)).await {
+            Ok(()) => removed.push(volume.name),
+            Err(error) if is_not_found(&error) => {}
+            Err(error) => tracing::debug!(volume = volume.name, %error, "keeping a cache volume in use"),
+        }
+    }
+    Ok(removed)
+}
+
+/// Removes runner images built from other (older) bork-ci executables than this one; returns
+/// their tags. Nothing is removed while this executable's image does not exist.
+pub async fn gc_runner_images(sandbox: &DockerSandbox) -> Result<Vec<String>, SandboxError> {
+    let executable = tokio::task::spawn_blocking(runner_image::Executable::current)
+        .await
+        .map_err(|e| SandboxError::Backend(e.to_string()))??;
+    runner_image::remove_stale(&sandbox.docker, &executable.tag()).await
 }
 
 fn process_alive(pid: i32) -> bool {
@@ -815,7 +1146,7 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "unknown".to_owned())
 }
 
-async fn remove_container(docker: &Docker, id: &str) {
+pub(super) async fn remove_container(docker: &Docker, id: &str) {
     let options = RemoveContainerOptions {
         force: true,
         v: true,
@@ -848,10 +1179,28 @@ async fn remove_volume(docker: &Docker, name: &str) {
     }
 }
 
-/// A container description and the host files that must outlive the container.
+/// A container description, the host files that must outlive the container, and over `copy`
+/// what goes in before it starts, what comes back after, and the volumes made for it alone.
 struct Prepared {
     body: ContainerCreateBody,
-    _scratch: tempfile::TempDir,
+    _scratch: Option<tempfile::TempDir>,
+    /// `(path in the container, tar)`, extracted before the container starts.
+    uploads: Vec<(String, Vec<u8>)>,
+    /// The host run directory `/artifacts` is copied back into.
+    artifacts_back: Option<PathBuf>,
+    /// The host state directory the edit step's `output.json` is copied back into.
+    state_back: Option<PathBuf>,
+    /// Volumes removed after the job.
+    volumes: Vec<String>,
+}
+
+/// The numeric `uid:gid` of a `sandbox.user` value; a name counts as 65534 (nobody) for the
+/// owner of the edit step's state.
+fn numeric_user(user: &str) -> (u64, u64) {
+    let mut parts = user.split(':');
+    let uid = parts.next().and_then(|u| u.parse().ok()).unwrap_or(65534);
+    let gid = parts.next().and_then(|g| g.parse().ok()).unwrap_or(uid);
+    (uid, gid)
 }
 
 /// Removes its container when dropped (error paths, cancelled futures) unless removed already.
@@ -888,7 +1237,7 @@ impl Drop for ContainerGuard {
     }
 }
 
-fn bind(source: &str, target: &str, read_only: bool) -> Mount {
+pub(super) fn bind(source: &str, target: &str, read_only: bool) -> Mount {
     Mount {
         source: Some(source.to_owned()),
         target: Some(target.to_owned()),
@@ -899,10 +1248,17 @@ fn bind(source: &str, target: &str, read_only: bool) -> Mount {
 }
 
 /// Hides `.git` from the edit step: an empty read-only tmpfs over a directory, `/dev/null` over a
-/// file (a worktree's `gitdir:` pointer).
-fn mask_git(repo: &Path, mounts: &mut Vec<Mount>) {
+/// file (a worktree's `gitdir:` pointer). On Podman the tmpfs is a `HostConfig.Tmpfs` entry with
+/// `notmpcopyup` (see [`Podman`]).
+fn mask_git(repo: &Path, mounts: &mut Vec<Mount>, tmpfs: &mut HashMap<String, String>, podman: bool) {
     let target = format!("{REPO_MOUNT}/.git");
     match std::fs::symlink_metadata(repo.join(".git")) {
+        Ok(meta) if meta.is_dir() && podman => {
+            tmpfs.insert(
+                target,
+                "ro,nosuid,nodev,noexec,size=4096,mode=0555,notmpcopyup".to_owned(),
+            );
+        }
         Ok(meta) if meta.is_dir() => mounts.push(Mount {
             target: Some(target),
             typ: Some(MountType::TMPFS),

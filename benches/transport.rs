@@ -1,0 +1,155 @@
+//! One checker iteration over the `bind` and the `copy` transport on a repository of 10,000
+//! files (a git repository: its `.git` is copied too), side by side in one run: several
+//! interleaved rounds, medians and their ratio. Needs the engine and `ci/build-images.sh
+//! busybox`. Run: `cargo bench --bench transport`.
+#![allow(clippy::disallowed_methods)] // benchmarks lay out fixtures and run tools directly
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use bork_ci::sandbox::docker::{DockerSandbox, DockerSettings, PullPolicy, Transport};
+use bork_ci::sandbox::{Job, JobKind, Outcome};
+
+const IMAGE: &str = "bork-ci-test/busybox:latest";
+const FILES: usize = 10_000;
+const ROUNDS: usize = 5;
+/// A checker that reads the whole tree, then reports clean.
+const SCRIPT: &str = "n=$(find . -path ./.git -prune -o -type f -print | wc -l); cat $(find src -type f) > /dev/null; \
+                      echo \"$n\" >&2; echo '{\"per_file_findings\":[],\"overall_findings\":[]}'";
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn git(repo: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?}");
+}
+
+/// A git repository of `FILES` files of about 1 KiB in 100 directories, committed.
+fn repository(root: &Path) -> u64 {
+    let mut bytes = 0u64;
+    for index in 0..FILES {
+        let dir = root.join(format!("src/m{:02}", index % 100));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let text = format!("// file {index}\n{}\n", "x".repeat(1000));
+        bytes += text.len() as u64;
+        std::fs::write(dir.join(format!("f{index:05}.rs")), text).expect("write");
+    }
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "."]);
+    git(
+        root,
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@example.com",
+            "commit",
+            "-qm",
+            "bench",
+        ],
+    );
+    bytes
+}
+
+fn job() -> Job {
+    Job::new(
+        JobKind::Checker,
+        vec!["sh".into(), "-c".into(), SCRIPT.into()],
+        Duration::from_secs(300),
+        1 << 20,
+    )
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let built = Command::new(root.join("ci/build-images.sh"))
+        .arg("busybox")
+        .status()
+        .expect("ci/build-images.sh runs");
+    assert!(built.success(), "ci/build-images.sh busybox failed");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let repo = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(repo.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let bytes = repository(repo.path());
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let sandbox = |transport: Transport| {
+        let mut settings = DockerSettings::new(artifacts.path().to_owned());
+        settings.image = IMAGE.to_owned();
+        settings.pull = PullPolicy::Never;
+        settings.transport = transport;
+        runtime
+            .block_on(DockerSandbox::connect(
+                settings,
+                &format!("bench-{}", transport.as_str()),
+            ))
+            .expect("the Docker engine answers")
+    };
+    let bind = sandbox(Transport::Bind);
+    let copy = sandbox(Transport::Copy);
+    let once = |sandbox: &DockerSandbox| {
+        let started = Instant::now();
+        let out = runtime.block_on(sandbox.run(repo.path(), &job())).expect("runs");
+        let elapsed = started.elapsed();
+        assert_eq!(
+            out.outcome,
+            Outcome::Exited(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seen: usize = String::from_utf8_lossy(&out.stderr)
+            .trim()
+            .parse()
+            .expect("a count");
+        assert!(seen >= FILES, "the checker saw {seen} files");
+        elapsed
+    };
+    // Warm both (page cache, the probe-free paths, the cache volume).
+    once(&bind);
+    once(&copy);
+    let (mut bind_times, mut copy_times) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        bind_times.push(once(&bind));
+        copy_times.push(once(&copy));
+    }
+    let (bind_time, copy_time) = (median(bind_times), median(copy_times));
+    println!(
+        "one checker iteration on {FILES} files ({:.1} MiB, plus .git), median of {ROUNDS} interleaved rounds:",
+        bytes as f64 / (1 << 20) as f64
+    );
+    println!(
+        "  bind  (host paths mounted)         {:>8.1} ms",
+        bind_time.as_secs_f64() * 1e3
+    );
+    println!(
+        "  copy  (archives through the API)   {:>8.1} ms",
+        copy_time.as_secs_f64() * 1e3
+    );
+    println!(
+        "  ratio copy / bind                  {:>8.2}x",
+        copy_time.as_secs_f64() / bind_time.as_secs_f64()
+    );
+    runtime.block_on(async {
+        let _ = bind.cleanup_all().await;
+        let _ = copy.cleanup_all().await;
+    });
+    let canonical = std::fs::canonicalize(repo.path()).expect("canonical");
+    let volumes = Command::new("docker")
+        .args(["volume", "ls", "-q", "--filter"])
+        .arg(format!("label=bork-ci.repo={}", canonical.display()))
+        .output()
+        .expect("docker volume ls");
+    for volume in String::from_utf8_lossy(&volumes.stdout).split_whitespace() {
+        let _ = Command::new("docker").args(["volume", "rm", volume]).output();
+    }
+}

@@ -1,0 +1,530 @@
+//! Tar archives for the `copy` transport: what goes into a container through the Engine API and
+//! what comes back out. Pure file work, no engine calls (those are in `transport`).
+//!
+//! In: the working tree as git selects it (tracked files and untracked ones that are not
+//! ignored, which is what the run packs), the git metadata a checker may read with the
+//! credential-stripped config in place of the real one, directory skeletons for `/artifacts` and
+//! `/cache`, and the edit step's state files. Out: a job's artifacts and the edit step's result,
+//! read from a container that ran model-written code, so extraction is bounded and accepts only
+//! plain directories and regular files at plain relative paths, never a link, never outside the
+//! destination.
+
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Component, Path, PathBuf};
+
+/// Entries of `.git` never copied: hooks run nothing in a checker, `FETCH_HEAD` can carry
+/// remote URLs, LFS objects can be huge, and sockets or FIFOs are not files.
+const GIT_SKIPPED: &[&str] = &["hooks", "FETCH_HEAD", "lfs", "fsmonitor--daemon.ipc"];
+/// Largest single file put into a tree archive (larger ones are left out, with a warning).
+const MAX_TREE_FILE: u64 = 2 << 30;
+
+/// Limits on what is copied back out of a container.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub bytes: u64,
+    pub entries: u64,
+}
+
+/// What an extraction did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Extracted {
+    pub files: u64,
+    pub bytes: u64,
+    /// Entries left out: links, devices, unsafe paths, or past the limits.
+    pub skipped: u64,
+    pub truncated: bool,
+}
+
+fn header(kind: tar::EntryType, mode: u32, size: u64, mtime: u64) -> tar::Header {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(kind);
+    header.set_mode(mode);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_mtime(mtime);
+    header.set_size(size);
+    header
+}
+
+/// Reads `path` without following a symlink at its last component, without blocking on a FIFO,
+/// at most `limit` bytes; `None` when it is not a regular file any more.
+fn read_file(path: &Path, limit: u64) -> std::io::Result<Option<(Vec<u8>, std::fs::Metadata)>> {
+    let flags = (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::CLOEXEC)
+        .bits() as i32;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(error) if error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            return Ok(None);
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let metadata = file.metadata()?;
+    if !metadata.is_file() || metadata.len() > limit {
+        return Ok(None);
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok(Some((bytes, metadata)))
+}
+
+/// Adds parent directories of `path` (relative, `/`-separated) not added yet.
+fn add_parents<W: Write>(
+    builder: &mut tar::Builder<W>,
+    path: &str,
+    added: &mut std::collections::HashSet<String>,
+) -> std::io::Result<()> {
+    let mut prefix = String::new();
+    let components: Vec<&str> = path.split('/').collect();
+    for component in components.iter().take(components.len().saturating_sub(1)) {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(component);
+        if added.insert(prefix.clone()) {
+            let mut dir = header(tar::EntryType::Directory, 0o755, 0, 0);
+            builder.append_data(&mut dir, format!("{prefix}/"), std::io::empty())?;
+        }
+    }
+    Ok(())
+}
+
+/// Appends the file, symlink or nothing found at `repo/relative`, with git's modes (0644, or
+/// 0755 when any execute bit is set), owned by root.
+fn add_path<W: Write>(
+    builder: &mut tar::Builder<W>,
+    repo: &Path,
+    relative: &str,
+    added: &mut std::collections::HashSet<String>,
+    contents: Option<Vec<u8>>,
+) -> std::io::Result<()> {
+    let full = repo.join(relative);
+    let metadata = match std::fs::symlink_metadata(&full) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    let mtime = u64::try_from(metadata.mtime()).unwrap_or(0);
+    if metadata.file_type().is_symlink() {
+        let target = std::fs::read_link(&full)?;
+        add_parents(builder, relative, added)?;
+        let mut link = header(tar::EntryType::Symlink, 0o777, 0, mtime);
+        builder.append_link(&mut link, relative, &target)?;
+        return Ok(());
+    }
+    if !metadata.is_file() {
+        return Ok(());
+    }
+    let (bytes, mode) = match contents {
+        Some(bytes) => (bytes, 0o644),
+        None => match read_file(&full, MAX_TREE_FILE)? {
+            Some((bytes, metadata)) => {
+                let mode = if metadata.mode() & 0o111 != 0 {
+                    0o755
+                } else {
+                    0o644
+                };
+                (bytes, mode)
+            }
+            None => {
+                tracing::warn!(
+                    "{relative} is not copied into the sandbox (not a regular file, or over 2 GiB)"
+                );
+                return Ok(());
+            }
+        },
+    };
+    add_parents(builder, relative, added)?;
+    let mut file = header(tar::EntryType::Regular, mode, bytes.len() as u64, mtime);
+    builder.append_data(&mut file, relative, bytes.as_slice())
+}
+
+/// Writes into `out` a tar of the working tree at `repo`: the `paths` given (relative,
+/// as git lists them), then `.git` without hooks and the like, its `config` (and each
+/// submodule's) replaced by `strip(config)`. A `.git` file (a worktree's pointer) is copied as
+/// it is. The archive's root entry is `./` with mode 0755.
+pub fn write_tree<W: Write>(
+    out: W,
+    repo: &Path,
+    paths: &[String],
+    strip: &dyn Fn(&str) -> String,
+) -> std::io::Result<W> {
+    let mut builder = tar::Builder::new(out);
+    builder.follow_symlinks(false);
+    let mut root = header(tar::EntryType::Directory, 0o755, 0, 0);
+    builder.append_data(&mut root, "./", std::io::empty())?;
+    let mut added = std::collections::HashSet::new();
+    for relative in paths {
+        if relative == ".git" || relative.starts_with(".git/") || !plain_relative(relative) {
+            continue;
+        }
+        add_path(&mut builder, repo, relative, &mut added, None)?;
+    }
+    let git = repo.join(".git");
+    match std::fs::symlink_metadata(&git) {
+        Ok(metadata) if metadata.is_dir() => add_git_dir(&mut builder, repo, ".git", &mut added, strip)?,
+        Ok(metadata) if metadata.is_file() => add_path(&mut builder, repo, ".git", &mut added, None)?,
+        _ => {}
+    }
+    builder.into_inner()
+}
+
+fn add_git_dir<W: Write>(
+    builder: &mut tar::Builder<W>,
+    repo: &Path,
+    relative: &str,
+    added: &mut std::collections::HashSet<String>,
+    strip: &dyn Fn(&str) -> String,
+) -> std::io::Result<()> {
+    if added.insert(relative.to_owned()) {
+        let mut dir = header(tar::EntryType::Directory, 0o755, 0, 0);
+        builder.append_data(&mut dir, format!("{relative}/"), std::io::empty())?;
+    }
+    let mut entries: Vec<_> = std::fs::read_dir(repo.join(relative))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name())
+        .collect();
+    entries.sort();
+    for name in entries {
+        let Some(name) = name.to_str() else { continue };
+        if GIT_SKIPPED.contains(&name) {
+            continue;
+        }
+        let child = format!("{relative}/{name}");
+        let Ok(metadata) = std::fs::symlink_metadata(repo.join(&child)) else {
+            continue;
+        };
+        if metadata.is_dir() {
+            add_git_dir(builder, repo, &child, added, strip)?;
+        } else if name == "config" && metadata.is_file() {
+            // `.git/config` and `.git/modules/<name>/config`: credentials live there.
+            let original = read_file(&repo.join(&child), 16 << 20)?
+                .map(|(bytes, _)| bytes)
+                .unwrap_or_default();
+            let stripped = strip(&String::from_utf8_lossy(&original));
+            add_path(builder, repo, &child, added, Some(stripped.into_bytes()))?;
+        } else {
+            add_path(builder, repo, &child, added, None)?;
+        }
+    }
+    Ok(())
+}
+
+/// True for a relative path of plain components (no `..`, no root, no `.`).
+fn plain_relative(path: &str) -> bool {
+    !path.is_empty()
+        && Path::new(path)
+            .components()
+            .all(|component| matches!(component, Component::Normal(_)))
+}
+
+/// A tar of empty directories: the root (`./`) with `root_mode`, then each `(name, mode)`.
+/// Extracting it over existing directories resets their modes (and owner: root, unless
+/// `owner` is given); the engine leaves the directory it extracts into as it is.
+pub fn skeleton(root_mode: u32, dirs: &[(&str, u32)], owner: Option<(u64, u64)>) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut add = |name: String, mode: u32| {
+        let mut dir = header(tar::EntryType::Directory, mode, 0, 0);
+        if let Some((uid, gid)) = owner {
+            dir.set_uid(uid);
+            dir.set_gid(gid);
+        }
+        builder.append_data(&mut dir, name, std::io::empty())
+    };
+    add("./".to_owned(), root_mode)?;
+    for (name, mode) in dirs {
+        add(format!("{name}/"), *mode)?;
+    }
+    builder.into_inner()
+}
+
+/// A tar of the directory `name` holding the regular files directly in `dir` (the edit step's
+/// state), all owned by `uid:gid`: the directory 0700, the files 0600. (The root entry of an
+/// archive does not change the directory it is extracted into, hence the named directory.)
+pub fn state(dir: &Path, name: &str, uid: u64, gid: u64) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut root = header(tar::EntryType::Directory, 0o700, 0, 0);
+    root.set_uid(uid);
+    root.set_gid(gid);
+    builder.append_data(&mut root, format!("{name}/"), std::io::empty())?;
+    let mut names: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name())
+        .collect();
+    names.sort();
+    for file_name in names {
+        let Some(file_name) = file_name.to_str() else {
+            continue;
+        };
+        let Some((bytes, _)) = read_file(&dir.join(file_name), 1 << 30)? else {
+            continue;
+        };
+        let mut file = header(tar::EntryType::Regular, 0o600, bytes.len() as u64, 0);
+        file.set_uid(uid);
+        file.set_gid(gid);
+        builder.append_data(&mut file, format!("{name}/{file_name}"), bytes.as_slice())?;
+    }
+    builder.into_inner()
+}
+
+/// The relative path of an entry of a downloaded archive, without its first component (the
+/// engine names entries after the directory asked for: `artifacts/tmp/x`), or `None` when it
+/// is the root itself or not a plain relative path.
+fn inner_path(path: &Path) -> Option<PathBuf> {
+    let mut components = path.components().filter(|c| !matches!(c, Component::CurDir));
+    components.next()?;
+    let rest: PathBuf = components.clone().collect();
+    if rest.as_os_str().is_empty() {
+        return None;
+    }
+    components
+        .all(|component| matches!(component, Component::Normal(_)))
+        .then_some(rest)
+}
+
+/// Extracts a downloaded archive (`reader`) into `dest`, which must exist: directories and
+/// regular files only, at most `limits`, never through a link (everything goes through a
+/// `cap_std` directory handle), never into a top-level name listed in `skip_top`.
+pub fn extract_into<R: Read>(
+    reader: R,
+    dest: &Path,
+    limits: Limits,
+    skip_top: &[&str],
+) -> std::io::Result<Extracted> {
+    use cap_std::fs::{Dir, OpenOptions};
+    let root = Dir::open_ambient_dir(dest, cap_std::ambient_authority())?;
+    let mut archive = tar::Archive::new(reader);
+    let mut done = Extracted::default();
+    let mut entries_seen = 0u64;
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        entries_seen += 1;
+        if entries_seen > limits.entries {
+            done.truncated = true;
+            break;
+        }
+        let path = entry.path()?.into_owned();
+        let Some(relative) = inner_path(&path) else {
+            continue;
+        };
+        let top = relative
+            .components()
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if skip_top.contains(&top.as_str()) {
+            done.skipped += 1;
+            continue;
+        }
+        match entry.header().entry_type() {
+            tar::EntryType::Directory => {
+                if root.create_dir_all(&relative).is_err() {
+                    done.skipped += 1;
+                }
+            }
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                let size = entry.header().size()?;
+                if done.bytes + size > limits.bytes {
+                    done.truncated = true;
+                    break;
+                }
+                let write = |entry: &mut tar::Entry<'_, R>| -> std::io::Result<u64> {
+                    if let Some(parent) = relative.parent().filter(|p| !p.as_os_str().is_empty()) {
+                        root.create_dir_all(parent)?;
+                    }
+                    // Replace, never write through what is there (a link left by anything).
+                    match root.symlink_metadata(&relative) {
+                        Ok(meta) if meta.is_dir() => {
+                            return Err(std::io::Error::other("a directory is in the way"));
+                        }
+                        Ok(_) => root.remove_file(&relative)?,
+                        Err(_) => {}
+                    }
+                    let mut options = OpenOptions::new();
+                    options.write(true).create_new(true);
+                    let mut file = root.open_with(&relative, &options)?;
+                    std::io::copy(&mut entry.take(size), &mut file)
+                };
+                match write(&mut entry) {
+                    Ok(copied) => {
+                        done.bytes += copied;
+                        done.files += 1;
+                    }
+                    Err(error) => {
+                        tracing::debug!("artifact {} not copied back: {error}", relative.display());
+                        done.skipped += 1;
+                    }
+                }
+            }
+            _ => done.skipped += 1,
+        }
+    }
+    Ok(done)
+}
+
+/// Reads the one regular file named `name` from a downloaded archive, at most `limit` bytes.
+pub fn read_single<R: Read>(reader: R, name: &str, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let mut archive = tar::Archive::new(reader);
+    for entry in archive.entries()? {
+        let entry = entry?;
+        let path = entry.path()?.into_owned();
+        let matches =
+            path.file_name().and_then(|n| n.to_str()) == Some(name) && path.components().count() == 1;
+        if !matches {
+            continue;
+        }
+        if entry.header().entry_type() != tar::EntryType::Regular || entry.header().size()? > limit {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{name} is not a regular file of at most {limit} bytes"),
+            ));
+        }
+        let mut bytes = Vec::new();
+        entry.take(limit).read_to_end(&mut bytes)?;
+        return Ok(Some(bytes));
+    }
+    Ok(None)
+}
+
+/// Rewinds a spooled archive for reading.
+pub fn rewind(mut file: std::fs::File) -> std::io::Result<std::fs::File> {
+    file.flush()?;
+    file.rewind()?;
+    Ok(file)
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
+mod tests {
+    use super::*;
+
+    fn names(tar: &[u8]) -> Vec<(String, tar::EntryType, u32)> {
+        let mut archive = tar::Archive::new(tar);
+        archive
+            .entries()
+            .expect("entries")
+            .map(|e| {
+                let e = e.expect("entry");
+                (
+                    e.path().expect("path").display().to_string(),
+                    e.header().entry_type(),
+                    e.header().mode().expect("mode"),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tree_has_listed_files_git_modes_and_a_stripped_config() {
+        let repo = tempfile::tempdir().expect("tempdir");
+        let root = repo.path();
+        std::fs::create_dir_all(root.join("src")).expect("mkdir");
+        std::fs::create_dir_all(root.join(".git/hooks")).expect("mkdir");
+        std::fs::create_dir_all(root.join(".git/refs/heads")).expect("mkdir");
+        std::fs::write(root.join("src/a.txt"), "a").expect("write");
+        std::fs::write(root.join("run.sh"), "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(
+            root.join("run.sh"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .expect("chmod");
+        std::fs::write(root.join("ignored.txt"), "not listed").expect("write");
+        std::fs::write(root.join(".git/config"), "[credential]\n\thelper = SECRET\n").expect("write");
+        std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").expect("write");
+        std::fs::write(root.join(".git/hooks/pre-commit"), "x").expect("write");
+        std::os::unix::fs::symlink("src/a.txt", root.join("link")).expect("symlink");
+        let paths = ["link", "run.sh", "src/a.txt", "../escape", "gone.txt"].map(str::to_owned);
+        let tar = write_tree(Vec::new(), root, &paths, &|_| "[core]\n".to_owned()).expect("tar");
+        let entries = names(&tar);
+        let find = |name: &str| {
+            entries
+                .iter()
+                .find(|(n, _, _)| n.trim_end_matches('/') == name)
+                .cloned()
+        };
+        assert_eq!(find("run.sh").expect("run.sh").2, 0o755);
+        assert_eq!(find("src/a.txt").expect("a").2, 0o644);
+        assert_eq!(find("link").expect("link").1, tar::EntryType::Symlink);
+        assert!(find("src").is_some() && find(".git/HEAD").is_some());
+        assert!(find("ignored.txt").is_none() && find("gone.txt").is_none());
+        assert!(find(".git/hooks").is_none() && find(".git/hooks/pre-commit").is_none());
+        let mut archive = tar::Archive::new(tar.as_slice());
+        for entry in archive.entries().expect("entries") {
+            let mut entry = entry.expect("entry");
+            if entry.path().expect("path").as_os_str() == ".git/config" {
+                let mut text = String::new();
+                entry.read_to_string(&mut text).expect("read");
+                assert_eq!(text, "[core]\n");
+            }
+        }
+    }
+
+    fn archive_of(entries: &[(&str, tar::EntryType, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, kind, bytes) in entries {
+            let mut h = header(*kind, 0o644, bytes.len() as u64, 0);
+            if *kind == tar::EntryType::Symlink {
+                h.set_size(0);
+                builder.append_link(&mut h, name, "/etc/passwd").expect("link");
+            } else {
+                // Write the name raw, as a hostile archive would.
+                h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+                h.set_cksum();
+                builder.append(&h, *bytes).expect("append");
+            }
+        }
+        builder.into_inner().expect("tar")
+    }
+
+    #[test]
+    fn extraction_takes_plain_files_only_and_stays_inside() {
+        let dest = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dest.path().join("tmp")).expect("mkdir");
+        std::os::unix::fs::symlink(outside.path(), dest.path().join("tmp/out")).expect("symlink");
+        let tar = archive_of(&[
+            ("artifacts/", tar::EntryType::Directory, b""),
+            ("artifacts/tmp/ok.txt", tar::EntryType::Regular, b"ok"),
+            ("artifacts/tmp/link", tar::EntryType::Symlink, b""),
+            ("artifacts/../../escape.txt", tar::EntryType::Regular, b"x"),
+            ("artifacts/tmp/out/planted.txt", tar::EntryType::Regular, b"x"),
+            ("artifacts/logs/runner.log", tar::EntryType::Regular, b"forged"),
+            ("artifacts/build/big.bin", tar::EntryType::Regular, &[0u8; 64]),
+        ]);
+        let limits = Limits {
+            bytes: 32,
+            entries: 100,
+        };
+        let done = extract_into(tar.as_slice(), dest.path(), limits, &["logs"]);
+        assert_eq!(
+            std::fs::read_to_string(dest.path().join("tmp/ok.txt")).expect("extracted"),
+            "ok"
+        );
+        assert!(!dest.path().join("tmp/link").exists());
+        assert!(!dest.path().join("logs/runner.log").exists());
+        assert!(
+            std::fs::read_dir(outside.path())
+                .expect("outside")
+                .next()
+                .is_none()
+        );
+        let done = done.expect("extracts");
+        assert!(done.truncated && done.skipped >= 2, "{done:?}");
+    }
+
+    #[test]
+    fn single_file_out_of_an_archive() {
+        let tar = archive_of(&[("output.json", tar::EntryType::Regular, b"{}")]);
+        assert_eq!(
+            read_single(tar.as_slice(), "output.json", 10).expect("reads"),
+            Some(b"{}".to_vec())
+        );
+        assert!(read_single(tar.as_slice(), "output.json", 1).is_err());
+        assert_eq!(read_single(tar.as_slice(), "other", 10).expect("reads"), None);
+    }
+}

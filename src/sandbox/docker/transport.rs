@@ -1,0 +1,600 @@
+//! How files reach a container: `bind` mounts host paths, `copy` moves archives through the
+//! Engine API and assumes nothing about the engine's filesystem (docker-in-docker, a job in a
+//! container with the host's socket, a remote `DOCKER_HOST`, Podman).
+//!
+//! `auto` (the default) picks `bind` only when bork-ci can show that the engine sees the same
+//! paths: the endpoint is a local unix socket, and a probe container with the repository, the
+//! temporary directory and the artifact root bind-mounted returns, through the archive API,
+//! the very bytes bork-ci reads there (a marker file it just wrote in the two directories it
+//! owns, and a file of the repository with its modification time). Otherwise `copy`.
+//!
+//! Over `copy`, each checker or verify job gets a fresh volume filled with the working tree (as
+//! git selects it) and the stripped git metadata, mounted read-only at `/repo`; a volume per run
+//! for `/artifacts`, copied back to the host after each job; a volume per repository for
+//! `/cache`, kept across runs (removed by `bork-ci gc`). The edit step gets no working tree at
+//! all: its state goes into a volume at `/state`, its result comes back as data.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bollard::models::{
+    ContainerCreateBody, HostConfig, Mount, MountType, MountVolumeOptions, VolumeCreateRequest,
+};
+use bollard::query_parameters::{
+    CreateContainerOptions, DownloadFromContainerOptions, UploadToContainerOptions,
+};
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{DockerSandbox, SandboxError, archive, docker_error, labels, remove_container};
+
+/// `sandbox.transport`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// `bind` when a probe shows the engine sees this host's paths, else `copy`.
+    #[default]
+    Auto,
+    /// Bind-mount host paths (the engine must share bork-ci's filesystem).
+    Bind,
+    /// Archives through the Engine API into volumes; no host path is assumed on the engine.
+    Copy,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Auto => "auto",
+            Transport::Bind => "bind",
+            Transport::Copy => "copy",
+        }
+    }
+
+    /// Parses a `sandbox.transport` value.
+    pub fn parse(text: &str) -> Option<Transport> {
+        match text {
+            "auto" => Some(Transport::Auto),
+            "bind" => Some(Transport::Bind),
+            "copy" => Some(Transport::Copy),
+            _ => None,
+        }
+    }
+}
+
+/// Label on the cache volumes (value `1`); they carry no run label and outlive runs.
+pub const CACHE_LABEL: &str = "bork-ci.cache";
+/// Label naming the repository a cache volume belongs to (its path on the runner's host).
+pub const REPO_LABEL: &str = "bork-ci.repo";
+/// Largest archive of artifacts copied back after one job.
+pub const ARTIFACT_LIMITS: archive::Limits = archive::Limits {
+    bytes: 2 << 30,
+    entries: 200_000,
+};
+
+/// A short stable digest of `text` for volume names.
+pub fn digest16(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))[..16].to_owned()
+}
+
+/// The cache volume of the repository at `repo` (its canonical path on this host).
+pub fn cache_volume(repo: &Path) -> String {
+    format!("bork-ci-cache-{}", digest16(&repo.display().to_string()))
+}
+
+/// The artifacts volume of a run directory.
+pub fn artifacts_volume(run_dir: &Path) -> String {
+    format!("bork-ci-artifacts-{}", digest16(&run_dir.display().to_string()))
+}
+
+/// A volume mount; `no_copy` so that nothing of the image is copied into a fresh volume.
+pub fn volume(name: &str, target: &str, read_only: bool) -> Mount {
+    Mount {
+        source: Some(name.to_owned()),
+        target: Some(target.to_owned()),
+        typ: Some(MountType::VOLUME),
+        read_only: Some(read_only),
+        volume_options: Some(MountVolumeOptions {
+            no_copy: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The paths git selects in `repo`: tracked, and untracked but not ignored (what a run packs).
+/// Not a git work tree: every file below `repo`, `.git` aside.
+#[allow(clippy::disallowed_methods)] // the sandbox: git lists the tree to copy
+pub fn tree_paths(repo: &Path) -> std::io::Result<Vec<String>> {
+    let output = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args([
+            "--no-pager",
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.quotepath=off",
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("LC_ALL", "C")
+        .stdin(std::process::Stdio::null())
+        .output();
+    let mut paths: Vec<String> = match output {
+        Ok(output) if output.status.success() => output
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|raw| !raw.is_empty())
+            .filter_map(|raw| std::str::from_utf8(raw).ok().map(str::to_owned))
+            .collect(),
+        _ => ignore::WalkBuilder::new(repo)
+            .hidden(false)
+            .ignore(false)
+            .git_ignore(false)
+            .git_exclude(false)
+            .git_global(false)
+            .parents(false)
+            .build()
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_type().is_some_and(|t| !t.is_dir()))
+            .filter_map(|entry| {
+                entry
+                    .path()
+                    .strip_prefix(repo)
+                    .ok()
+                    .and_then(Path::to_str)
+                    .map(str::to_owned)
+            })
+            .filter(|path| path != ".git" && !path.starts_with(".git/"))
+            .collect(),
+    };
+    paths.sort();
+    paths.dedup();
+    Ok(paths)
+}
+
+/// Writes the working tree archive of `repo` into an anonymous temporary file.
+pub fn tree_archive(repo: &Path) -> std::io::Result<std::fs::File> {
+    let paths = tree_paths(repo)?;
+    let file = tempfile::tempfile()?;
+    let file = archive::write_tree(file, repo, &paths, &super::strip_git_credentials)?;
+    archive::rewind(file)
+}
+
+fn file_stream(
+    file: std::fs::File,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static {
+    let file = tokio::fs::File::from_std(file);
+    futures_util::stream::try_unfold(file, |mut file| async move {
+        let mut buffer = vec![0u8; 1 << 20];
+        let read = tokio::io::AsyncReadExt::read(&mut file, &mut buffer).await?;
+        if read == 0 {
+            return Ok(None);
+        }
+        buffer.truncate(read);
+        Ok(Some((bytes::Bytes::from(buffer), file)))
+    })
+}
+
+fn upload_error(path: &str) -> impl Fn(bollard::errors::Error) -> SandboxError + '_ {
+    move |error| SandboxError::Docker {
+        operation: "copy into a container",
+        reason: format!("{path}: {error}"),
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl DockerSandbox {
+    /// The transport for jobs on `repo`: the setting, or for `auto` the probe's answer (asked
+    /// once per sandbox, with `image`, which must be present).
+    pub async fn transport(&self, repo: &Path, image: &str) -> Transport {
+        match self.settings.transport {
+            Transport::Bind => Transport::Bind,
+            Transport::Copy => Transport::Copy,
+            Transport::Auto => {
+                *self
+                    .resolved_transport
+                    .get_or_init(|| async {
+                        match self.probe_bind(repo, image).await {
+                            Ok(()) => {
+                                tracing::info!("sandbox transport: bind (the engine sees this host's paths)");
+                                Transport::Bind
+                            }
+                            Err(reason) => {
+                                tracing::info!("sandbox transport: copy ({reason})");
+                                Transport::Copy
+                            }
+                        }
+                    })
+                    .await
+            }
+        }
+    }
+
+    /// The transport already chosen, if any (`None` for `auto` before the first job).
+    pub fn chosen_transport(&self) -> Option<Transport> {
+        match self.settings.transport {
+            Transport::Auto => self.resolved_transport.get().copied(),
+            other => Some(other),
+        }
+    }
+
+    /// Shows that a bind mount of `repo`, of a directory under `$TMPDIR` and of the artifact
+    /// root gives a container the bytes bork-ci sees there; the reason when it does not.
+    async fn probe_bind(&self, repo: &Path, image: &str) -> Result<(), String> {
+        if !self.endpoint.starts_with("unix://") {
+            return Err(format!("the engine at {} is not a local socket", self.endpoint));
+        }
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let scratch = tempfile::Builder::new()
+            .prefix("bork-ci-probe-")
+            .tempdir()
+            .map_err(|e| format!("creating a probe directory: {e}"))?;
+        let scratch_dir = scratch.path().to_owned();
+        crate::safe_fs::write_atomic(&scratch_dir.join("probe"), token.as_bytes())
+            .map_err(|e| format!("writing a probe file: {e}"))?;
+        let artifacts = self.settings.artifact_dir.clone();
+        std::fs::create_dir_all(&artifacts).map_err(|e| format!("creating {}: {e}", artifacts.display()))?;
+        let artifacts = std::fs::canonicalize(&artifacts).map_err(|e| e.to_string())?;
+        let marker_name = format!(".bork-ci-probe-{token}");
+        let marker = artifacts.join(&marker_name);
+        crate::safe_fs::write_atomic(&marker, token.as_bytes())
+            .map_err(|e| format!("writing a probe file: {e}"))?;
+        let result = self
+            .probe_container(repo, &scratch_dir, &artifacts, &marker_name, &token, image)
+            .await;
+        let _ = std::fs::remove_file(&marker);
+        result
+    }
+
+    async fn probe_container(
+        &self,
+        repo: &Path,
+        scratch: &Path,
+        artifacts: &Path,
+        marker_name: &str,
+        token: &str,
+        image: &str,
+    ) -> Result<(), String> {
+        let repo = std::fs::canonicalize(repo).map_err(|e| e.to_string())?;
+        let sample = repo_sample(&repo);
+        let path = |p: &Path| {
+            p.to_str()
+                .map(str::to_owned)
+                .ok_or("a path is not UTF-8".to_owned())
+        };
+        let mounts = vec![
+            super::bind(&path(&repo)?, "/probe/repo", true),
+            super::bind(&path(scratch)?, "/probe/tmp", true),
+            super::bind(&path(artifacts)?, "/probe/artifacts", true),
+        ];
+        let id = self
+            .create_idle(image, mounts, "probe")
+            .await
+            .map_err(|e| format!("a container with this host's paths mounted could not be created: {e}"))?;
+        let check = async {
+            let read = |path: String| {
+                let id = id.clone();
+                async move {
+                    let file = self
+                        .download(&id, &path, 64 << 20)
+                        .await
+                        .map_err(|e| format!("{path} is not visible to the engine: {e}"))?;
+                    tokio::task::spawn_blocking(move || read_first(file))
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .map_err(|e| format!("reading {path} back: {e}"))
+                }
+            };
+            if read("/probe/tmp/probe".to_owned()).await?.0 != token.as_bytes() {
+                return Err("the engine sees another temporary directory".to_owned());
+            }
+            if read(format!("/probe/artifacts/{marker_name}")).await?.0 != token.as_bytes() {
+                return Err("the engine sees another artifact directory".to_owned());
+            }
+            if let Some((relative, bytes, mtime)) = sample {
+                let (seen, seen_mtime) = read(format!("/probe/repo/{relative}")).await?;
+                if seen != bytes || !same_mtime(seen_mtime, mtime) {
+                    return Err("the engine sees another repository at this path".to_owned());
+                }
+            }
+            Ok(())
+        }
+        .await;
+        remove_container(&self.docker, &id).await;
+        check
+    }
+
+    /// Creates (never starts) a labelled container of `image` with `mounts`, for archive
+    /// operations only.
+    pub(super) async fn create_idle(
+        &self,
+        image: &str,
+        mounts: Vec<Mount>,
+        step: &str,
+    ) -> Result<String, SandboxError> {
+        let mut container_labels = self.labels(super::JobKind::Checker);
+        container_labels.insert(labels::STEP.to_owned(), step.to_owned());
+        let body = ContainerCreateBody {
+            image: Some(image.to_owned()),
+            cmd: Some(vec!["/bork-ci-never-started".to_owned()]),
+            entrypoint: Some(Vec::new()),
+            labels: Some(container_labels),
+            network_disabled: Some(true),
+            host_config: Some(HostConfig {
+                mounts: Some(mounts),
+                network_mode: Some("none".to_owned()),
+                log_config: Some(bollard::models::HostConfigLogConfig {
+                    typ: Some("none".to_owned()),
+                    config: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let options = CreateContainerOptions {
+            name: Some(format!(
+                "bork-ci-{step}-{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..12]
+            )),
+            ..Default::default()
+        };
+        let created = self
+            .docker
+            .create_container(Some(options), body)
+            .await
+            .map_err(docker_error("create"))?;
+        Ok(created.id)
+    }
+
+    /// Creates a volume with this run's labels (or, for a cache, the cache labels).
+    pub(super) async fn create_volume(
+        &self,
+        name: &str,
+        volume_labels: HashMap<String, String>,
+    ) -> Result<(), SandboxError> {
+        let request = VolumeCreateRequest {
+            name: Some(name.to_owned()),
+            labels: Some(volume_labels),
+            ..Default::default()
+        };
+        self.docker
+            .create_volume(request)
+            .await
+            .map_err(docker_error("create volume"))?;
+        Ok(())
+    }
+
+    /// Labels of a volume that lives as long as this run.
+    pub(super) fn run_volume_labels(&self, what: &str) -> HashMap<String, String> {
+        let mut volume_labels = self.labels(super::JobKind::Checker);
+        volume_labels.insert(labels::STEP.to_owned(), what.to_owned());
+        volume_labels
+    }
+
+    /// Labels of the cache volume of `repo`: no run, no pid, so nothing but `bork-ci gc`
+    /// removes it.
+    pub(super) fn cache_volume_labels(&self, repo: &Path) -> HashMap<String, String> {
+        HashMap::from([
+            (labels::MARK.to_owned(), "1".to_owned()),
+            (CACHE_LABEL.to_owned(), "1".to_owned()),
+            (REPO_LABEL.to_owned(), repo.display().to_string()),
+            (labels::CREATED.to_owned(), now().to_string()),
+            (labels::HOST.to_owned(), self.host_label.clone()),
+        ])
+    }
+
+    /// Fills the new volume `name` with the working tree of `repo` through a container of
+    /// `image` that never starts.
+    pub(super) async fn fill_repo_volume(
+        &self,
+        name: &str,
+        repo: &Path,
+        image: &str,
+    ) -> Result<(), SandboxError> {
+        let repo_owned = repo.to_owned();
+        let archive = tokio::task::spawn_blocking(move || tree_archive(&repo_owned))
+            .await
+            .map_err(|e| SandboxError::Backend(e.to_string()))?
+            .map_err(|source| SandboxError::Prepare {
+                what: format!("an archive of {}", repo.display()),
+                source,
+            })?;
+        let helper = self
+            .create_idle(image, vec![volume(name, super::REPO_MOUNT, false)], "fill")
+            .await?;
+        let uploaded = self.upload_file(&helper, super::REPO_MOUNT, archive).await;
+        remove_container(&self.docker, &helper).await;
+        uploaded
+    }
+
+    /// Extracts the tar `archive` at `path` in container `id` (created, not necessarily started).
+    pub(super) async fn upload(&self, id: &str, path: &str, archive: Vec<u8>) -> Result<(), SandboxError> {
+        let options = UploadToContainerOptions {
+            path: path.to_owned(),
+            ..Default::default()
+        };
+        self.docker
+            .upload_to_container(id, Some(options), bollard::body_full(archive.into()))
+            .await
+            .map_err(upload_error(path))
+    }
+
+    /// As [`DockerSandbox::upload`], streaming the archive from a file.
+    async fn upload_file(&self, id: &str, path: &str, archive: std::fs::File) -> Result<(), SandboxError> {
+        let options = UploadToContainerOptions {
+            path: path.to_owned(),
+            ..Default::default()
+        };
+        self.docker
+            .upload_to_container(id, Some(options), bollard::body_try_stream(file_stream(archive)))
+            .await
+            .map_err(upload_error(path))
+    }
+
+    /// Downloads `path` of container `id` as a tar into an anonymous temporary file, at most
+    /// `limit` bytes (past it the download stops with an error).
+    pub(super) async fn download(
+        &self,
+        id: &str,
+        path: &str,
+        limit: u64,
+    ) -> Result<std::fs::File, SandboxError> {
+        use std::io::Write as _;
+        let failed = |reason: String| SandboxError::Docker {
+            operation: "copy out of a container",
+            reason: format!("{path}: {reason}"),
+        };
+        let options = DownloadFromContainerOptions {
+            path: path.to_owned(),
+        };
+        let mut stream = self.docker.download_from_container(id, Some(options));
+        let mut file = tempfile::tempfile().map_err(|e| failed(e.to_string()))?;
+        let mut total = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| failed(e.to_string()))?;
+            total += chunk.len() as u64;
+            if total > limit {
+                return Err(failed(format!("larger than {limit} bytes")));
+            }
+            file.write_all(&chunk).map_err(|e| failed(e.to_string()))?;
+        }
+        archive::rewind(file).map_err(|e| failed(e.to_string()))
+    }
+
+    /// Copies the job's `/artifacts` back into `run_dir` on the host (the runner's `logs/`
+    /// aside).
+    pub(super) async fn copy_artifacts_back(&self, id: &str, run_dir: &Path) -> Result<(), SandboxError> {
+        let limit = ARTIFACT_LIMITS.bytes + (ARTIFACT_LIMITS.bytes / 8);
+        let file = self.download(id, super::ARTIFACTS_MOUNT, limit).await?;
+        let dest = run_dir.to_owned();
+        let extracted = tokio::task::spawn_blocking(move || {
+            archive::extract_into(file, &dest, ARTIFACT_LIMITS, &["logs"])
+        })
+        .await
+        .map_err(|e| SandboxError::Backend(e.to_string()))?
+        .map_err(|source| SandboxError::Prepare {
+            what: format!("the artifacts copied back into {}", run_dir.display()),
+            source,
+        })?;
+        if extracted.truncated {
+            tracing::warn!(
+                "the job's artifacts exceed {} bytes or {} entries: the rest stayed in the container",
+                ARTIFACT_LIMITS.bytes,
+                ARTIFACT_LIMITS.entries
+            );
+        }
+        Ok(())
+    }
+
+    /// Copies `/state/<name>` of the edit step's container into `state_dir` on the host, when
+    /// the step wrote it.
+    pub(super) async fn copy_state_back(
+        &self,
+        id: &str,
+        state_dir: &Path,
+        name: &str,
+    ) -> Result<(), SandboxError> {
+        const LIMIT: u64 = 256 << 20;
+        let path = format!("{}/{name}", super::STATE_COPY_DIR);
+        let file = match self.download(id, &path, LIMIT + (1 << 20)).await {
+            Ok(file) => file,
+            Err(error) => {
+                tracing::debug!("no edit step result to copy back: {error}");
+                return Ok(());
+            }
+        };
+        let name_owned = name.to_owned();
+        let bytes = tokio::task::spawn_blocking(move || archive::read_single(file, &name_owned, LIMIT))
+            .await
+            .map_err(|e| SandboxError::Backend(e.to_string()))?
+            .map_err(|source| SandboxError::Prepare {
+                what: format!("the edit step's {name}"),
+                source,
+            })?;
+        let Some(bytes) = bytes else { return Ok(()) };
+        let write = || -> std::io::Result<()> {
+            let mut temporary = tempfile::NamedTempFile::new_in(state_dir)?;
+            std::io::Write::write_all(&mut temporary, &bytes)?;
+            temporary.persist(state_dir.join(name)).map_err(|e| e.error)?;
+            Ok(())
+        };
+        write().map_err(|source| SandboxError::Prepare {
+            what: format!("the edit step's {name} on the host"),
+            source,
+        })
+    }
+}
+
+/// A file of the repository to compare through the probe: `.git/HEAD`, else the first regular
+/// file at the top, at most 1 MiB; its relative path, bytes and modification time.
+fn repo_sample(repo: &Path) -> Option<(String, Vec<u8>, (i64, i64))> {
+    use std::os::unix::fs::MetadataExt;
+    let mut candidates = vec![".git/HEAD".to_owned()];
+    if let Ok(entries) = std::fs::read_dir(repo) {
+        let mut names: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .collect();
+        names.sort();
+        candidates.extend(names);
+    }
+    candidates.into_iter().find_map(|relative| {
+        let full = repo.join(&relative);
+        let metadata = std::fs::symlink_metadata(&full).ok()?;
+        if !metadata.is_file() || metadata.len() > 1 << 20 {
+            return None;
+        }
+        let bytes = crate::safe_fs::read_regular(&full, 1 << 20).ok()?;
+        Some((relative, bytes, (metadata.mtime(), metadata.mtime_nsec())))
+    })
+}
+
+/// Whether an archive's whole-second modification time is the file's `(seconds, nanoseconds)`:
+/// Docker truncates to the second, Podman rounds to the nearest one.
+fn same_mtime(seen: u64, (secs, nanos): (i64, i64)) -> bool {
+    let truncated = u64::try_from(secs).unwrap_or(0);
+    seen == truncated || (nanos >= 500_000_000 && seen == truncated + 1)
+}
+
+/// The first entry of a downloaded archive: its bytes and modification time.
+fn read_first(file: std::fs::File) -> std::io::Result<(Vec<u8>, u64)> {
+    use std::io::Read as _;
+    let mut archive = tar::Archive::new(file);
+    let mut entries = archive.entries()?;
+    let mut entry = entries
+        .next()
+        .ok_or_else(|| std::io::Error::other("an empty archive"))??;
+    let mtime = entry.header().mtime()?;
+    let mut bytes = Vec::new();
+    (&mut entry).take(1 << 20).read_to_end(&mut bytes)?;
+    Ok((bytes, mtime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_mtime;
+
+    #[test]
+    fn an_archives_mtime_may_be_truncated_or_rounded_but_not_otherwise_off() {
+        assert!(same_mtime(100, (100, 0)));
+        assert!(same_mtime(100, (100, 999_999_999)), "Docker truncates");
+        assert!(same_mtime(101, (100, 500_000_000)), "Podman rounds");
+        assert!(!same_mtime(101, (100, 499_999_999)));
+        assert!(!same_mtime(99, (100, 0)));
+        assert!(!same_mtime(102, (100, 900_000_000)));
+    }
+}

@@ -77,6 +77,7 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(*args, cli.log_format == LogFormat::Json).await,
         Command::EditStep(args) => edit_step(args).await,
+        Command::SandboxUnpack(args) => sandbox_unpack(&args),
         Command::Verify(args) => verify(args).await,
         Command::Gc(args) => gc(args).await,
         Command::Pack(args) => pack(args, cli.quiet),
@@ -598,6 +599,25 @@ async fn edit_step(args: crate::cli::EditStepArgs) -> Result<ExitCode> {
     let repo = std::env::current_dir().context("reading the working directory")?;
     let output = edit_step::run(&input, &repo, api_key, credentials).await;
     edit_step::write_json(&args.state, edit_step::OUTPUT, &output)?;
+    Ok(ExitCode::Converged)
+}
+
+/// `bork-ci sandbox-unpack`: unpacks, then confirms on stdout with the archive's name.
+fn sandbox_unpack(args: &crate::cli::SandboxUnpackArgs) -> Result<ExitCode> {
+    crate::sandbox::docker::unpack_tree(&args.archive, &args.into).with_context(|| {
+        format!(
+            "unpacking {} into {}",
+            args.archive.display(),
+            args.into.display()
+        )
+    })?;
+    let name = args
+        .archive
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "bork-ci unpacked {name}").context("writing to stdout")?;
     Ok(ExitCode::Converged)
 }
 

@@ -63,6 +63,11 @@ pub async fn sandbox_over(artifacts: &Path, label: &str, transport: Transport) -
     ensure_test_image();
     let mut settings = settings(artifacts);
     settings.transport = transport;
+    if transport == Transport::Copy {
+        // The tree is unpacked by bork-ci in a helper container of its own image.
+        settings.runner_image = None;
+        settings.runner_binary = Some(env!("CARGO_BIN_EXE_bork-ci").into());
+    }
     DockerSandbox::connect(settings, &run_id(&format!("{label}-{}", transport.as_str())))
         .await
         .expect("the Docker engine answers")
@@ -324,6 +329,11 @@ async fn timeout_over(artifacts: &Path, repo: &tempfile::TempDir, transport: Tra
     let sandbox = sandbox_over(artifacts, "timeout", transport).await;
     let mut job = sh(JobKind::Checker, "trap '' TERM; echo started; sleep 300");
     job.timeout = Duration::from_secs(2);
+    // The runner image (built on first use over `copy`) is not part of the timing.
+    sandbox
+        .ready_image(JobKind::EditStep)
+        .await
+        .expect("runner image");
     let started = Instant::now();
     let out = sandbox.run(repo.path(), &job).await.expect("runs");
     assert_eq!(out.outcome, Outcome::TimedOut);
@@ -678,7 +688,12 @@ async fn edit_step_over_copy_sees_no_tree_and_hands_its_state_back() {
     std::fs::write(state.path().join("input.json"), "{\"in\":1}").expect("state file");
     let repo = repo();
     let before = tree_listing(repo.path());
-    let sandbox = sandbox_over(artifacts.path(), "edit-copy", Transport::Copy).await;
+    let mut settings = settings(artifacts.path());
+    settings.transport = Transport::Copy;
+    ensure_test_image();
+    let sandbox = DockerSandbox::connect(settings, &run_id("edit-copy"))
+        .await
+        .expect("connects");
     let mut job = sh(
         JobKind::EditStep,
         "echo entries=$(ls -A /repo | wc -l); echo new > /repo/new.txt && echo TREEWRITE; \
@@ -725,8 +740,17 @@ async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
     );
     let mut cache_volume = String::new();
     for round in 0..2 {
-        // Two sandboxes: two runs of the same repository share the cache volume.
-        let sandbox = sandbox_over(artifacts.path(), "cache", Transport::Copy).await;
+        // Two sandboxes: two runs of the same repository share the cache volume. The second
+        // has a runner image without bork-ci: the engine extracts the tree itself then.
+        let sandbox = if round == 0 {
+            sandbox_over(artifacts.path(), "cache", Transport::Copy).await
+        } else {
+            let mut settings = settings(artifacts.path());
+            settings.transport = Transport::Copy;
+            DockerSandbox::connect(settings, &run_id("cache-fallback"))
+                .await
+                .expect("connects")
+        };
         let out = sandbox.run(repo.path(), &job).await.expect("runs");
         let stdout = text(&out.stdout);
         assert_eq!(out.outcome, Outcome::Exited(0), "{}", text(&out.stderr));
@@ -776,5 +800,32 @@ async fn auto_binds_on_a_local_socket_that_sees_this_hosts_paths() {
                 .to_string_lossy()
                 .contains("probe")),
         "the probe's marker is removed"
+    );
+}
+
+#[tokio::test]
+async fn an_edit_step_image_that_cannot_be_built_is_one_line_naming_the_fix() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let not_elf = artifacts.path().join("bork-ci");
+    std::fs::write(&not_elf, "#!/bin/sh\necho not a binary\n").expect("write");
+    let mut settings = settings(artifacts.path());
+    settings.runner_image = None;
+    settings.runner_binary = Some(not_elf);
+    ensure_test_image();
+    let sandbox = DockerSandbox::connect(settings, &run_id("unbuildable"))
+        .await
+        .expect("connects");
+    let error = sandbox
+        .ready_image(JobKind::EditStep)
+        .await
+        .expect_err("a shell script is no executable to build from");
+    assert!(matches!(error, SandboxError::RunnerImage { .. }), "{error}");
+    let message = error.to_string();
+    assert_eq!(message.lines().count(), 1, "{message}");
+    assert!(message.contains("bork-ci-runner:"), "{message}");
+    assert!(message.contains("not an ELF file"), "{message}");
+    assert!(
+        message.contains("sandbox.runner-image") && message.contains("--sandbox none"),
+        "{message}"
     );
 }

@@ -391,6 +391,31 @@ pub fn read_single<R: Read>(reader: R, name: &str, limit: u64) -> std::io::Resul
     Ok(None)
 }
 
+/// Unpacks the tree archive at `archive` (one [`write_tree`] made) into `dest`, keeping modes
+/// and modification times, then removes the archive. Runs inside a helper container.
+pub fn unpack_tree(archive: &Path, dest: &Path) -> std::io::Result<()> {
+    let file = std::fs::File::open(archive)?;
+    // Relative paths from inside `dest`: no lookup goes through the container's root
+    // filesystem (a FUSE mount on some engines) for each file.
+    std::env::set_current_dir(dest)?;
+    let mut unpacker = tar::Archive::new(std::io::BufReader::with_capacity(1 << 20, file));
+    unpacker.set_preserve_permissions(true);
+    unpacker.set_preserve_mtime(true);
+    unpacker.set_overwrite(true);
+    unpacker.unpack(".")?;
+    std::fs::remove_file(archive)
+}
+
+/// Wraps the file `inner` as the single entry `name` (mode 0600) of a new archive, in an
+/// anonymous temporary file.
+pub fn wrap(inner: std::fs::File, name: &str) -> std::io::Result<std::fs::File> {
+    let size = inner.metadata()?.len();
+    let mut builder = tar::Builder::new(tempfile::tempfile()?);
+    let mut entry = header(tar::EntryType::Regular, 0o600, size, 0);
+    builder.append_data(&mut entry, name, inner)?;
+    rewind(builder.into_inner()?)
+}
+
 /// Rewinds a spooled archive for reading.
 pub fn rewind(mut file: std::fs::File) -> std::io::Result<std::fs::File> {
     file.flush()?;

@@ -36,6 +36,7 @@ use futures_util::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
 use super::{ArtifactDirs, Job, JobKind, JobOutput, Outcome, SandboxError};
+pub use archive::unpack_tree;
 pub use transport::Transport;
 
 /// The endpoint used when neither the settings nor `DOCKER_HOST` name one.
@@ -86,6 +87,10 @@ pub struct DockerSettings {
     /// `sandbox.runner-image`: the bork-ci image the edit step runs in; `None` builds one from
     /// this executable (see [`runner_image`]).
     pub runner_image: Option<String>,
+    /// The bork-ci executable the edit step's image is built from when `runner_image` is
+    /// `None`; `None` here means this process's own (tests and benchmarks, which are not
+    /// bork-ci, name the binary).
+    pub runner_binary: Option<PathBuf>,
     /// `sandbox.transport`.
     pub transport: Transport,
     /// `sandbox.ulimits.nofile` and `sandbox.ulimits.nproc` (soft = hard) for every container.
@@ -115,6 +120,7 @@ impl DockerSettings {
             host: None,
             image: "debian:bookworm-slim".to_owned(),
             runner_image: None,
+            runner_binary: None,
             transport: Transport::Auto,
             ulimits: Ulimits::default(),
             pull: PullPolicy::Missing,
@@ -325,9 +331,13 @@ impl DockerSandbox {
                 let tag = self
                     .built_runner
                     .get_or_try_init(|| async {
-                        let executable = tokio::task::spawn_blocking(runner_image::Executable::current)
-                            .await
-                            .map_err(|e| SandboxError::Backend(e.to_string()))??;
+                        let binary = self.settings.runner_binary.clone();
+                        let executable = tokio::task::spawn_blocking(move || match binary {
+                            Some(path) => runner_image::Executable::at(&path),
+                            None => runner_image::Executable::current(),
+                        })
+                        .await
+                        .map_err(|e| SandboxError::Backend(e.to_string()))??;
                         runner_image::ensure(&self.docker, &executable).await
                     })
                     .await?;
@@ -452,7 +462,12 @@ impl DockerSandbox {
         result
     }
 
-    async fn run_in(&self, id: &str, job: &Job, started: Instant) -> Result<JobOutput, SandboxError> {
+    pub(super) async fn run_in(
+        &self,
+        id: &str,
+        job: &Job,
+        started: Instant,
+    ) -> Result<JobOutput, SandboxError> {
         let attach = AttachContainerOptions {
             stream: true,
             stdout: true,
@@ -1123,7 +1138,7 @@ pub(super) async fn remove_container(docker: &Docker, id: &str) {
     }
 }
 
-async fn remove_volume(docker: &Docker, name: &str) {
+pub(super) async fn remove_volume(docker: &Docker, name: &str) {
     let options = RemoveVolumeOptions { force: true };
     if let Err(error) = docker.remove_volume(name, Some(options)).await
         && !is_not_found(&error)

@@ -130,6 +130,9 @@ pub struct SandboxUnpackArgs {
     /// The directory to unpack into.
     #[arg(long, value_name = "DIR")]
     pub into: PathBuf,
+    /// A file of NUL-separated relative paths to remove first (removed when done).
+    #[arg(long, value_name = "FILE")]
+    pub remove: Option<PathBuf>,
 }
 
 /// `bork-ci completions`.

@@ -604,13 +604,15 @@ async fn edit_step(args: crate::cli::EditStepArgs) -> Result<ExitCode> {
 
 /// `bork-ci sandbox-unpack`: unpacks, then confirms on stdout with the archive's name.
 fn sandbox_unpack(args: &crate::cli::SandboxUnpackArgs) -> Result<ExitCode> {
-    crate::sandbox::docker::unpack_tree(&args.archive, &args.into).with_context(|| {
-        format!(
-            "unpacking {} into {}",
-            args.archive.display(),
-            args.into.display()
-        )
-    })?;
+    crate::sandbox::docker::unpack_tree(&args.archive, args.remove.as_deref(), &args.into).with_context(
+        || {
+            format!(
+                "unpacking {} into {}",
+                args.archive.display(),
+                args.into.display()
+            )
+        },
+    )?;
     let name = args
         .archive
         .file_name()

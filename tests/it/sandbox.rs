@@ -767,6 +767,11 @@ async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
             "ignored files stay out: {stdout}"
         );
         assert_eq!(stdout.contains("here"), round == 1, "cache from run 1: {stdout}");
+        assert_eq!(
+            sandbox.tree_through_engine(),
+            round == 1,
+            "busybox has no bork-ci to unpack"
+        );
         sandbox.cleanup_all().await.expect("cleanup");
         let caches = volumes_with(&format!("bork-ci.repo={}", repo_path.display()));
         assert_eq!(caches.len(), 1, "{caches:?}");
@@ -828,4 +833,48 @@ async fn an_edit_step_image_that_cannot_be_built_is_one_line_naming_the_fix() {
         message.contains("sandbox.runner-image") && message.contains("--sandbox none"),
         "{message}"
     );
+}
+
+#[tokio::test]
+async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    std::fs::create_dir_all(repo.path().join("dir")).expect("mkdir");
+    std::fs::write(repo.path().join("dir/inner.txt"), "inner\n").expect("write");
+    std::fs::write(repo.path().join("gone.txt"), "gone\n").expect("write");
+    std::fs::write(repo.path().join("kept.txt"), "kept\n").expect("write");
+    let sandbox = sandbox_over(artifacts.path(), "delta", Transport::Copy).await;
+    let job = sh(
+        JobKind::Checker,
+        "find . -path ./.git -prune -o -print | sort; echo ---; cat README.md dir 2>&1; \
+         cat kept.txt new.txt 2>&1",
+    );
+    let first = text(&sandbox.run(repo.path(), &job).await.expect("runs").stdout);
+    assert!(
+        first.contains("./gone.txt") && first.contains("./dir/inner.txt"),
+        "{first}"
+    );
+    // What an edit step does between two checks: change, delete, add, a folder turned file.
+    std::fs::write(repo.path().join("README.md"), "changed\n").expect("write");
+    std::fs::remove_file(repo.path().join("gone.txt")).expect("rm");
+    std::fs::write(repo.path().join("new.txt"), "new\n").expect("write");
+    std::fs::remove_dir_all(repo.path().join("dir")).expect("rm");
+    std::fs::write(repo.path().join("dir"), "now a file\n").expect("write");
+    let second = text(&sandbox.run(repo.path(), &job).await.expect("runs").stdout);
+    assert!(
+        !second.contains("gone.txt") && !second.contains("inner.txt"),
+        "{second}"
+    );
+    assert!(
+        second.contains("changed\n") && second.contains("now a file\n"),
+        "{second}"
+    );
+    assert!(second.contains("kept\nnew\n"), "{second}");
+    // Nothing changed: the same again.
+    let third = text(&sandbox.run(repo.path(), &job).await.expect("runs").stdout);
+    assert_eq!(third, second);
+    assert!(!sandbox.tree_through_engine(), "the helper unpacked every time");
+    sandbox.cleanup_all().await.expect("cleanup");
+    assert!(volumes_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+    drop_cache(repo.path());
 }

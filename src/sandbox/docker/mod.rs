@@ -236,6 +236,12 @@ pub struct DockerSandbox {
     resolved_transport: tokio::sync::OnceCell<Transport>,
     /// The tag of the edit step's image built from this executable, once built or found.
     built_runner: tokio::sync::OnceCell<String>,
+    /// Over `copy`: the working tree's volume and what is in it.
+    tree: tokio::sync::Mutex<Option<transport::TreeVolume>>,
+    /// Taken for writing while the tree volume is updated, for reading while a job uses it.
+    tree_lock: Arc<tokio::sync::RwLock<()>>,
+    /// The helper that unpacks the tree failed once: the engine extracts it from then on.
+    helper_failed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for DockerSandbox {
@@ -291,6 +297,9 @@ impl DockerSandbox {
             live: Arc::new(Mutex::new(HashSet::new())),
             resolved_transport: tokio::sync::OnceCell::new(),
             built_runner: tokio::sync::OnceCell::new(),
+            tree: tokio::sync::Mutex::new(None),
+            tree_lock: Arc::new(tokio::sync::RwLock::new(())),
+            helper_failed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -358,6 +367,12 @@ impl DockerSandbox {
             Some(Transport::Copy) => STATE_COPY_DIR,
             _ => STATE_MOUNT,
         }
+    }
+
+    /// Over `copy`: true once the helper that unpacks the tree failed and the engine extracts
+    /// it instead (slower, and the whole tree each time).
+    pub fn tree_through_engine(&self) -> bool {
+        self.helper_failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The transport the edit step will use on `repo` (probing for `auto` with its image).
@@ -669,6 +684,9 @@ impl DockerSandbox {
         if let Ok(mut live) = self.live.lock() {
             live.clear();
         }
+        if let Ok(mut tree) = self.tree.try_lock() {
+            *tree = None;
+        }
         Ok(removed)
     }
 
@@ -742,6 +760,7 @@ impl DockerSandbox {
             artifacts_back: None,
             state_back: None,
             volumes: Vec::new(),
+            tree_guard: None,
         };
         let filled = self
             .prepare_into(&repo, job, cmd, image, transport, &mut prepared)
@@ -780,14 +799,12 @@ impl DockerSandbox {
                 dirs.prepare()
                     .map_err(prepare_error("the artifact directories"))?;
                 if copy {
-                    let repo_volume = format!(
-                        "bork-ci-repo-{}",
-                        &uuid::Uuid::new_v4().simple().to_string()[..16]
-                    );
-                    self.create_volume(&repo_volume, self.run_volume_labels("repo"))
-                        .await?;
-                    prepared.volumes.push(repo_volume.clone());
-                    self.fill_repo_volume(&repo_volume, repo, &image).await?;
+                    let repo_volume = {
+                        let _writing = self.tree_lock.write().await;
+                        self.sync_tree(repo, &image).await?
+                    };
+                    // No update while this job runs: what it sees stays what was sent.
+                    prepared.tree_guard = Some(Arc::clone(&self.tree_lock).read_owned().await);
                     mounts.push(transport::volume(&repo_volume, REPO_MOUNT, true));
                     let artifacts = transport::artifacts_volume(&dirs.run);
                     self.create_volume(&artifacts, self.run_volume_labels("artifacts"))
@@ -1160,6 +1177,8 @@ struct Prepared {
     state_back: Option<PathBuf>,
     /// Volumes removed after the job.
     volumes: Vec<String>,
+    /// Over `copy`: holds off updates of the tree volume while the job runs.
+    tree_guard: Option<tokio::sync::OwnedRwLockReadGuard<()>>,
 }
 
 /// The numeric `uid:gid` of a `sandbox.user` value; a name counts as 65534 (nobody) for the

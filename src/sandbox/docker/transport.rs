@@ -8,9 +8,10 @@
 //! the very bytes bork-ci reads there (a marker file it just wrote in the two directories it
 //! owns, and a file of the repository with its modification time). Otherwise `copy`.
 //!
-//! Over `copy`, each checker or verify job gets a fresh volume filled with the working tree (as
-//! git selects it) and the stripped git metadata, mounted read-only at `/repo`; a volume per run
-//! for `/artifacts`, copied back to the host after each job; a volume per repository for
+//! Over `copy`, checker and verify jobs mount the run's tree volume read-only at `/repo`: the
+//! working tree (as git selects it) and the stripped git metadata, filled by the first job and
+//! brought up to date with only what changed before each later one ([`TreeVolume`]); a volume
+//! per run for `/artifacts`, copied back to the host after each job; a volume per repository for
 //! `/cache`, kept across runs (removed by `bork-ci gc`). The edit step gets no working tree at
 //! all: its state goes into a volume at `/state`, its result comes back as data.
 

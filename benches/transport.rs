@@ -95,7 +95,7 @@ fn main() {
         runtime
             .block_on(DockerSandbox::connect(
                 settings,
-                &format!("bench-{}", transport.as_str()),
+                &format!("bench-{run}"),
             ))
             .expect("the Docker engine answers")
     };

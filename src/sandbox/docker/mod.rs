@@ -7,7 +7,7 @@
 //! every path (a guard for errors and cancellation, [`DockerSandbox::cleanup_all`] for signal
 //! handlers) and [`gc`] for leftovers of killed runs. [`transport`] moves files in and out
 //! (bind mounts or archives through the API), [`runner_image`] builds the edit step's image
-//! from this executable, [`archive`] writes and reads the tars. It does not judge what a job
+//! from this executable, `archive` writes and reads the tars. It does not judge what a job
 //! printed: that is `checker`'s and `verify`'s business.
 
 mod archive;

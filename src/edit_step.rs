@@ -30,8 +30,8 @@ use crate::prompt;
 
 /// The input file's name in the state directory.
 pub const INPUT: &str = "input.json";
-/// The output file's name in the state directory.
-pub const OUTPUT: &str = "output.json";
+/// The output file's name in the state directory (the sandbox copies it back over `copy`).
+pub const OUTPUT: &str = crate::sandbox::STATE_OUTPUT;
 /// The scripted model's answers, copied into the state directory.
 pub const SCRIPT: &str = "script.json";
 /// Largest output file the runner reads back.

@@ -34,6 +34,10 @@ impl SandboxKind {
     }
 }
 
+/// The file in an edit step's state directory that holds its result: what comes back from
+/// the container over the `copy` transport.
+pub const STATE_OUTPUT: &str = "output.json";
+
 /// What a job is, which decides how locked down its environment is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -1001,7 +1001,7 @@ impl DockerSandbox {
             self.copy_artifacts_back(id, run_dir).await?;
         }
         if let Some(state_dir) = &prepared.state_back {
-            self.copy_state_back(id, state_dir, crate::edit_step::OUTPUT)
+            self.copy_state_back(id, state_dir, crate::sandbox::STATE_OUTPUT)
                 .await?;
         }
         Ok(())

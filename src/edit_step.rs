@@ -87,7 +87,8 @@ pub fn apply_plan(
 ) -> (std::result::Result<Changeset, String>, u64) {
     let applying = std::time::Instant::now();
     let result = apply_options(input).and_then(|options| {
-        crate::blocking::run(|| apply::apply(repo, plan, &options)).map_err(|error| format!("applying the model's edits: {error}"))
+        crate::blocking::run(|| apply::apply(repo, plan, &options))
+            .map_err(|error| format!("applying the model's edits: {error}"))
     });
     (result, applying.elapsed().as_millis() as u64)
 }

@@ -1198,13 +1198,14 @@ impl Resolved {
         settings.host = self.docker_host.clone();
         settings.image = sandbox.image.clone();
         settings.runner_image = sandbox.runner_image.clone();
-        settings.transport = crate::sandbox::docker::Transport::parse(&sandbox.transport).ok_or_else(|| {
-            ConfigError::BadValue {
-                key: "sandbox.transport".into(),
-                source_name: self.source_of("sandbox.transport"),
-                message: "must be one of auto, bind, copy".into(),
-            }
-        })?;
+        settings.transport =
+            crate::sandbox::docker::Transport::parse(&sandbox.transport).ok_or_else(|| {
+                ConfigError::BadValue {
+                    key: "sandbox.transport".into(),
+                    source_name: self.source_of("sandbox.transport"),
+                    message: "must be one of auto, bind, copy".into(),
+                }
+            })?;
         settings.ulimits = crate::sandbox::docker::Ulimits {
             nofile: sandbox.ulimits.nofile,
             nproc: sandbox.ulimits.nproc,

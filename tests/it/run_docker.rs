@@ -49,7 +49,7 @@ async fn the_loop_converges_with_both_steps_in_containers() {
     ensure_test_image();
     without_runner_images();
     for transport in transports() {
-        converges_over(transport).await;
+        converges_over(transport, Model::Fake).await;
     }
     // The image built by the first run is reused by the later ones: exactly one for this binary.
     let built = Command::new("docker")
@@ -70,8 +70,42 @@ async fn the_loop_converges_with_both_steps_in_containers() {
     );
 }
 
-async fn converges_over(transport: &str) {
+/// The same loop with the scripted model: on every engine, also one whose containers cannot
+/// reach this host's loopback (a dockerd over TCP in its own network namespace).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_loop_converges_on_any_engine_with_a_scripted_model() {
+    ensure_test_image();
+    without_runner_images();
+    for transport in transports() {
+        converges_over(transport, Model::Scripted).await;
+    }
+}
+
+/// Where the edit step's answers come from.
+#[derive(Clone, Copy, PartialEq)]
+enum Model {
+    /// An OpenAI-compatible server on this host's loopback.
+    Fake,
+    /// `llm.provider = scripted`: the answers travel with the edit step's state.
+    Scripted,
+}
+
+async fn converges_over(transport: &str, model: Model) {
     let fake = FakeLlm::openai(vec![answer("first try\n"), answer("DONE\n")]).await;
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let llm = match model {
+        Model::Fake => {
+            json!({"provider": "openai", "model": "gpt-test", "base-url": fake.base_url(), "max-retries": 0})
+        }
+        Model::Scripted => json!({"provider": "scripted"}),
+    };
+    let answers = crate::support::script(
+        scratch.path(),
+        &[
+            json!({"create-or-update": {"src/app.txt": "first try\n"}}),
+            json!({"create-or-update": {"src/app.txt": "DONE\n"}}),
+        ],
+    );
     let repo = Repo::new(&[
         ("specs/app.md", "The app prints DONE.\n"),
         ("src/app.txt", "nothing yet\n"),
@@ -83,16 +117,16 @@ async fn converges_over(transport: &str) {
             "correctness-checker": "check.sh",
             "checker-timeout-secs": 60,
             "verification": {"steps": [{"name": "lists", "command": "ls src"}]},
-            "llm": {"provider": "openai", "model": "gpt-test", "base-url": fake.base_url(), "max-retries": 0},
+            "llm": llm,
             "sandbox": {"kind": "docker", "image": TEST_IMAGE, "pull": "never"}
         })
         .to_string(),
     );
     // The checker runs as another user: the checkout must be world-readable, as CI checkouts are.
     std::fs::set_permissions(repo.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let scratch = tempfile::tempdir().expect("tempdir");
     let report_path = scratch.path().join("report.json");
-    let output = bork()
+    let mut command = bork();
+    command
         .args(["run", "--repo"])
         .arg(repo.path())
         .arg("--report")
@@ -101,9 +135,11 @@ async fn converges_over(transport: &str) {
         .env("OPENAI_API_KEY", TEST_KEY)
         .env("BORK_SANDBOX_TRANSPORT", transport)
         .env("GITHUB_TOKEN", "ghs-canary-for-docker-4242")
-        .env("BORK_SANDBOX_ARTIFACT_DIR", scratch.path().join("artifacts"))
-        .output()
-        .expect("bork-ci runs");
+        .env("BORK_SANDBOX_ARTIFACT_DIR", scratch.path().join("artifacts"));
+    if model == Model::Scripted {
+        command.env("BORK_LLM_SCRIPT", &answers);
+    }
+    let output = command.output().expect("bork-ci runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{transport}: {stderr}");
     let report = report(&report_path);
@@ -117,9 +153,10 @@ async fn converges_over(transport: &str) {
     // Written by the edit step's container: the repository owner's file, mode 0644.
     let meta = std::fs::metadata(repo.path().join("src/app.txt")).expect("stat");
     assert_eq!(meta.permissions().mode() & 0o777, 0o644);
+    let requests = if model == Model::Fake { 2 } else { 0 };
     assert_eq!(
         fake.requests().len(),
-        2,
+        requests,
         "the edit step reached the host's loopback"
     );
     let run_id = report["run-id"].as_str().expect("run id");

@@ -230,6 +230,34 @@ pub struct DockerSandbox {
     resolved_transport: tokio::sync::OnceCell<Transport>,
     /// The tag of the edit step's image built from this executable, once built or found.
     built_runner: tokio::sync::OnceCell<String>,
+    /// The engine is Podman (its Docker-compatible API): see [`Podman`].
+    podman: bool,
+}
+
+/// What differs on Podman's Docker-compatible API (4.x), and how the backend meets it:
+/// - A tmpfs mount copies up what lies beneath it by default (`tmpcopyup`): the edit step's
+///   empty `.git` would be a copy of the real one. It is asked for with `notmpcopyup`, an option
+///   Docker refuses, so only on Podman.
+/// - `State.OOMKilled` stays false on cgroup v1 hosts: a job killed by SIGKILL (exit 137) that
+///   bork-ci did not kill itself, under a memory limit, is reported as out of memory.
+/// - A fresh volume's root is given to the first container's user: the edit step may write
+///   beside `step/` in its own state volume (nothing but `step/` comes back), the checker beside
+///   the skeleton in its artifact volume (`logs/` never comes back).
+/// - Default ulimits above the host's hard limits make every container fail to start
+///   ("error setting rlimit"): bork-ci always sets `nofile` and `nproc` (`sandbox.ulimits`).
+/// - The init process (`--init`) is `catatonit`, a separate Debian package: without it creating
+///   a container fails with "container-init binary not found".
+pub struct Podman;
+
+impl Podman {
+    /// Whether `GET /version` names Podman among the engine's components.
+    fn named_in(version: &bollard::models::SystemVersion) -> bool {
+        version
+            .components
+            .iter()
+            .flatten()
+            .any(|component| component.name.to_ascii_lowercase().contains("podman"))
+    }
 }
 
 impl std::fmt::Debug for DockerSandbox {
@@ -275,6 +303,11 @@ impl DockerSandbox {
             Ok(Err(error)) => return Err(unreachable(error.to_string())),
             Err(_) => return Err(unreachable("no answer within 15 s".to_owned())),
         };
+        let podman = match tokio::time::timeout(Duration::from_secs(15), docker.version()).await {
+            Ok(Ok(version)) => Podman::named_in(&version),
+            Ok(Err(error)) => return Err(unreachable(error.to_string())),
+            Err(_) => return Err(unreachable("no answer within 15 s".to_owned())),
+        };
         Ok(DockerSandbox {
             docker,
             settings,
@@ -285,6 +318,7 @@ impl DockerSandbox {
             live: Arc::new(Mutex::new(HashSet::new())),
             resolved_transport: tokio::sync::OnceCell::new(),
             built_runner: tokio::sync::OnceCell::new(),
+            podman,
         })
     }
 
@@ -484,7 +518,7 @@ impl DockerSandbox {
             .unwrap_or_default();
         let outcome = if timed_out {
             Outcome::TimedOut
-        } else if state.oom_killed == Some(true) {
+        } else if self.out_of_memory(state.oom_killed, state.exit_code) {
             Outcome::OomKilled
         } else {
             Outcome::Exited(exit_code(state.exit_code))
@@ -611,20 +645,32 @@ impl DockerSandbox {
             .inspect_exec(&exec.id)
             .await
             .map_err(docker_error("exec inspect"))?;
-        let container_oom = self
-            .docker
-            .inspect_container(id, None)
-            .await
-            .ok()
-            .and_then(|c| c.state)
-            .and_then(|s| s.oom_killed)
-            .unwrap_or(false);
+        let container_oom = self.out_of_memory(
+            self.docker
+                .inspect_container(id, None)
+                .await
+                .ok()
+                .and_then(|c| c.state)
+                .and_then(|s| s.oom_killed),
+            inspected.exit_code,
+        );
         let outcome = if container_oom {
             Outcome::OomKilled
         } else {
             Outcome::Exited(exit_code(inspected.exit_code))
         };
         Ok(captured.into_job_output(outcome, started.elapsed()))
+    }
+
+    /// Whether a job that bork-ci did not kill ended out of memory: the engine says so, or (on
+    /// Podman, which does not say so on cgroup v1) it died of SIGKILL under a memory limit.
+    fn out_of_memory(&self, oom_killed: Option<bool>, exit_code: Option<i64>) -> bool {
+        oom_killed == Some(true) || (self.podman && exit_code == Some(137) && self.settings.memory.is_some())
+    }
+
+    /// Whether the engine is Podman (see [`Podman`]).
+    pub fn is_podman(&self) -> bool {
+        self.podman
     }
 
     async fn kill(&self, id: &str) {
@@ -756,6 +802,10 @@ impl DockerSandbox {
         let copy = transport == Transport::Copy;
         let mut env: Vec<(String, String)> = Vec::new();
         let mut mounts = Vec::new();
+        let mut tmpfs = HashMap::from([(
+            "/tmp".to_owned(),
+            format!("rw,nosuid,nodev,noexec,size={}", self.settings.tmpfs_bytes),
+        )]);
         let (user, network) = match job.kind {
             JobKind::Checker | JobKind::Verify => {
                 let dirs = job
@@ -845,7 +895,7 @@ impl DockerSandbox {
                     (self.settings.user.clone(), "host".to_owned())
                 } else {
                     mounts.push(bind(&path_str(repo)?, REPO_MOUNT, false));
-                    mask_git(repo, &mut mounts);
+                    mask_git(repo, &mut mounts, &mut tmpfs, self.podman);
                     if let Some(state) = &job.state_dir {
                         let state =
                             std::fs::canonicalize(state).map_err(prepare_error("the state directory"))?;
@@ -866,10 +916,7 @@ impl DockerSandbox {
         }
         let host_config = HostConfig {
             mounts: Some(mounts),
-            tmpfs: Some(HashMap::from([(
-                "/tmp".to_owned(),
-                format!("rw,nosuid,nodev,noexec,size={}", self.settings.tmpfs_bytes),
-            )])),
+            tmpfs: Some(tmpfs),
             readonly_rootfs: Some(true),
             cap_drop: Some(vec!["ALL".to_owned()]),
             security_opt: Some(vec!["no-new-privileges".to_owned()]),
@@ -1201,10 +1248,17 @@ pub(super) fn bind(source: &str, target: &str, read_only: bool) -> Mount {
 }
 
 /// Hides `.git` from the edit step: an empty read-only tmpfs over a directory, `/dev/null` over a
-/// file (a worktree's `gitdir:` pointer).
-fn mask_git(repo: &Path, mounts: &mut Vec<Mount>) {
+/// file (a worktree's `gitdir:` pointer). On Podman the tmpfs is a `HostConfig.Tmpfs` entry with
+/// `notmpcopyup` (see [`Podman`]).
+fn mask_git(repo: &Path, mounts: &mut Vec<Mount>, tmpfs: &mut HashMap<String, String>, podman: bool) {
     let target = format!("{REPO_MOUNT}/.git");
     match std::fs::symlink_metadata(repo.join(".git")) {
+        Ok(meta) if meta.is_dir() && podman => {
+            tmpfs.insert(
+                target,
+                "ro,nosuid,nodev,noexec,size=4096,mode=0555,notmpcopyup".to_owned(),
+            );
+        }
         Ok(meta) if meta.is_dir() => mounts.push(Mount {
             target: Some(target),
             typ: Some(MountType::TMPFS),

@@ -307,7 +307,7 @@ impl DockerSandbox {
             }
             if let Some((relative, bytes, mtime)) = sample {
                 let (seen, seen_mtime) = read(format!("/probe/repo/{relative}")).await?;
-                if seen != bytes || seen_mtime != mtime {
+                if seen != bytes || !same_mtime(seen_mtime, mtime) {
                     return Err("the engine sees another repository at this path".to_owned());
                 }
             }
@@ -541,7 +541,7 @@ impl DockerSandbox {
 
 /// A file of the repository to compare through the probe: `.git/HEAD`, else the first regular
 /// file at the top, at most 1 MiB; its relative path, bytes and modification time.
-fn repo_sample(repo: &Path) -> Option<(String, Vec<u8>, u64)> {
+fn repo_sample(repo: &Path) -> Option<(String, Vec<u8>, (i64, i64))> {
     use std::os::unix::fs::MetadataExt;
     let mut candidates = vec![".git/HEAD".to_owned()];
     if let Ok(entries) = std::fs::read_dir(repo) {
@@ -559,8 +559,15 @@ fn repo_sample(repo: &Path) -> Option<(String, Vec<u8>, u64)> {
             return None;
         }
         let bytes = crate::safe_fs::read_regular(&full, 1 << 20).ok()?;
-        Some((relative, bytes, u64::try_from(metadata.mtime()).unwrap_or(0)))
+        Some((relative, bytes, (metadata.mtime(), metadata.mtime_nsec())))
     })
+}
+
+/// Whether an archive's whole-second modification time is the file's `(seconds, nanoseconds)`:
+/// Docker truncates to the second, Podman rounds to the nearest one.
+fn same_mtime(seen: u64, (secs, nanos): (i64, i64)) -> bool {
+    let truncated = u64::try_from(secs).unwrap_or(0);
+    seen == truncated || (nanos >= 500_000_000 && seen == truncated + 1)
 }
 
 /// The first entry of a downloaded archive: its bytes and modification time.
@@ -575,4 +582,19 @@ fn read_first(file: std::fs::File) -> std::io::Result<(Vec<u8>, u64)> {
     let mut bytes = Vec::new();
     (&mut entry).take(1 << 20).read_to_end(&mut bytes)?;
     Ok((bytes, mtime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_mtime;
+
+    #[test]
+    fn an_archives_mtime_may_be_truncated_or_rounded_but_not_otherwise_off() {
+        assert!(same_mtime(100, (100, 0)));
+        assert!(same_mtime(100, (100, 999_999_999)), "Docker truncates");
+        assert!(same_mtime(101, (100, 500_000_000)), "Podman rounds");
+        assert!(!same_mtime(101, (100, 499_999_999)));
+        assert!(!same_mtime(99, (100, 0)));
+        assert!(!same_mtime(102, (100, 900_000_000)));
+    }
 }

@@ -1,7 +1,9 @@
 //! One checker iteration over the `bind` and the `copy` transport on a repository of 10,000
 //! files (a git repository: its `.git` is copied too), side by side in one run: several
-//! interleaved rounds, medians and their ratio. Needs the engine and `ci/build-images.sh
-//! busybox`. Run: `cargo bench --bench transport`.
+//! interleaved rounds, medians and their ratio. Between rounds one file changes, as an edit
+//! step changes a few: `copy` then sends only that. Its first iteration in a run (the whole
+//! tree into a new volume) is measured apart, with a new sandbox each round. Needs the engine
+//! and `ci/build-images.sh busybox`. Run: `cargo bench --bench transport`.
 #![allow(clippy::disallowed_methods)] // benchmarks lay out fixtures and run tools directly
 
 use std::path::Path;
@@ -83,20 +85,19 @@ fn main() {
         .expect("chmod");
     let bytes = repository(repo.path());
     let artifacts = tempfile::tempdir().expect("tempdir");
-    let sandbox = |transport: Transport| {
+    let sandbox = |transport: Transport, run: &str| {
         let mut settings = DockerSettings::new(artifacts.path().to_owned());
         settings.image = IMAGE.to_owned();
         settings.pull = PullPolicy::Never;
         settings.transport = transport;
+        // The runner image (whose bork-ci unpacks the tree over `copy`) from the bench's bork-ci.
+        settings.runner_binary = Some(env!("CARGO_BIN_EXE_bork-ci").into());
         runtime
-            .block_on(DockerSandbox::connect(
-                settings,
-                &format!("bench-{}", transport.as_str()),
-            ))
+            .block_on(DockerSandbox::connect(settings, &format!("bench-{run}")))
             .expect("the Docker engine answers")
     };
-    let bind = sandbox(Transport::Bind);
-    let copy = sandbox(Transport::Copy);
+    let bind = sandbox(Transport::Bind, "bind");
+    let copy = sandbox(Transport::Copy, "copy");
     let once = |sandbox: &DockerSandbox| {
         let started = Instant::now();
         let out = runtime.block_on(sandbox.run(repo.path(), &job())).expect("runs");
@@ -114,30 +115,49 @@ fn main() {
         assert!(seen >= FILES, "the checker saw {seen} files");
         elapsed
     };
-    // Warm both (page cache, the probe-free paths, the cache volume).
+    // Warm both (page cache, the runner image, the tree and cache volumes).
     once(&bind);
     once(&copy);
-    let (mut bind_times, mut copy_times) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
+    let (mut bind_times, mut copy_times, mut first_times) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        // What an edit step does between two checks.
+        std::fs::write(
+            repo.path().join("src/m00/f00000.rs"),
+            format!("// round {round}\n"),
+        )
+        .expect("write");
         bind_times.push(once(&bind));
         copy_times.push(once(&copy));
+        let fresh = sandbox(Transport::Copy, &format!("copy-first-{round}"));
+        first_times.push(once(&fresh));
+        runtime.block_on(fresh.cleanup_all()).expect("cleanup");
     }
-    let (bind_time, copy_time) = (median(bind_times), median(copy_times));
+    assert!(
+        !copy.tree_through_engine(),
+        "bork-ci unpacked the tree in its helper"
+    );
+    let (bind_time, copy_time, first_time) = (median(bind_times), median(copy_times), median(first_times));
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
         "one checker iteration on {FILES} files ({:.1} MiB, plus .git), median of {ROUNDS} interleaved rounds:",
         bytes as f64 / (1 << 20) as f64
     );
     println!(
-        "  bind  (host paths mounted)         {:>8.1} ms",
-        bind_time.as_secs_f64() * 1e3
+        "  bind  (host paths mounted)                      {:>8.1} ms",
+        ms(bind_time)
     );
     println!(
-        "  copy  (archives through the API)   {:>8.1} ms",
-        copy_time.as_secs_f64() * 1e3
+        "  copy, a later iteration (one file changed)      {:>8.1} ms",
+        ms(copy_time)
     );
     println!(
-        "  ratio copy / bind                  {:>8.2}x",
-        copy_time.as_secs_f64() / bind_time.as_secs_f64()
+        "  copy, the first iteration (the whole tree)      {:>8.1} ms",
+        ms(first_time)
+    );
+    println!(
+        "  ratio copy / bind: later {:.2}x, first {:.2}x",
+        copy_time.as_secs_f64() / bind_time.as_secs_f64(),
+        first_time.as_secs_f64() / bind_time.as_secs_f64()
     );
     runtime.block_on(async {
         let _ = bind.cleanup_all().await;

@@ -115,6 +115,24 @@ pub enum Command {
     /// One edit step of a run (ask, parse, apply), started by `bork-ci run` inside its sandbox.
     #[command(hide = true)]
     EditStep(EditStepArgs),
+    /// Unpack the working tree's archive into a volume, inside a helper container of the runner
+    /// image (the `copy` transport's fast path); the archive is removed afterwards.
+    #[command(hide = true)]
+    SandboxUnpack(SandboxUnpackArgs),
+}
+
+/// `bork-ci sandbox-unpack`.
+#[derive(Debug, Args)]
+pub struct SandboxUnpackArgs {
+    /// The tar file to unpack (removed when done).
+    #[arg(long, value_name = "FILE")]
+    pub archive: PathBuf,
+    /// The directory to unpack into.
+    #[arg(long, value_name = "DIR")]
+    pub into: PathBuf,
+    /// A file of NUL-separated relative paths to remove first (removed when done).
+    #[arg(long, value_name = "FILE")]
+    pub remove: Option<PathBuf>,
 }
 
 /// `bork-ci completions`.

@@ -8,6 +8,7 @@ mod gc;
 mod pack;
 mod review;
 mod run;
+mod sandbox_unpack;
 mod show_config;
 mod verify;
 
@@ -83,6 +84,7 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(*args, cli.log_format == LogFormat::Json).await,
         Command::EditStep(args) => edit_step::edit_step(args).await,
+        Command::SandboxUnpack(args) => sandbox_unpack::sandbox_unpack(&args),
         Command::Verify(args) => verify::verify(args).await,
         Command::Gc(args) => gc::gc(args).await,
         Command::Pack(args) => pack::pack(args, cli.quiet),

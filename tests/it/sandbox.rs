@@ -98,6 +98,11 @@ pub async fn sandbox_over(artifacts: &Path, label: &str, transport: Transport) -
     ensure_test_image();
     let mut settings = settings(artifacts);
     settings.transport = transport;
+    if transport == Transport::Copy {
+        // The tree is unpacked by bork-ci in a helper container of its own image.
+        settings.runner_image = None;
+        settings.runner_binary = Some(env!("CARGO_BIN_EXE_bork-ci").into());
+    }
     DockerSandbox::connect(settings, &run_id(&format!("{label}-{}", transport.as_str())))
         .await
         .expect("the Docker engine answers")
@@ -360,6 +365,11 @@ async fn timeout_over(artifacts: &Path, repo: &tempfile::TempDir, transport: Tra
     let sandbox = sandbox_over(artifacts, "timeout", transport).await;
     let mut job = sh(JobKind::Checker, "trap '' TERM; echo started; sleep 300");
     job.timeout = Duration::from_secs(2);
+    // The runner image (built on first use over `copy`) is not part of the timing.
+    sandbox
+        .ready_image(JobKind::EditStep)
+        .await
+        .expect("runner image");
     let started = Instant::now();
     let out = sandbox.run(repo.path(), &job).await.expect("runs");
     assert_eq!(out.outcome, Outcome::TimedOut);
@@ -741,7 +751,12 @@ async fn edit_step_over_copy_sees_no_tree_and_hands_its_state_back() {
     std::fs::write(state.path().join("input.json"), "{\"in\":1}").expect("state file");
     let repo = repo();
     let before = tree_listing(repo.path());
-    let sandbox = sandbox_over(artifacts.path(), "edit-copy", Transport::Copy).await;
+    let mut settings = settings(artifacts.path());
+    settings.transport = Transport::Copy;
+    ensure_test_image();
+    let sandbox = DockerSandbox::connect(settings, &run_id("edit-copy"))
+        .await
+        .expect("connects");
     let mut job = sh(
         JobKind::EditStep,
         "echo entries=$(ls -A /repo | wc -l); echo new > /repo/new.txt && echo TREEWRITE; \
@@ -791,8 +806,17 @@ async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
     );
     let mut cache_volume = String::new();
     for round in 0..2 {
-        // Two sandboxes: two runs of the same repository share the cache volume.
-        let sandbox = sandbox_over(artifacts.path(), "cache", Transport::Copy).await;
+        // Two sandboxes: two runs of the same repository share the cache volume. The second
+        // has a runner image without bork-ci: the engine extracts the tree itself then.
+        let sandbox = if round == 0 {
+            sandbox_over(artifacts.path(), "cache", Transport::Copy).await
+        } else {
+            let mut settings = settings(artifacts.path());
+            settings.transport = Transport::Copy;
+            DockerSandbox::connect(settings, &run_id("cache-fallback"))
+                .await
+                .expect("connects")
+        };
         let out = sandbox.run(repo.path(), &job).await.expect("runs");
         let stdout = text(&out.stdout);
         assert_eq!(out.outcome, Outcome::Exited(0), "{}", text(&out.stderr));
@@ -809,6 +833,11 @@ async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
             "ignored files stay out: {stdout}"
         );
         assert_eq!(stdout.contains("here"), round == 1, "cache from run 1: {stdout}");
+        assert_eq!(
+            sandbox.tree_through_engine(),
+            round == 1,
+            "busybox has no bork-ci to unpack"
+        );
         sandbox.cleanup_all().await.expect("cleanup");
         let caches = volumes_with(&format!("bork-ci.repo={}", repo_path.display()));
         assert_eq!(caches.len(), 1, "{caches:?}");
@@ -850,4 +879,75 @@ async fn auto_binds_only_where_the_engine_sees_this_hosts_paths() {
                 .contains("probe")),
         "the probe's marker is removed"
     );
+}
+
+#[tokio::test]
+async fn an_edit_step_image_that_cannot_be_built_is_one_line_naming_the_fix() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let not_elf = artifacts.path().join("bork-ci");
+    std::fs::write(&not_elf, "#!/bin/sh\necho not a binary\n").expect("write");
+    let mut settings = settings(artifacts.path());
+    settings.runner_image = None;
+    settings.runner_binary = Some(not_elf);
+    ensure_test_image();
+    let sandbox = DockerSandbox::connect(settings, &run_id("unbuildable"))
+        .await
+        .expect("connects");
+    let error = sandbox
+        .ready_image(JobKind::EditStep)
+        .await
+        .expect_err("a shell script is no executable to build from");
+    assert!(matches!(error, SandboxError::RunnerImage { .. }), "{error}");
+    let message = error.to_string();
+    assert_eq!(message.lines().count(), 1, "{message}");
+    assert!(message.contains("bork-ci-runner:"), "{message}");
+    assert!(message.contains("not an ELF file"), "{message}");
+    assert!(
+        message.contains("sandbox.runner-image") && message.contains("--sandbox none"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    std::fs::create_dir_all(repo.path().join("dir")).expect("mkdir");
+    std::fs::write(repo.path().join("dir/inner.txt"), "inner\n").expect("write");
+    std::fs::write(repo.path().join("gone.txt"), "gone\n").expect("write");
+    std::fs::write(repo.path().join("kept.txt"), "kept\n").expect("write");
+    let sandbox = sandbox_over(artifacts.path(), "delta", Transport::Copy).await;
+    let job = sh(
+        JobKind::Checker,
+        "find . -path ./.git -prune -o -print | sort; echo ---; cat README.md dir 2>&1; \
+         cat kept.txt new.txt 2>&1",
+    );
+    let first = text(&sandbox.run(repo.path(), &job).await.expect("runs").stdout);
+    assert!(
+        first.contains("./gone.txt") && first.contains("./dir/inner.txt"),
+        "{first}"
+    );
+    // What an edit step does between two checks: change, delete, add, a folder turned file.
+    std::fs::write(repo.path().join("README.md"), "changed\n").expect("write");
+    std::fs::remove_file(repo.path().join("gone.txt")).expect("rm");
+    std::fs::write(repo.path().join("new.txt"), "new\n").expect("write");
+    std::fs::remove_dir_all(repo.path().join("dir")).expect("rm");
+    std::fs::write(repo.path().join("dir"), "now a file\n").expect("write");
+    let second = text(&sandbox.run(repo.path(), &job).await.expect("runs").stdout);
+    assert!(
+        !second.contains("gone.txt") && !second.contains("inner.txt"),
+        "{second}"
+    );
+    assert!(
+        second.contains("changed\n") && second.contains("now a file\n"),
+        "{second}"
+    );
+    assert!(second.contains("kept\nnew\n"), "{second}");
+    // Nothing changed: the same again.
+    let third = text(&sandbox.run(repo.path(), &job).await.expect("runs").stdout);
+    assert_eq!(third, second);
+    assert!(!sandbox.tree_through_engine(), "the helper unpacked every time");
+    sandbox.cleanup_all().await.expect("cleanup");
+    assert!(volumes_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+    drop_cache(repo.path());
 }

@@ -73,12 +73,36 @@ fn read_file(path: &Path, limit: u64) -> std::io::Result<Option<(Vec<u8>, std::f
     Ok(Some((bytes, metadata)))
 }
 
-/// Adds parent directories of `path` (relative, `/`-separated) not added yet.
-fn add_parents<W: Write>(
-    builder: &mut tar::Builder<W>,
-    path: &str,
-    added: &mut std::collections::HashSet<String>,
-) -> std::io::Result<()> {
+/// What one path of the tree is, with what tells a change (the engine's copy is replaced when
+/// it differs): kind, mode, size, modification time and inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stamp {
+    Dir,
+    File {
+        mode: u32,
+        size: u64,
+        mtime_ns: i128,
+        ino: u64,
+    },
+    Symlink {
+        target: PathBuf,
+    },
+    /// A git config, copied credential-stripped.
+    Config {
+        size: u64,
+        mtime_ns: i128,
+        ino: u64,
+    },
+}
+
+/// The tree as it is to be copied: relative path → stamp, parents before children.
+pub type Manifest = std::collections::BTreeMap<String, Stamp>;
+
+fn mtime_ns(metadata: &std::fs::Metadata) -> i128 {
+    i128::from(metadata.mtime()) * 1_000_000_000 + i128::from(metadata.mtime_nsec())
+}
+
+fn add_parents(manifest: &mut Manifest, path: &str) {
     let mut prefix = String::new();
     let components: Vec<&str> = path.split('/').collect();
     for component in components.iter().take(components.len().saturating_sub(1)) {
@@ -86,113 +110,77 @@ fn add_parents<W: Write>(
             prefix.push('/');
         }
         prefix.push_str(component);
-        if added.insert(prefix.clone()) {
-            let mut dir = header(tar::EntryType::Directory, 0o755, 0, 0);
-            builder.append_data(&mut dir, format!("{prefix}/"), std::io::empty())?;
-        }
+        manifest.entry(prefix.clone()).or_insert(Stamp::Dir);
     }
-    Ok(())
 }
 
-/// Appends the file, symlink or nothing found at `repo/relative`, with git's modes (0644, or
-/// 0755 when any execute bit is set), owned by root.
-fn add_path<W: Write>(
-    builder: &mut tar::Builder<W>,
-    repo: &Path,
-    relative: &str,
-    added: &mut std::collections::HashSet<String>,
-    contents: Option<Vec<u8>>,
-) -> std::io::Result<()> {
-    let full = repo.join(relative);
-    let metadata = match std::fs::symlink_metadata(&full) {
-        Ok(metadata) => metadata,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(error) => return Err(error),
-    };
-    let mtime = u64::try_from(metadata.mtime()).unwrap_or(0);
+fn stamp_of(full: &Path, config: bool) -> Option<Stamp> {
+    let metadata = std::fs::symlink_metadata(full).ok()?;
     if metadata.file_type().is_symlink() {
-        let target = std::fs::read_link(&full)?;
-        add_parents(builder, relative, added)?;
-        let mut link = header(tar::EntryType::Symlink, 0o777, 0, mtime);
-        builder.append_link(&mut link, relative, &target)?;
-        return Ok(());
+        return std::fs::read_link(full)
+            .ok()
+            .map(|target| Stamp::Symlink { target });
     }
     if !metadata.is_file() {
-        return Ok(());
+        return None;
     }
-    let (bytes, mode) = match contents {
-        Some(bytes) => (bytes, 0o644),
-        None => match read_file(&full, MAX_TREE_FILE)? {
-            Some((bytes, metadata)) => {
-                let mode = if metadata.mode() & 0o111 != 0 {
-                    0o755
-                } else {
-                    0o644
-                };
-                (bytes, mode)
-            }
-            None => {
-                tracing::warn!(
-                    "{relative} is not copied into the sandbox (not a regular file, or over 2 GiB)"
-                );
-                return Ok(());
-            }
-        },
+    if config {
+        return Some(Stamp::Config {
+            size: metadata.len(),
+            mtime_ns: mtime_ns(&metadata),
+            ino: metadata.ino(),
+        });
+    }
+    let mode = if metadata.mode() & 0o111 != 0 {
+        0o755
+    } else {
+        0o644
     };
-    add_parents(builder, relative, added)?;
-    let mut file = header(tar::EntryType::Regular, mode, bytes.len() as u64, mtime);
-    builder.append_data(&mut file, relative, bytes.as_slice())
+    Some(Stamp::File {
+        mode,
+        size: metadata.len(),
+        mtime_ns: mtime_ns(&metadata),
+        ino: metadata.ino(),
+    })
 }
 
-/// Writes into `out` a tar of the working tree at `repo`: the `paths` given (relative,
-/// as git lists them), then `.git` without hooks and the like, its `config` (and each
-/// submodule's) replaced by `strip(config)`. A `.git` file (a worktree's pointer) is copied as
-/// it is. The archive's root entry is `./` with mode 0755.
-pub fn write_tree<W: Write>(
-    out: W,
-    repo: &Path,
-    paths: &[String],
-    strip: &dyn Fn(&str) -> String,
-) -> std::io::Result<W> {
-    let mut builder = tar::Builder::new(out);
-    builder.follow_symlinks(false);
-    let mut root = header(tar::EntryType::Directory, 0o755, 0, 0);
-    builder.append_data(&mut root, "./", std::io::empty())?;
-    let mut added = std::collections::HashSet::new();
+/// The manifest of the working tree at `repo`: the `paths` given (relative, as git lists
+/// them; missing ones, directories and anything not a file or link are left out), then `.git`
+/// without hooks and the like, its `config` (and each submodule's) marked for stripping. A
+/// `.git` file (a worktree's pointer) is taken as it is.
+pub fn manifest(repo: &Path, paths: &[String]) -> Manifest {
+    let mut manifest = Manifest::new();
     for relative in paths {
         if relative == ".git" || relative.starts_with(".git/") || !plain_relative(relative) {
             continue;
         }
-        add_path(&mut builder, repo, relative, &mut added, None)?;
+        if let Some(stamp) = stamp_of(&repo.join(relative), false) {
+            add_parents(&mut manifest, relative);
+            manifest.insert(relative.clone(), stamp);
+        }
     }
-    let git = repo.join(".git");
-    match std::fs::symlink_metadata(&git) {
-        Ok(metadata) if metadata.is_dir() => add_git_dir(&mut builder, repo, ".git", &mut added, strip)?,
-        Ok(metadata) if metadata.is_file() => add_path(&mut builder, repo, ".git", &mut added, None)?,
+    match std::fs::symlink_metadata(repo.join(".git")) {
+        Ok(metadata) if metadata.is_dir() => git_manifest(repo, ".git", &mut manifest),
+        Ok(metadata) if metadata.is_file() => {
+            if let Some(stamp) = stamp_of(&repo.join(".git"), false) {
+                manifest.insert(".git".to_owned(), stamp);
+            }
+        }
         _ => {}
     }
-    builder.into_inner()
+    manifest
 }
 
-fn add_git_dir<W: Write>(
-    builder: &mut tar::Builder<W>,
-    repo: &Path,
-    relative: &str,
-    added: &mut std::collections::HashSet<String>,
-    strip: &dyn Fn(&str) -> String,
-) -> std::io::Result<()> {
-    if added.insert(relative.to_owned()) {
-        let mut dir = header(tar::EntryType::Directory, 0o755, 0, 0);
-        builder.append_data(&mut dir, format!("{relative}/"), std::io::empty())?;
-    }
-    let mut entries: Vec<_> = std::fs::read_dir(repo.join(relative))?
-        .filter_map(Result::ok)
-        .map(|entry| entry.file_name())
-        .collect();
-    entries.sort();
-    for name in entries {
-        let Some(name) = name.to_str() else { continue };
-        if GIT_SKIPPED.contains(&name) {
+fn git_manifest(repo: &Path, relative: &str, manifest: &mut Manifest) {
+    manifest.insert(relative.to_owned(), Stamp::Dir);
+    let Ok(entries) = std::fs::read_dir(repo.join(relative)) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if GIT_SKIPPED.contains(&name.as_str()) {
             continue;
         }
         let child = format!("{relative}/{name}");
@@ -200,19 +188,111 @@ fn add_git_dir<W: Write>(
             continue;
         };
         if metadata.is_dir() {
-            add_git_dir(builder, repo, &child, added, strip)?;
-        } else if name == "config" && metadata.is_file() {
+            git_manifest(repo, &child, manifest);
+        } else if let Some(stamp) = stamp_of(&repo.join(&child), name == "config" && metadata.is_file()) {
             // `.git/config` and `.git/modules/<name>/config`: credentials live there.
-            let original = read_file(&repo.join(&child), 16 << 20)?
-                .map(|(bytes, _)| bytes)
-                .unwrap_or_default();
-            let stripped = strip(&String::from_utf8_lossy(&original));
-            add_path(builder, repo, &child, added, Some(stripped.into_bytes()))?;
-        } else {
-            add_path(builder, repo, &child, added, None)?;
+            manifest.insert(child, stamp);
         }
     }
-    Ok(())
+}
+
+/// What changed from `old` to `new`: the paths to write (new or different) and the paths to
+/// remove first (gone, or of another kind now).
+pub fn changes(old: &Manifest, new: &Manifest) -> (Vec<String>, Vec<String>) {
+    let kind = |stamp: &Stamp| std::mem::discriminant(stamp);
+    let mut write = Vec::new();
+    let mut remove = Vec::new();
+    for (path, stamp) in new {
+        match old.get(path) {
+            Some(previous) if previous == stamp => {}
+            Some(previous) => {
+                if kind(previous) != kind(stamp) || matches!(stamp, Stamp::Symlink { .. }) {
+                    remove.push(path.clone());
+                }
+                write.push(path.clone());
+            }
+            None => write.push(path.clone()),
+        }
+    }
+    for path in old.keys() {
+        let covered = remove.iter().any(|removed| {
+            path.starts_with(removed.as_str()) && path.as_bytes().get(removed.len()) == Some(&b'/')
+        });
+        if !new.contains_key(path) && !covered {
+            remove.push(path.clone());
+        }
+    }
+    (write, remove)
+}
+
+/// Writes into `out` a tar of the `paths` of `manifest` (all when `None`) read from `repo`,
+/// owned by root, files with git's modes, git configs through `strip`. The archive's root
+/// entry is `./` with mode 0755. A path that changed into something else since the manifest
+/// was taken is written as it is now, or left out when it is gone.
+pub fn write_tree<W: Write>(
+    out: W,
+    repo: &Path,
+    manifest: &Manifest,
+    paths: Option<&[String]>,
+    strip: &dyn Fn(&str) -> String,
+) -> std::io::Result<W> {
+    let mut builder = tar::Builder::new(out);
+    builder.follow_symlinks(false);
+    let mut root = header(tar::EntryType::Directory, 0o755, 0, 0);
+    builder.append_data(&mut root, "./", std::io::empty())?;
+    let all: Vec<String>;
+    let paths = match paths {
+        Some(paths) => paths,
+        None => {
+            all = manifest.keys().cloned().collect();
+            &all
+        }
+    };
+    for relative in paths {
+        let Some(stamp) = manifest.get(relative) else {
+            continue;
+        };
+        let full = repo.join(relative);
+        let mtime = |ns: i128| u64::try_from(ns / 1_000_000_000).unwrap_or(0);
+        match stamp {
+            Stamp::Dir => {
+                let mut dir = header(tar::EntryType::Directory, 0o755, 0, 0);
+                builder.append_data(&mut dir, format!("{relative}/"), std::io::empty())?;
+            }
+            Stamp::Symlink { target } => {
+                let mut link = header(tar::EntryType::Symlink, 0o777, 0, 0);
+                builder.append_link(&mut link, relative, target)?;
+            }
+            Stamp::File { mode, mtime_ns, .. } => match read_file(&full, MAX_TREE_FILE)? {
+                Some((bytes, _)) => {
+                    let mut file = header(
+                        tar::EntryType::Regular,
+                        *mode,
+                        bytes.len() as u64,
+                        mtime(*mtime_ns),
+                    );
+                    builder.append_data(&mut file, relative, bytes.as_slice())?;
+                }
+                None => tracing::warn!(
+                    "{relative} is not copied into the sandbox (not a regular file, or over 2 GiB)"
+                ),
+            },
+            Stamp::Config { mtime_ns, .. } => {
+                let original = read_file(&full, 16 << 20)?
+                    .map(|(bytes, _)| bytes)
+                    .unwrap_or_default();
+                let stripped = strip(&String::from_utf8_lossy(&original)).into_bytes();
+                let mut file = header(
+                    tar::EntryType::Regular,
+                    0o644,
+                    stripped.len() as u64,
+                    mtime(*mtime_ns),
+                );
+                builder.append_data(&mut file, relative, stripped.as_slice())?;
+            }
+        }
+    }
+    builder.into_inner()
 }
 
 /// True for a relative path of plain components (no `..`, no root, no `.`).
@@ -391,6 +471,58 @@ pub fn read_single<R: Read>(reader: R, name: &str, limit: u64) -> std::io::Resul
     Ok(None)
 }
 
+/// Removes the paths listed (NUL-separated, relative) in `delete` from `dest`, then unpacks the
+/// tree archive at `archive` (one [`write_tree`] made) into it, keeping modes and modification
+/// times, then removes both files. Runs inside a helper container.
+pub fn unpack_tree(archive: &Path, delete: Option<&Path>, dest: &Path) -> std::io::Result<()> {
+    let file = std::fs::File::open(archive)?;
+    let listed = match delete {
+        Some(list) => std::fs::read(list)?,
+        None => Vec::new(),
+    };
+    // Relative paths from inside `dest`: no lookup goes through the container's root
+    // filesystem (a FUSE mount on some engines) for each file.
+    std::env::set_current_dir(dest)?;
+    for raw in listed.split(|b| *b == 0).filter(|raw| !raw.is_empty()) {
+        let Ok(relative) = std::str::from_utf8(raw) else {
+            continue;
+        };
+        if !plain_relative(relative) {
+            continue;
+        }
+        let result = match std::fs::symlink_metadata(relative) {
+            Ok(metadata) if metadata.is_dir() => std::fs::remove_dir_all(relative),
+            Ok(_) => std::fs::remove_file(relative),
+            Err(_) => Ok(()),
+        };
+        result?;
+    }
+    let mut unpacker = tar::Archive::new(std::io::BufReader::with_capacity(1 << 20, file));
+    unpacker.set_preserve_permissions(true);
+    unpacker.set_preserve_mtime(true);
+    unpacker.set_overwrite(true);
+    unpacker.unpack(".")?;
+    std::fs::remove_file(archive)?;
+    if let Some(list) = delete {
+        std::fs::remove_file(list)?;
+    }
+    Ok(())
+}
+
+/// Wraps the file `inner` as the entry `name` (mode 0600) of a new archive, with the entry
+/// `list_name` holding `list` when given, in an anonymous temporary file.
+pub fn wrap(inner: std::fs::File, name: &str, list: Option<(&str, &[u8])>) -> std::io::Result<std::fs::File> {
+    let size = inner.metadata()?.len();
+    let mut builder = tar::Builder::new(tempfile::tempfile()?);
+    let mut entry = header(tar::EntryType::Regular, 0o600, size, 0);
+    builder.append_data(&mut entry, name, inner)?;
+    if let Some((list_name, bytes)) = list {
+        let mut entry = header(tar::EntryType::Regular, 0o600, bytes.len() as u64, 0);
+        builder.append_data(&mut entry, list_name, bytes)?;
+    }
+    rewind(builder.into_inner()?)
+}
+
 /// Rewinds a spooled archive for reading.
 pub fn rewind(mut file: std::fs::File) -> std::io::Result<std::fs::File> {
     file.flush()?;
@@ -439,7 +571,8 @@ mod tests {
         std::fs::write(root.join(".git/hooks/pre-commit"), "x").expect("write");
         std::os::unix::fs::symlink("src/a.txt", root.join("link")).expect("symlink");
         let paths = ["link", "run.sh", "src/a.txt", "../escape", "gone.txt"].map(str::to_owned);
-        let tar = write_tree(Vec::new(), root, &paths, &|_| "[core]\n".to_owned()).expect("tar");
+        let manifest = manifest(root, &paths);
+        let tar = write_tree(Vec::new(), root, &manifest, None, &|_| "[core]\n".to_owned()).expect("tar");
         let entries = names(&tar);
         let find = |name: &str| {
             entries
@@ -462,6 +595,36 @@ mod tests {
                 assert_eq!(text, "[core]\n");
             }
         }
+    }
+
+    #[test]
+    fn changes_are_what_differs_and_what_is_gone() {
+        let file = |size| Stamp::File {
+            mode: 0o644,
+            size,
+            mtime_ns: 1,
+            ino: 1,
+        };
+        let old: Manifest = [
+            ("a".to_owned(), file(1)),
+            ("d".to_owned(), Stamp::Dir),
+            ("d/x".to_owned(), file(1)),
+            ("e".to_owned(), Stamp::Dir),
+            ("e/y".to_owned(), file(1)),
+            ("same".to_owned(), file(1)),
+        ]
+        .into();
+        let new: Manifest = [
+            ("a".to_owned(), file(2)),
+            ("d".to_owned(), file(3)),
+            ("same".to_owned(), file(1)),
+            ("z".to_owned(), file(1)),
+        ]
+        .into();
+        let (write, remove) = changes(&old, &new);
+        assert_eq!(write, ["a", "d", "z"]);
+        // `d` turned from a folder into a file: removed first, with what was inside it.
+        assert_eq!(remove, ["d", "e"]);
     }
 
     fn archive_of(entries: &[(&str, tar::EntryType, &[u8])]) -> Vec<u8> {

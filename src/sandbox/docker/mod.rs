@@ -7,7 +7,7 @@
 //! every path (a guard for errors and cancellation, [`DockerSandbox::cleanup_all`] for signal
 //! handlers) and [`gc`] for leftovers of killed runs. [`transport`] moves files in and out
 //! (bind mounts or archives through the API), [`runner_image`] builds the edit step's image
-//! from this executable, [`archive`] writes and reads the tars. It does not judge what a job
+//! from this executable, `archive` writes and reads the tars. It does not judge what a job
 //! printed: that is `checker`'s and `verify`'s business.
 
 mod archive;
@@ -36,6 +36,7 @@ use futures_util::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
 use super::{ArtifactDirs, Job, JobKind, JobOutput, Outcome, SandboxError};
+pub use archive::unpack_tree;
 pub use transport::Transport;
 
 /// The endpoint used when neither the settings nor `DOCKER_HOST` name one.
@@ -86,6 +87,10 @@ pub struct DockerSettings {
     /// `sandbox.runner-image`: the bork-ci image the edit step runs in; `None` builds one from
     /// this executable (see [`runner_image`]).
     pub runner_image: Option<String>,
+    /// The bork-ci executable the edit step's image is built from when `runner_image` is
+    /// `None`; `None` here means this process's own (tests and benchmarks, which are not
+    /// bork-ci, name the binary).
+    pub runner_binary: Option<PathBuf>,
     /// `sandbox.transport`.
     pub transport: Transport,
     /// `sandbox.ulimits.nofile` and `sandbox.ulimits.nproc` (soft = hard) for every container.
@@ -115,6 +120,7 @@ impl DockerSettings {
             host: None,
             image: "debian:bookworm-slim".to_owned(),
             runner_image: None,
+            runner_binary: None,
             transport: Transport::Auto,
             ulimits: Ulimits::default(),
             pull: PullPolicy::Missing,
@@ -230,6 +236,12 @@ pub struct DockerSandbox {
     resolved_transport: tokio::sync::OnceCell<Transport>,
     /// The tag of the edit step's image built from this executable, once built or found.
     built_runner: tokio::sync::OnceCell<String>,
+    /// Over `copy`: the working tree's volume and what is in it.
+    tree: tokio::sync::Mutex<Option<transport::TreeVolume>>,
+    /// Taken for writing while the tree volume is updated, for reading while a job uses it.
+    tree_lock: Arc<tokio::sync::RwLock<()>>,
+    /// The helper that unpacks the tree failed once: the engine extracts it from then on.
+    helper_failed: std::sync::atomic::AtomicBool,
     /// The engine is Podman (its Docker-compatible API): see [`Podman`].
     podman: bool,
 }
@@ -318,6 +330,9 @@ impl DockerSandbox {
             live: Arc::new(Mutex::new(HashSet::new())),
             resolved_transport: tokio::sync::OnceCell::new(),
             built_runner: tokio::sync::OnceCell::new(),
+            tree: tokio::sync::Mutex::new(None),
+            tree_lock: Arc::new(tokio::sync::RwLock::new(())),
+            helper_failed: std::sync::atomic::AtomicBool::new(false),
             podman,
         })
     }
@@ -359,9 +374,13 @@ impl DockerSandbox {
                 let tag = self
                     .built_runner
                     .get_or_try_init(|| async {
-                        let executable = tokio::task::spawn_blocking(runner_image::Executable::current)
-                            .await
-                            .map_err(|e| SandboxError::Backend(e.to_string()))??;
+                        let binary = self.settings.runner_binary.clone();
+                        let executable = tokio::task::spawn_blocking(move || match binary {
+                            Some(path) => runner_image::Executable::at(&path),
+                            None => runner_image::Executable::current(),
+                        })
+                        .await
+                        .map_err(|e| SandboxError::Backend(e.to_string()))??;
                         runner_image::ensure(&self.docker, &executable).await
                     })
                     .await?;
@@ -382,6 +401,12 @@ impl DockerSandbox {
             Some(Transport::Copy) => STATE_COPY_DIR,
             _ => STATE_MOUNT,
         }
+    }
+
+    /// Over `copy`: true once the helper that unpacks the tree failed and the engine extracts
+    /// it instead (slower, and the whole tree each time).
+    pub fn tree_through_engine(&self) -> bool {
+        self.helper_failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The transport the edit step will use on `repo` (probing for `auto` with its image).
@@ -486,7 +511,12 @@ impl DockerSandbox {
         result
     }
 
-    async fn run_in(&self, id: &str, job: &Job, started: Instant) -> Result<JobOutput, SandboxError> {
+    pub(super) async fn run_in(
+        &self,
+        id: &str,
+        job: &Job,
+        started: Instant,
+    ) -> Result<JobOutput, SandboxError> {
         let attach = AttachContainerOptions {
             stream: true,
             stdout: true,
@@ -700,6 +730,9 @@ impl DockerSandbox {
         if let Ok(mut live) = self.live.lock() {
             live.clear();
         }
+        if let Ok(mut tree) = self.tree.try_lock() {
+            *tree = None;
+        }
         Ok(removed)
     }
 
@@ -773,6 +806,7 @@ impl DockerSandbox {
             artifacts_back: None,
             state_back: None,
             volumes: Vec::new(),
+            tree_guard: None,
         };
         let filled = self
             .prepare_into(&repo, job, cmd, image, transport, &mut prepared)
@@ -815,14 +849,12 @@ impl DockerSandbox {
                 dirs.prepare()
                     .map_err(prepare_error("the artifact directories"))?;
                 if copy {
-                    let repo_volume = format!(
-                        "bork-ci-repo-{}",
-                        &uuid::Uuid::new_v4().simple().to_string()[..16]
-                    );
-                    self.create_volume(&repo_volume, self.run_volume_labels("repo"))
-                        .await?;
-                    prepared.volumes.push(repo_volume.clone());
-                    self.fill_repo_volume(&repo_volume, repo, &image).await?;
+                    let repo_volume = {
+                        let _writing = self.tree_lock.write().await;
+                        self.sync_tree(repo, &image).await?
+                    };
+                    // No update while this job runs: what it sees stays what was sent.
+                    prepared.tree_guard = Some(Arc::clone(&self.tree_lock).read_owned().await);
                     mounts.push(transport::volume(&repo_volume, REPO_MOUNT, true));
                     let artifacts = transport::artifacts_volume(&dirs.run);
                     self.create_volume(&artifacts, self.run_volume_labels("artifacts"))
@@ -1170,7 +1202,7 @@ pub(super) async fn remove_container(docker: &Docker, id: &str) {
     }
 }
 
-async fn remove_volume(docker: &Docker, name: &str) {
+pub(super) async fn remove_volume(docker: &Docker, name: &str) {
     let options = RemoveVolumeOptions { force: true };
     if let Err(error) = docker.remove_volume(name, Some(options)).await
         && !is_not_found(&error)
@@ -1192,6 +1224,8 @@ struct Prepared {
     state_back: Option<PathBuf>,
     /// Volumes removed after the job.
     volumes: Vec<String>,
+    /// Over `copy`: holds off updates of the tree volume while the job runs.
+    tree_guard: Option<tokio::sync::OwnedRwLockReadGuard<()>>,
 }
 
 /// The numeric `uid:gid` of a `sandbox.user` value; a name counts as 65534 (nobody) for the

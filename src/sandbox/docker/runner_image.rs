@@ -59,6 +59,25 @@ impl Executable {
         Ok(Executable { bytes, sha256, path })
     }
 
+    /// Reads the bork-ci executable at `path` (a library user's choice; bork-ci itself uses
+    /// [`Executable::current`]).
+    pub fn at(path: &Path) -> Result<Executable, SandboxError> {
+        let bytes =
+            crate::safe_fs::read_regular(path, MAX_EXECUTABLE).map_err(|source| SandboxError::Prepare {
+                what: format!(
+                    "the bork-ci executable {} for the edit step's image",
+                    path.display()
+                ),
+                source,
+            })?;
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        Ok(Executable {
+            bytes,
+            sha256,
+            path: path.to_owned(),
+        })
+    }
+
     /// `bork-ci-runner:<16 hex>`.
     pub fn tag(&self) -> String {
         format!("{REPOSITORY}:{}", &self.sha256[..16])

@@ -2,8 +2,9 @@
 //!
 //! `reconcile` describes a [`Job`] and asks a [`Sandbox`] to run it; it never knows which backend
 //! does the work. Backends: [`none`] (local processes, for an already-isolated CI job) and `docker`
-//! (ephemeral containers). A third backend (Kubernetes jobs, a remote engine) is one more variant
-//! here and one more module; nothing in the loop changes. This module does not interpret output:
+//! (ephemeral containers on any Engine API: local, remote, Podman). A third backend (Kubernetes
+//! Pods, designed in `docs/kubernetes.md`) is one more variant here and one more module; nothing in
+//! the loop changes. This module does not interpret output:
 //! judging it is the caller's business (`checker`, `verify`).
 
 pub mod docker;

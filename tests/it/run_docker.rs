@@ -12,14 +12,31 @@ use crate::fake_llm::{FakeLlm, Reply, TEST_KEY};
 use crate::sandbox::{TEST_IMAGE, containers_with, ensure_test_image};
 use crate::support::{Repo, bork, checker_wanting, report};
 
-/// Removes, once per test process, every runner image bork-ci built (`bork-ci-runner:*`), so
-/// that the runs below build theirs through the Engine API from the bork-ci binary under test,
-/// with nothing prepared by hand.
+/// The label bork-ci puts on the runner image it builds from the binary under test.
+fn this_binarys_runner_label() -> String {
+    use sha2::{Digest, Sha256};
+    let binary = std::fs::read(env!("CARGO_BIN_EXE_bork-ci")).expect("the bork-ci binary");
+    format!(
+        "label=bork-ci.binary-sha256={}",
+        hex::encode(Sha256::digest(&binary))
+    )
+}
+
+/// Removes, once per test process, the runner images bork-ci built from the binary under test
+/// (not those of other builds sharing the engine), so that the runs below build theirs through
+/// the Engine API, with nothing prepared by hand.
 fn without_runner_images() {
     static REMOVED: OnceLock<()> = OnceLock::new();
     REMOVED.get_or_init(|| {
         let listed = Command::new("docker")
-            .args(["images", "-aq", "--filter", "label=bork-ci.runner-image=1"])
+            .args([
+                "images",
+                "-aq",
+                "--filter",
+                "label=bork-ci.runner-image=1",
+                "--filter",
+            ])
+            .arg(this_binarys_runner_label())
             .output()
             .expect("docker images");
         let ids: Vec<String> = String::from_utf8_lossy(&listed.stdout)
@@ -60,7 +77,8 @@ async fn the_loop_converges_with_both_steps_in_containers() {
             "label=bork-ci.runner-image=1",
             "--filter",
         ])
-        .arg(format!("reference={}", "bork-ci-runner"))
+        .arg(this_binarys_runner_label())
+        .args(["--filter", "reference=bork-ci-runner"])
         .output()
         .expect("docker images");
     assert_eq!(

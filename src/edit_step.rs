@@ -86,6 +86,20 @@ pub fn apply_plan(
     plan: &EditPlan,
 ) -> (std::result::Result<Changeset, String>, u64) {
     let applying = std::time::Instant::now();
+    // The runner knows every registered secret (the step only the model's key): a plan that
+    // would write one into the tree is refused whole.
+    if let Some(name) = plan
+        .writes
+        .iter()
+        .find_map(|write| crate::secrets::find(&write.path).or_else(|| crate::secrets::find(&write.contents)))
+    {
+        return (
+            Err(format!(
+                "the model's edits hold the value of the secret {name}; nothing was applied"
+            )),
+            applying.elapsed().as_millis() as u64,
+        );
+    }
     let result = apply_options(input).and_then(|options| {
         crate::blocking::run(|| apply::apply(repo, plan, &options))
             .map_err(|error| format!("applying the model's edits: {error}"))

@@ -49,6 +49,15 @@ pub fn cut(text: &str, max: usize) -> String {
     format!("{}[... {} bytes cut]", &text[..end], text.len() - end)
 }
 
+/// At most `chars` characters of `text`, with an ellipsis when cut: a short excerpt inside a
+/// one-line message (a server's error, a refusal).
+pub fn excerpt(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((index, _)) => format!("{}…", &text[..index]),
+        None => text.to_owned(),
+    }
+}
+
 /// The first at most `max` bytes of `text`, ending at a character boundary (no marker).
 pub fn head(text: &str, max: usize) -> &str {
     if text.len() <= max {

@@ -221,7 +221,7 @@ fn answer(
                 message: if said.is_empty() {
                     "stop_reason refusal".to_owned()
                 } else {
-                    format!("stop_reason refusal: {}", super::wire::cut(&said, 500))
+                    format!("stop_reason refusal: {}", crate::untrusted::excerpt(&said, 500))
                 },
             });
         }

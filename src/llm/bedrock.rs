@@ -478,7 +478,7 @@ async fn assume_role_with_web_identity(
         .map_err(|error| failed(format!("POST {shown}: {}", error.without_url())))?;
     if !status.is_success() {
         let code = xml_text(&text, "Code").unwrap_or_default();
-        let message = xml_text(&text, "Message").unwrap_or_else(|| super::wire::cut(&text, 300));
+        let message = xml_text(&text, "Message").unwrap_or_else(|| crate::untrusted::excerpt(&text, 300));
         return Err(LlmError::Status {
             provider: PROVIDER,
             model: "(AssumeRoleWithWebIdentity)".to_owned(),

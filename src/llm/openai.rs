@@ -200,7 +200,7 @@ fn answer(
             provider,
             model: model.to_owned(),
             usage,
-            message: super::wire::cut(&refusal, 500),
+            message: crate::untrusted::excerpt(&refusal, 500),
         });
     }
     let finish = match finish_reason.as_deref() {

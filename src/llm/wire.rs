@@ -1127,15 +1127,7 @@ pub(super) fn error_excerpt(bytes: &[u8]) -> String {
     if text.is_empty() {
         return "(empty body)".to_owned();
     }
-    cut(&text, EXCERPT_CHARS)
-}
-
-/// `text` cut to `limit` characters, with an ellipsis when cut.
-pub(super) fn cut(text: &str, limit: usize) -> String {
-    match text.char_indices().nth(limit) {
-        Some((index, _)) => format!("{}…", &text[..index]),
-        None => text.to_owned(),
-    }
+    crate::untrusted::excerpt(&text, EXCERPT_CHARS)
 }
 
 #[cfg(test)]

@@ -359,6 +359,40 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Findings-shaped bytes with undecodable strings: reading never panics, output that
+        /// is valid as it is reads as it is, and what is kept holds no marker.
+        #[test]
+        fn checker_output_reading_never_panics(
+            parts in proptest::collection::vec(proptest::prop_oneof![
+                proptest::strategy::Just(b"{".to_vec()), proptest::strategy::Just(b"}".to_vec()),
+                proptest::strategy::Just(b"[".to_vec()), proptest::strategy::Just(b"]".to_vec()),
+                proptest::strategy::Just(b",".to_vec()), proptest::strategy::Just(b":".to_vec()),
+                proptest::strategy::Just(b"\"".to_vec()), proptest::strategy::Just(b"\\".to_vec()),
+                proptest::strategy::Just(br"\ud800".to_vec()), proptest::strategy::Just(br"\udc00".to_vec()),
+                proptest::strategy::Just(br"\u00e9".to_vec()), proptest::strategy::Just(vec![0xff]),
+                proptest::strategy::Just(vec![0xc3]), proptest::strategy::Just(b"\"overall_findings\"".to_vec()),
+                proptest::strategy::Just(b"\"provenance\":\"command\"".to_vec()),
+                proptest::strategy::Just(b"\"command\":\"x\"".to_vec()),
+                proptest::strategy::Just(b"\"stdout\"".to_vec()), proptest::strategy::Just(b"\"stderr\"".to_vec()),
+                proptest::strategy::Just(b"\"exit-code\":1".to_vec()),
+                proptest::strategy::Strategy::prop_map("[a-z ]{0,4}", String::into_bytes),
+            ], 0..48),
+        ) {
+            let bytes = parts.concat();
+            let read = parse_checker_output(&bytes);
+            if let Ok(text) = std::str::from_utf8(&bytes)
+                && let Ok(strict) = serde_json::from_str::<Findings>(text)
+            {
+                proptest::prop_assert_eq!(read.as_ref().ok(), Some(&strict));
+            }
+            if let Ok(findings) = read {
+                let shown = serde_json::to_string(&findings).unwrap_or_default();
+                proptest::prop_assert!(!shown.contains("bork-non-utf8-"));
+            }
+        }
+    }
+
     #[test]
     fn non_utf8_is_the_placeholder() {
         assert_eq!(decode_output(b"ok"), "ok");

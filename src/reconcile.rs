@@ -41,6 +41,27 @@ pub struct RunOptions {
     /// What earlier rounds and jobs of this run spent: the budgets count it, iterations are
     /// numbered on from it.
     pub spent: Spent,
+    /// What the model's and the reviewer's servers turned out not to accept, learned in
+    /// earlier rounds of this job; each round starts from it and adds to it.
+    pub learned: Lessons,
+}
+
+/// What providers learned about their servers (see [`llm::Learned`]), kept for the rest of a job.
+#[derive(Debug, Default)]
+pub struct Lessons {
+    pub model: std::sync::Mutex<llm::Learned>,
+    pub reviewer: std::sync::Mutex<llm::Learned>,
+}
+
+impl Lessons {
+    fn read(lesson: &std::sync::Mutex<llm::Learned>) -> llm::Learned {
+        *lesson.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn add(lesson: &std::sync::Mutex<llm::Learned>, learned: llm::Learned) {
+        let mut kept = lesson.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        *kept = kept.merge(learned);
+    }
 }
 
 /// Called after each iteration with its report.
@@ -347,12 +368,18 @@ struct Judgement {
 
 /// The reviewer's model provider (`review.llm` over `llm`).
 pub fn review_provider(resolved: &Resolved) -> Result<Provider> {
+    review_provider_learned(resolved, llm::Learned::default())
+}
+
+/// [`review_provider`] starting from what earlier rounds learned about the reviewer's server.
+fn review_provider_learned(resolved: &Resolved, learned: llm::Learned) -> Result<Provider> {
     let llm_config = resolved.review_llm();
-    Provider::new(llm_config.settings(
+    let mut settings = llm_config.settings(
         resolved.review_api_key.clone(),
         resolved.review_llm_credentials.clone(),
-    ))
-    .context("setting up the reviewer's model provider")
+    );
+    learned.apply(&mut settings);
+    Provider::new(settings).context("setting up the reviewer's model provider")
 }
 
 /// Asks the reviewer about the working tree's changes against the base; `files`
@@ -717,11 +744,15 @@ async fn iterate(
     let first = options.spent.iterations;
     let max = first.saturating_add(config.max_iterations);
     let repo = &options.repo;
-    // What the edit steps' providers learned about the server, passed from step to step.
-    let mut learned = llm::Learned::default();
-    // One reviewer provider for the whole run, so what it learns about its server lasts.
+    // What the edit steps' providers learned about the server, passed from step to step (and
+    // from round to round of the job).
+    let mut learned = Lessons::read(&options.learned.model);
+    // One reviewer provider for the round, so what it learns about its server lasts.
     let reviewer = if config.review.enabled {
-        Some(review_provider(resolved)?)
+        Some(review_provider_learned(
+            resolved,
+            Lessons::read(&options.learned.reviewer),
+        )?)
     } else {
         None
     };
@@ -752,6 +783,7 @@ async fn iterate(
             &mut learned,
         )
         .await?;
+        Lessons::add(&options.learned.model, learned);
         // Counted before anything else, so a step that failed still adds what it cost.
         report.usage += step.usage;
         if let Some(error) = &step.error {
@@ -837,7 +869,11 @@ async fn iterate(
             iteration.checker = Some(JudgeStatus::Skipped);
             None
         } else {
-            match judge(sandbox, repo, resolved, reviewer.as_ref(), deadline).await {
+            let judged = judge(sandbox, repo, resolved, reviewer.as_ref(), deadline).await;
+            if let Some(reviewer) = &reviewer {
+                Lessons::add(&options.learned.reviewer, reviewer.learned());
+            }
+            match judged {
                 Ok(judged) => judged,
                 Err(error) if error.downcast_ref::<BudgetExhausted>().is_some() => {
                     iteration.durations = durations(llm_ms, step.apply_ms, 0, iteration_started);

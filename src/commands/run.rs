@@ -41,6 +41,7 @@ pub(super) async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
         after_iteration: None,
         json_logs,
         spent: crate::budget::Spent::default(),
+        learned: reconcile::Lessons::default(),
     };
 
     let skipped = github.as_ref().and_then(|ctx| ctx.untrusted_context());

@@ -1130,6 +1130,15 @@ impl Resolved {
         if llm.context_window == Some(0) {
             return Err(self.bad(&key("context-window"), "must be greater than 0"));
         }
+        for (name, value, max) in [
+            ("timeout-secs", llm.timeout_secs, MAX_TIMEOUT_SECS),
+            ("max-request-secs", llm.max_request_secs, MAX_TIMEOUT_SECS),
+            ("max-output-tokens", u64::from(llm.max_output_tokens), MAX_TOKENS),
+        ] {
+            if value == 0 || value > max {
+                return Err(self.bad(&key(name), format!("must be between 1 and {max}")));
+            }
+        }
         Ok(())
     }
 
@@ -1646,6 +1655,19 @@ mod tests {
                 r#"{"review": {"llm": {"temperature": 9}}}"#,
                 "review.llm.temperature",
             ),
+            (
+                r#"{"review": {"llm": {"max-request-secs": 0}}}"#,
+                "review.llm.max-request-secs",
+            ),
+            (
+                r#"{"llm": {"structured-output": "json"}}"#,
+                "llm.structured-output",
+            ),
+            (
+                r#"{"llm": {"max-tokens-field": "maxTokens"}}"#,
+                "llm.max-tokens-field",
+            ),
+            (r#"{"llm": {"stream": "yes"}}"#, "llm.stream"),
         ] {
             let dir = repo_with(config);
             let text = match load(dir.path(), None, &env(&[]), &vec![]) {

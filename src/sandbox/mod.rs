@@ -86,7 +86,7 @@ pub struct Job {
     /// Edit step: the host directory holding the loop state, mounted read-write at `/state`.
     pub state_dir: Option<PathBuf>,
     /// Pass the job's stderr on to bork-ci's own stderr line by line as it arrives (redacted and
-    /// made safe, see [`LiveRelay`]), besides keeping it: the edit step's progress during a long
+    /// made safe, see `LiveRelay`), besides keeping it: the edit step's progress during a long
     /// model answer.
     pub live_stderr: bool,
 }

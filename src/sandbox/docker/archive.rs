@@ -472,7 +472,7 @@ pub fn read_single<R: Read>(reader: R, name: &str, limit: u64) -> std::io::Resul
 }
 
 /// Removes the paths listed (NUL-separated, relative) in `delete` from `dest`, then unpacks the
-/// tree archive at `archive` (one [`write_tree`] made) into it, keeping modes and modification
+/// tree archive at `archive` (one `write_tree` made) into it, keeping modes and modification
 /// times, then removes both files. Runs inside a helper container.
 pub fn unpack_tree(archive: &Path, delete: Option<&Path>, dest: &Path) -> std::io::Result<()> {
     let file = std::fs::File::open(archive)?;

@@ -234,8 +234,9 @@ fn sigterm_during_the_check_leaves_no_container_and_a_report() {
         if !String::from_utf8_lossy(&running.stdout).trim().is_empty() {
             break;
         }
+        // Generous: the first Docker run of a fresh machine builds the edit step's image.
         assert!(
-            started.elapsed().as_secs() < 60,
+            started.elapsed().as_secs() < 240,
             "the checker container never started"
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
@@ -247,7 +248,7 @@ fn sigterm_during_the_check_leaves_no_container_and_a_report() {
         .expect("kill");
     assert!(status.success());
     let exit = child.wait().expect("bork-ci exits");
-    assert!(signalled.elapsed().as_secs() < 10, "cleanup is prompt");
+    assert!(signalled.elapsed().as_secs() < 30, "cleanup is prompt");
     assert_eq!(exit.code(), Some(2));
     assert!(
         containers_with(&pid_label).is_empty(),

@@ -2,29 +2,13 @@
 //! output negotiated down when a server rejects it, the output cap, usage that adds up, and the
 //! reviewer's failures named.
 
-use std::time::Duration;
-
-use bork_ci::llm::{
-    Conversation, LlmSettings, Provider, ResponseFormat, RetryPolicy, StructuredOutput, Turn,
-};
+use bork_ci::llm::{Conversation, ResponseFormat, StructuredOutput, Turn};
 use serde_json::{Value, json};
 
 use crate::fake_llm::{FakeLlm, Quirks, Reply};
 use crate::support::{Repo, bork, checker_wanting, report};
 
-fn fast() -> RetryPolicy {
-    RetryPolicy {
-        base: Duration::from_millis(1),
-        max_backoff: Duration::from_millis(5),
-        max_retry_after: Duration::from_secs(5),
-    }
-}
-
-fn provider(settings: LlmSettings) -> Provider {
-    Provider::new(settings)
-        .expect("valid settings")
-        .with_retry_policy(fast())
-}
+use crate::fake_llm::provider;
 
 fn conversation() -> Conversation {
     Conversation {

@@ -916,3 +916,19 @@ pub fn slow_openai_stream(text: &str, parts: usize, gap: Duration) -> Vec<Step> 
     steps.push(Step::Send(b"data: [DONE]\n\n".to_vec()));
     steps
 }
+
+/// Retry timing for tests: milliseconds, not seconds.
+pub fn fast() -> bork_ci::llm::RetryPolicy {
+    bork_ci::llm::RetryPolicy {
+        base: std::time::Duration::from_millis(1),
+        max_backoff: std::time::Duration::from_millis(5),
+        max_retry_after: std::time::Duration::from_secs(5),
+    }
+}
+
+/// A provider for `settings` with [`fast`] retries.
+pub fn provider(settings: bork_ci::llm::LlmSettings) -> bork_ci::llm::Provider {
+    bork_ci::llm::Provider::new(settings)
+        .expect("valid settings")
+        .with_retry_policy(fast())
+}

@@ -4,8 +4,7 @@
 use std::time::{Duration, Instant};
 
 use bork_ci::llm::{
-    Conversation, FinishReason, LlmError, LlmSettings, Provider, ProviderKind, ResponseFormat, RetryPolicy,
-    Turn,
+    Conversation, FinishReason, LlmError, LlmSettings, Provider, ProviderKind, ResponseFormat, Turn,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -14,19 +13,7 @@ use crate::fake_llm::{FakeLlm, Reply, TEST_KEY, openai_request_validator};
 
 const CANARY: &str = "sk-canary-9f8e7d6c5b4a";
 
-fn fast() -> RetryPolicy {
-    RetryPolicy {
-        base: Duration::from_millis(1),
-        max_backoff: Duration::from_millis(5),
-        max_retry_after: Duration::from_secs(5),
-    }
-}
-
-fn provider(settings: LlmSettings) -> Provider {
-    Provider::new(settings)
-        .expect("valid settings")
-        .with_retry_policy(fast())
-}
+use crate::fake_llm::provider;
 
 fn conversation() -> Conversation {
     Conversation {

@@ -7,26 +7,12 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bork_ci::llm::{
-    Conversation, LlmError, LlmSettings, Provider, ProviderKind, ResponseFormat, RetryPolicy, Turn, Usage,
-};
+use bork_ci::llm::{Conversation, LlmError, LlmSettings, ProviderKind, ResponseFormat, Turn, Usage};
 use serde_json::{Value, json};
 
 use crate::fake_llm::{FakeLlm, Quirks, Reply, Step, TEST_KEY, TimedServer, slow_openai_stream};
 
-fn fast() -> RetryPolicy {
-    RetryPolicy {
-        base: Duration::from_millis(1),
-        max_backoff: Duration::from_millis(5),
-        max_retry_after: Duration::from_secs(5),
-    }
-}
-
-fn provider(settings: LlmSettings) -> Provider {
-    Provider::new(settings)
-        .expect("valid settings")
-        .with_retry_policy(fast())
-}
+use crate::fake_llm::provider;
 
 fn conversation() -> Conversation {
     Conversation {

@@ -1,10 +1,11 @@
 //! What a run has spent: iterations, tokens and loop time, added up across the approval rounds
 //! of one job and the jobs of one run (a resumed run reads it back from the state saved in the
-//! result pull request). Pure data: `reconcile` checks the budgets against it, `delivery` carries
-//! it from round to round, `github` saves it for a resume.
+//! result pull request). Pure data: `reconcile` checks the budgets against it and carries it from
+//! round to round, `github` saves it for a resume.
 //!
-//! The budgets are run-level: `llm.max-total-tokens` and `run-timeout-secs` count everything a
-//! run spent since its first job and never reset. `max-iterations` bounds the iterations between
+//! The budgets are run-level: `llm.max-total-tokens`, `llm.max-cost-usd` (the model's tokens
+//! priced with `llm.prices`) and `run-timeout-secs` count everything a run spent since its first
+//! job and never reset. `max-iterations` bounds the iterations between
 //! two human looks: a round that follows a human decision on a held edit may run up to
 //! `max-iterations` more (numbered on from the earlier ones), and one job runs at most
 //! [`MAX_ROUNDS`] rounds. Time spent waiting for reviewers is not loop time.

@@ -254,6 +254,9 @@ pub struct ConfigFlags {
     /// Token budget of the whole run (`llm.max-total-tokens`).
     #[arg(long, value_name = "TOKENS")]
     pub max_total_tokens: Option<u64>,
+    /// Cost budget of the whole run in US dollars, priced with `llm.prices` (`llm.max-cost-usd`).
+    #[arg(long, value_name = "USD")]
+    pub max_cost_usd: Option<f64>,
     /// The scripted model's file of canned answers (`llm.script`).
     #[arg(long, value_name = "FILE")]
     pub script: Option<String>,
@@ -322,6 +325,11 @@ impl ConfigFlags {
             "llm.max-total-tokens",
             self.max_total_tokens.map(Value::from),
             "--max-total-tokens",
+        );
+        put(
+            "llm.max-cost-usd",
+            self.max_cost_usd.map(Value::from),
+            "--max-cost-usd",
         );
         put("llm.script", self.script.clone().map(Value::from), "--script");
         put(

@@ -1,23 +1,22 @@
-//! GitHub delivery around the loop: opens the run's GitHub session, resumes from saved approval
-//! decisions, runs the loop (committing each iteration on bork-ci's branch), publishes the result
-//! and approval pull requests, and waits for reviewers when asked to. It orders these steps only;
-//! the loop itself is `reconcile`, the talking to GitHub is `github`.
+//! GitHub as a run's [`Delivery`]: opens the run's GitHub session, reads a resumed run's saved
+//! state and the review decisions since, commits each iteration on bork-ci's branch, publishes
+//! the result and approval pull requests, and waits for reviewers when asked to. It orders
+//! nothing: [`crate::reconcile::run`] calls these steps; the talking to GitHub is `github`. Also the
+//! GitHub side of a run's set-up: flags, context and the base branch's trusted configuration.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::budget;
 use crate::config::{GithubConfig, Resolved};
 use crate::edit::apply::EditAction;
 use crate::github::{
     self, ApprovalDecision, ApprovalState, GithubContext, IterationSummary, PendingEdit, PublishInput,
 };
-use crate::reconcile::{self, RunOptions};
-use crate::report::{IterationReport, PullPurpose, PullRequestRef, RunReport, RunStatus};
-use crate::sandbox::Sandbox;
+use crate::reconcile::{Delivery, IterationHook, Resume};
+use crate::report::{IterationReport, PullPurpose, PullRequestRef, RunReport};
 
 /// The GitHub flags with the repository's `github.*` settings filling what the command line
 /// left unset.
@@ -163,38 +162,58 @@ fn decisions_text(decisions: &[ApprovalDecision]) -> String {
     text
 }
 
-/// Runs the loop with GitHub delivery around it.
-pub async fn run(
-    ctx: &GithubContext,
-    resolved: &Resolved,
-    sandbox: &Sandbox,
-    mut options: RunOptions,
+/// GitHub as a run's delivery: the session (the result branch and pull request, approval pull
+/// requests, labels), the per-iteration commits, resuming from saved state and waiting for
+/// reviewers. [`crate::reconcile::run`] decides when each of these happens.
+pub struct Github<'a> {
+    ctx: &'a GithubContext,
+    repo: PathBuf,
+    base: String,
+    /// How long to wait for reviewers after a round that held edits (`--wait-for-approval`).
     wait: Option<Duration>,
-) -> Result<RunReport> {
-    if let Err(error) = github::check_token_permissions(ctx).await {
-        tracing::warn!("could not read the GitHub token's permissions: {error}");
-    }
-    let base = ctx.base_branch().unwrap_or_else(|| resolved.config.base.clone());
-    let mut session = github::start(ctx, &options.repo, &base).await.with_context(|| {
-        format!(
-            "opening the GitHub session for {}/{} (base {base})",
-            ctx.owner, ctx.repo
-        )
-    })?;
-    let committer = session.committer();
-    let repo = options.repo.clone();
-    options.after_iteration = Some(Box::new(move |iteration: &IterationReport| {
-        committer
-            .commit(&repo, &iteration_summary(iteration))
-            .map(|_| ())
-            .map_err(anyhow::Error::new)
-    }));
+    session: Option<github::Session>,
+    /// Decisions the model was already told about (earlier jobs or rounds): only new ones
+    /// start a round.
+    told: Vec<ApprovalDecision>,
+}
 
-    // Decisions the model was already told about (earlier jobs or rounds): only new ones start
-    // a round. The budgets count on from what the run spent before.
-    let mut told: Vec<ApprovalDecision> = Vec::new();
-    if let Some(saved) = session.resume_state() {
-        options.spent = saved.spent;
+impl<'a> Github<'a> {
+    pub fn new(ctx: &'a GithubContext, resolved: &Resolved, repo: &Path, wait: Option<Duration>) -> Self {
+        Github {
+            ctx,
+            repo: repo.to_owned(),
+            base: ctx.base_branch().unwrap_or_else(|| resolved.config.base.clone()),
+            wait,
+            session: None,
+            told: Vec::new(),
+        }
+    }
+
+    fn session(&mut self) -> Result<&mut github::Session> {
+        self.session
+            .as_mut()
+            .context("the GitHub session is opened by `resume` first")
+    }
+}
+
+impl Delivery for Github<'_> {
+    async fn resume(&mut self) -> Result<Resume> {
+        if let Err(error) = github::check_token_permissions(self.ctx).await {
+            tracing::warn!("could not read the GitHub token's permissions: {error}");
+        }
+        let session = github::start(self.ctx, &self.repo, &self.base)
+            .await
+            .with_context(|| {
+                format!(
+                    "opening the GitHub session for {}/{} (base {})",
+                    self.ctx.owner, self.ctx.repo, self.base
+                )
+            })?;
+        let session = self.session.insert(session);
+        let Some(saved) = session.resume_state() else {
+            return Ok(Resume::Fresh);
+        };
+        let spent = saved.spent;
         let was_pending: Vec<bool> = saved
             .approvals
             .iter()
@@ -213,71 +232,71 @@ pub async fn run(
             if was_pending.get(index).copied().unwrap_or(true) {
                 new.push(decision.clone());
             } else {
-                told.push(decision.clone());
+                self.told.push(decision.clone());
             }
         }
         if new.is_empty() && decisions.iter().any(|d| !is_decided(d)) {
-            let mut report = RunReport::new(
-                options.run_id.clone(),
-                resolved.config.llm.provider_name(),
-                resolved.config.llm.model.clone(),
-                sandbox.kind().as_str().to_owned(),
-                resolved.config.max_iterations,
-            );
-            report.run_totals = options.spent;
-            report.finish(
-                RunStatus::AwaitingApproval,
-                "edits held for approval have no decision yet",
-            );
-            attach_prs(&mut report, &session, &[]);
-            return Ok(report);
+            return Ok(Resume::StillWaiting { spent });
         }
-        if !new.is_empty() {
-            tracing::info!("resuming with {} new decision(s) on held edits", new.len());
-            told.extend(new);
-            options.preamble = Some(decisions_text(&told));
-        }
+        let decisions = if new.is_empty() {
+            None
+        } else {
+            tracing::info!("{} new decision(s) on held edits", new.len());
+            self.told.extend(new);
+            Some(decisions_text(&self.told))
+        };
+        Ok(Resume::Continue { spent, decisions })
     }
 
-    let mut whole: Option<RunReport> = None;
-    for _round in 0..budget::MAX_ROUNDS {
-        let this = reconcile::run(resolved, sandbox, &options).await?;
-        options.spent = this.run_totals;
-        let waiting = this.status == RunStatus::AwaitingApproval;
-        let mut report = match whole.take() {
-            Some(mut earlier) => {
-                earlier.absorb(this);
-                earlier
-            }
-            None => this,
-        };
+    fn iteration_hook(&self) -> Option<IterationHook> {
+        let committer = self.session.as_ref()?.committer();
+        let repo = self.repo.clone();
+        Some(Box::new(move |iteration: &IterationReport| {
+            committer
+                .commit(&repo, &iteration_summary(iteration))
+                .map(|_| ())
+                .map_err(anyhow::Error::new)
+        }))
+    }
+
+    async fn publish(&mut self, report: &mut RunReport) -> Result<()> {
+        let session = self.session()?;
         report.pull_requests.clear();
         let outcome = session
-            .publish(&publish_input(&report))
+            .publish(&publish_input(report))
             .await
             .context("publishing the result on GitHub")?;
         report.warnings.extend(outcome.warnings.iter().cloned());
-        attach_prs(&mut report, &session, &outcome.approval_prs);
-        whole = Some(report);
-        let Some(wait) = wait.filter(|_| waiting) else {
-            break;
+        attach_prs(report, session, &outcome.approval_prs);
+        Ok(())
+    }
+
+    fn link(&self, report: &mut RunReport) {
+        if let Some(session) = &self.session {
+            attach_prs(report, session, &[]);
+        }
+    }
+
+    async fn decisions(&mut self) -> Result<Option<String>> {
+        let Some(wait) = self.wait else {
+            return Ok(None);
         };
         tracing::info!("waiting up to {}s for reviewers of held edits", wait.as_secs());
-        let decisions = session
+        let decisions = self
+            .session()?
             .wait_for_approvals(wait)
             .await
             .context("waiting for reviewers")?;
         let new: Vec<ApprovalDecision> = decisions
             .into_iter()
-            .filter(|decision| is_decided(decision) && !told.contains(decision))
+            .filter(|decision| is_decided(decision) && !self.told.contains(decision))
             .collect();
         if new.is_empty() {
-            break;
+            return Ok(None);
         }
-        told.extend(new);
-        options.preamble = Some(decisions_text(&told));
+        self.told.extend(new);
+        Ok(Some(decisions_text(&self.told)))
     }
-    whole.context("the delivery loop ran no round")
 }
 
 fn attach_prs(report: &mut RunReport, session: &github::Session, approvals: &[(String, github::PullRef)]) {

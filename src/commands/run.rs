@@ -37,11 +37,7 @@ pub(super) async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
         repo: repo.clone(),
         run_id: run_id.clone(),
         stop_token: in_actions.then(crate::untrusted::random_token),
-        preamble: None,
-        after_iteration: None,
         json_logs,
-        spent: crate::budget::Spent::default(),
-        learned: reconcile::Lessons::default(),
     };
 
     let skipped = github.as_ref().and_then(|ctx| ctx.untrusted_context());
@@ -66,16 +62,11 @@ pub(super) async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
         let work = async {
             match &github {
                 Some(ctx) => {
-                    crate::delivery::run(
-                        ctx,
-                        &resolved,
-                        &sandbox,
-                        options,
-                        github_flags.wait_for_approval.map(Into::into),
-                    )
-                    .await
+                    let wait = github_flags.wait_for_approval.map(Into::into);
+                    let mut delivery = crate::delivery::Github::new(ctx, &resolved, &repo, wait);
+                    reconcile::run(&resolved, &sandbox, options, &mut delivery).await
                 }
-                None => reconcile::run(&resolved, &sandbox, &options).await,
+                None => reconcile::run(&resolved, &sandbox, options, &mut reconcile::Local).await,
             }
         };
         let result = tokio::select! {

@@ -51,6 +51,7 @@ vars! {
     "BORK_LLM_STREAM" => "llm.stream": Boolean,
     "BORK_LLM_MAX_RETRIES" => "llm.max-retries": Integer,
     "BORK_LLM_MAX_TOTAL_TOKENS" => "llm.max-total-tokens": Integer,
+    "BORK_LLM_MAX_COST_USD" => "llm.max-cost-usd": Decimal,
     "BORK_LLM_SCRIPT" => "llm.script": Text,
     "BORK_LLM_API_VERSION" => "llm.api-version": Text,
     "BORK_LLM_AUTH" => "llm.auth": Text,

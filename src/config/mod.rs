@@ -170,7 +170,11 @@ pub struct LlmConfig {
     /// Token budget of the whole run (input + output); past it the run ends `needs-human`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_total_tokens: Option<u64>,
-    /// Prices per million tokens, for the cost figure in the report.
+    /// Cost budget of the whole run in US dollars, priced with `llm.prices` (the model's tokens);
+    /// past it the run ends `needs-human`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+    /// Prices per million tokens, for the cost figure in the report and `llm.max-cost-usd`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prices: Option<Prices>,
     /// The scripted model's file of canned answers, relative to the working directory.
@@ -230,6 +234,7 @@ impl Default for LlmConfig {
             stream: true,
             max_retries: 4,
             max_total_tokens: None,
+            max_cost_usd: None,
             prices: None,
             script: None,
             api_version: None,
@@ -1017,6 +1022,28 @@ impl Resolved {
         }
         if config.llm.max_output_tokens == 0 {
             return Err(self.bad("llm.max-output-tokens", "must be greater than 0"));
+        }
+        if let Some(budget) = config.llm.max_cost_usd {
+            if !budget.is_finite() || budget < 0.0 {
+                return Err(self.bad("llm.max-cost-usd", "must be a number of dollars, 0 or more"));
+            }
+            if config.llm.prices.is_none() {
+                return Err(self.bad(
+                    "llm.max-cost-usd",
+                    "needs the model's prices (`llm.prices.input-per-mtok`, `llm.prices.output-per-mtok`) to count the cost",
+                ));
+            }
+        }
+        if let Some(prices) = &config.llm.prices {
+            for (key, price) in [
+                ("llm.prices.input-per-mtok", prices.input_per_mtok),
+                ("llm.prices.output-per-mtok", prices.output_per_mtok),
+                ("llm.prices.cached-input-per-mtok", prices.cached_input_per_mtok),
+            ] {
+                if !price.is_finite() || price < 0.0 {
+                    return Err(self.bad(key, "must be a price in dollars, 0 or more"));
+                }
+            }
         }
         for glob in &config.edits_require_approval {
             if let Err(error) = globset::Glob::new(glob.trim_end_matches('/')) {

@@ -148,12 +148,37 @@ fn boundary_crates_have_one_importer_each() {
 }
 
 #[test]
-fn only_the_commands_and_delivery_start_the_loop() {
-    let callers: Vec<String> = files_naming("crate::reconcile")
+fn one_module_owns_a_run_and_only_the_run_command_starts_it() {
+    // `reconcile` is named by the commands and, for the `Delivery` trait it implements, by
+    // `delivery`; nothing else reaches into the loop.
+    let namers: Vec<String> = files_naming("crate::reconcile")
         .into_iter()
         .filter(|file| !file.starts_with("commands/") && file != "delivery.rs")
         .collect();
-    assert!(callers.is_empty(), "reconcile is called from {callers:?}");
+    assert!(namers.is_empty(), "reconcile is named from {namers:?}");
+    // One owner of a run: only `bork-ci run` starts it, and only `reconcile` runs rounds.
+    let starters = files_naming("reconcile::run(");
+    assert_eq!(
+        starters,
+        BTreeSet::from(["commands/run.rs".to_owned()]),
+        "a run is started from {starters:?}"
+    );
+    let rounds = files_naming("round::round(");
+    assert_eq!(
+        rounds,
+        BTreeSet::from(["reconcile/mod.rs".to_owned()]),
+        "a round is started from {rounds:?}"
+    );
+    let (_, delivery) = code()
+        .into_iter()
+        .find(|(file, _)| file == "delivery.rs")
+        .expect("delivery.rs is read");
+    for stage in ["for _round", "MAX_ROUNDS", "budget::"] {
+        assert!(
+            !delivery.contains(stage),
+            "delivery orders rounds or budgets again (`{stage}`)"
+        );
+    }
 }
 
 /// The rooms of `github` (a file, or the `session/` folder) and their floors: a file names only

@@ -95,27 +95,8 @@ fn approval_pr(state: &Value) -> Option<u64> {
         .and_then(|pull| pull["number"].as_u64())
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_token_budget_spans_approval_rounds_and_the_report_adds_up() {
-    let one_round = tokens_of_one_round().await;
-    // Round 1 fits; rounds 1 and 2 together do not.
-    let budget = one_round + one_round / 2;
-
-    let sim = GithubSim::start();
-    sim.setup(BOT_TOKEN).await;
-    let fake = FakeLlm::openai(answers()).await;
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let checkout = scratch.path().join("checkout");
-    checkout_with_checker(&sim, &checkout);
-    let child = command(&sim, &fake, &checkout, scratch.path())
-        .args(["--wait-for-approval", "2m"])
-        .env("BORK_LLM_MAX_TOTAL_TOKENS", budget.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("bork-ci starts");
-
-    // A writer approves the held spec edit while the job waits for reviewers.
+/// Waits for the approval pull request of the held spec edit and approves it as a writer.
+async fn approve_the_held_edit(sim: &GithubSim) {
     let mut number = None;
     for _ in 0..600 {
         if let Some(found) = approval_pr(&sim.state().await) {
@@ -134,24 +115,69 @@ async fn the_token_budget_spans_approval_rounds_and_the_report_adds_up() {
         )
         .await;
     assert_eq!(review["state"], "APPROVED", "{review}");
+}
 
+/// One job with `--wait-for-approval`: round 1 holds the spec edit, a writer approves it, and
+/// round 2 runs in the same job. Returns the report and bork-ci's stderr.
+async fn two_rounds_in_one_job(
+    sim: &GithubSim,
+    fake: &FakeLlm,
+    budget: &[(&str, String)],
+) -> (Value, String) {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let checkout = scratch.path().join("checkout");
+    checkout_with_checker(sim, &checkout);
+    let child = command(sim, fake, &checkout, scratch.path())
+        .args(["--wait-for-approval", "2m"])
+        .envs(budget.iter().map(|(name, value)| (*name, value.as_str())))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bork-ci starts");
+    approve_the_held_edit(sim).await;
     let output = tokio::task::spawn_blocking(move || child.wait_with_output())
         .await
         .expect("join")
         .expect("bork-ci ends");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert_eq!(output.status.code(), Some(1), "needs-human: {stderr}");
+    (report(&scratch.path().join("report.json")), stderr)
+}
 
-    let report = report(&scratch.path().join("report.json"));
+/// The report of a run stopped by a budget after two rounds (one model call each): numbered
+/// across rounds, and totals that equal every request the model server answered.
+fn assert_two_rounds_add_up(report: &Value, fake: &FakeLlm, budget_key: &str, stderr: &str) {
     assert_eq!(report["status"], "needs-human", "{report:#}");
     assert!(
         report["stop-reason"]
             .as_str()
-            .is_some_and(|reason| reason.contains("llm.max-total-tokens")),
+            .is_some_and(|reason| reason.contains(budget_key)),
         "{report:#}"
     );
     // Two rounds, one model call each: the second round did not start with a fresh budget.
     assert_eq!(fake.requests().len(), 2, "{stderr}");
+    let (input, output) = fake.usage_returned();
+    let field = |section: &str, key: &str| report[section][key].as_u64().unwrap_or(0);
+    assert_eq!(field("run-totals", "iterations"), 2);
+    assert_eq!(field("run-totals", "rounds"), 2);
+    assert_eq!(
+        field("run-totals", "input-tokens") + field("run-totals", "output-tokens"),
+        input + output
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_token_budget_spans_approval_rounds_and_the_report_adds_up() {
+    let one_round = tokens_of_one_round().await;
+    // Round 1 fits; rounds 1 and 2 together do not.
+    let budget = one_round + one_round / 2;
+
+    let sim = GithubSim::start();
+    sim.setup(BOT_TOKEN).await;
+    let fake = FakeLlm::openai(answers()).await;
+    let (report, stderr) =
+        two_rounds_in_one_job(&sim, &fake, &[("BORK_LLM_MAX_TOTAL_TOKENS", budget.to_string())]).await;
+    assert_two_rounds_add_up(&report, &fake, "llm.max-total-tokens", &stderr);
     let numbers: Vec<u64> = report["iterations"]
         .as_array()
         .expect("iterations")
@@ -181,11 +207,98 @@ async fn the_token_budget_spans_approval_rounds_and_the_report_adds_up() {
         })
         .sum();
     assert_eq!(per_iteration, input + output_tokens);
-    assert_eq!(field("run-totals", "iterations"), 2);
+    assert!(input + output_tokens > budget && one_round <= budget);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cost_budget_spans_approval_rounds() {
+    let one_round = tokens_of_one_round().await;
+    // $1,000 per million tokens, cached or not: one token costs a tenth of a cent, so one round
+    // costs `one_round` tenths of a cent; round 1 fits, rounds 1 and 2 together do not.
+    let budget_usd = (one_round + one_round / 2) as f64 / 1000.0;
+
+    let sim = GithubSim::start();
+    sim.setup(BOT_TOKEN).await;
+    let fake = FakeLlm::openai(answers()).await;
+    let prices = [
+        ("BORK_LLM_PRICES_INPUT_PER_MTOK", "1000".to_owned()),
+        ("BORK_LLM_PRICES_OUTPUT_PER_MTOK", "1000".to_owned()),
+        ("BORK_LLM_PRICES_CACHED_INPUT_PER_MTOK", "1000".to_owned()),
+        ("BORK_LLM_MAX_COST_USD", budget_usd.to_string()),
+    ];
+    let (report, stderr) = two_rounds_in_one_job(&sim, &fake, &prices).await;
+    assert_two_rounds_add_up(&report, &fake, "llm.max-cost-usd", &stderr);
+    let (input, output) = fake.usage_returned();
+    let cost = report["cost-usd"].as_f64().expect("the report states the cost");
+    let expected = (input + output) as f64 / 1000.0;
+    assert!((cost - expected).abs() < 1e-9, "cost {cost}, expected {expected}");
+    assert!(cost > budget_usd, "the run stopped past its budget, not before");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resumed_job_counts_what_the_earlier_jobs_spent() {
+    let one_round = tokens_of_one_round().await;
+    let budget = (one_round + one_round / 2).to_string();
+
+    let sim = GithubSim::start();
+    sim.setup(BOT_TOKEN).await;
+    let fake = FakeLlm::openai(answers()).await;
+
+    // Job 1 holds the spec edit and ends awaiting approval (exit 3).
+    let first = tempfile::tempdir().expect("tempdir");
+    let checkout = first.path().join("checkout");
+    checkout_with_checker(&sim, &checkout);
+    let output = command(&sim, &fake, &checkout, first.path())
+        .env("BORK_LLM_MAX_TOTAL_TOKENS", &budget)
+        .output()
+        .expect("bork-ci runs");
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let after_first = fake.usage_returned();
+
+    // A writer approves; job 2, on a fresh checkout, resumes from the saved state.
+    approve_the_held_edit(&sim).await;
+    let second = tempfile::tempdir().expect("tempdir");
+    let checkout = second.path().join("checkout");
+    checkout_with_checker(&sim, &checkout);
+    let output = command(&sim, &fake, &checkout, second.path())
+        .env("BORK_LLM_MAX_TOTAL_TOKENS", &budget)
+        .output()
+        .expect("bork-ci runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "needs-human: {stderr}");
+
+    let report = report(&second.path().join("report.json"));
+    assert_eq!(report["status"], "needs-human", "{report:#}");
+    assert!(
+        report["stop-reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("llm.max-total-tokens")),
+        "{report:#}"
+    );
+    assert_eq!(fake.requests().len(), 2, "one model call per job: {stderr}");
+    let numbers: Vec<u64> = report["iterations"]
+        .as_array()
+        .expect("iterations")
+        .iter()
+        .filter_map(|iteration| iteration["number"].as_u64())
+        .collect();
+    assert_eq!(numbers, vec![2], "job 2 numbers its iteration on from job 1's");
+    // This job's usage is its own request; the run's totals are both jobs'.
+    let (input, output) = fake.usage_returned();
+    let field = |section: &str, key: &str| report[section][key].as_u64().unwrap_or(0);
+    assert_eq!(
+        field("usage", "input-tokens") + field("usage", "output-tokens"),
+        input + output - after_first.0 - after_first.1
+    );
     assert_eq!(field("run-totals", "rounds"), 2);
+    assert_eq!(field("run-totals", "iterations"), 2);
     assert_eq!(
         field("run-totals", "input-tokens") + field("run-totals", "output-tokens"),
-        input + output_tokens
+        input + output
     );
-    assert!(input + output_tokens > budget && one_round <= budget);
 }

@@ -1,10 +1,9 @@
-//! The reconciliation loop (`loop` is a keyword): iterations, budgets, stop conditions.
-//!
-//! This is the only module that orders the stages: pack once, then per iteration ask the model
+//! One round of the loop (`loop` is a keyword): pack once, then per iteration ask the model
 //! (with one corrected retry for an unusable answer), apply the edits, run the judges (checker,
-//! verifier, reviewer), and feed what happened back. It owns the run's budgets (iterations,
-//! tokens, wall clock) and decides the final status. It does not render or print reports beyond
-//! progress lines, and it never touches the repository except through `edit::apply`.
+//! verifier, reviewer), and feed what happened back, until the checks are clean or a budget runs
+//! out. The budgets count on from what earlier rounds and jobs spent ([`RoundOptions::spent`]).
+//! It does not render or print reports beyond progress lines, and it never touches the
+//! repository except through `edit::apply`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -26,8 +25,9 @@ use crate::report::{Durations, IterationReport, JudgeStatus, RunReport, RunStatu
 use crate::review;
 use crate::sandbox::{Job, JobKind, Outcome, Sandbox};
 
-/// Everything a run needs besides the configuration.
-pub struct RunOptions {
+/// Everything one round needs besides the configuration; the run's owner ([`super::run`]) fills
+/// it and carries what was spent from round to round.
+pub(super) struct RoundOptions {
     pub repo: PathBuf,
     pub run_id: String,
     /// Print held and refused contents between stop-commands markers with this token.
@@ -163,7 +163,7 @@ struct StepResult {
 async fn run_edit_step(
     sandbox: &Sandbox,
     resolved: &Resolved,
-    options: &RunOptions,
+    options: &RoundOptions,
     conversation: &mut Conversation,
     not_shown: &std::collections::BTreeSet<String>,
     deadline: Instant,
@@ -585,7 +585,11 @@ async fn judge(
 
 /// Runs the loop to its end and returns the report; errors before the first iteration are
 /// returned as errors (exit 2), errors later end the report with status `error`.
-pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -> Result<RunReport> {
+pub(super) async fn round(
+    resolved: &Resolved,
+    sandbox: &Sandbox,
+    options: &RoundOptions,
+) -> Result<RunReport> {
     let config = &resolved.config;
     let started = Instant::now();
     let remaining = Duration::from_secs(config.run_timeout_secs)
@@ -680,6 +684,9 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
             "the run's token budget (`llm.max-total-tokens`) ran out",
         );
         Ok(())
+    } else if over_cost_budget(config, &options.spent, &report) {
+        report.finish(RunStatus::NeedsHuman, COST_BUDGET_SPENT);
+        Ok(())
     } else {
         iterate(
             resolved,
@@ -702,16 +709,7 @@ pub async fn run(resolved: &Resolved, sandbox: &Sandbox, options: &RunOptions) -
             }
         }
     }
-    report.cost_usd = config.llm.prices.map(|prices| {
-        llm::cost(
-            &report.usage,
-            &llm::Prices {
-                input_per_mtok: prices.input_per_mtok,
-                output_per_mtok: prices.output_per_mtok,
-                cached_input_per_mtok: prices.cached_input_per_mtok,
-            },
-        )
-    });
+    report.cost_usd = run_cost(config, &Spent::default(), &report);
     report.duration_ms = started.elapsed().as_millis() as u64;
     report.run_totals = options.spent.plus(report.spent());
     Ok(report)
@@ -729,11 +727,41 @@ fn over_token_budget(config: &crate::config::Config, spent: &Spent, report: &Run
     })
 }
 
+const COST_BUDGET_SPENT: &str = "the run's cost budget (`llm.max-cost-usd`) ran out";
+
+/// What the whole run has cost so far (earlier rounds and jobs, then this round's model calls),
+/// when the model's prices are known.
+fn run_cost(config: &crate::config::Config, spent: &Spent, report: &RunReport) -> Option<f64> {
+    let prices = config.llm.prices?;
+    let mut usage = Usage {
+        input_tokens: spent.input_tokens,
+        output_tokens: spent.output_tokens,
+        cached_input_tokens: spent.cached_input_tokens,
+    };
+    usage += report.usage;
+    Some(llm::cost(
+        &usage,
+        &llm::Prices {
+            input_per_mtok: prices.input_per_mtok,
+            output_per_mtok: prices.output_per_mtok,
+            cached_input_per_mtok: prices.cached_input_per_mtok,
+        },
+    ))
+}
+
+/// Whether the run's cost is at or past `llm.max-cost-usd`: no further model call fits.
+fn over_cost_budget(config: &crate::config::Config, spent: &Spent, report: &RunReport) -> bool {
+    match (config.llm.max_cost_usd, run_cost(config, spent, report)) {
+        (Some(budget), Some(cost)) => cost >= budget,
+        _ => false,
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn iterate(
     resolved: &Resolved,
     sandbox: &Sandbox,
-    options: &RunOptions,
+    options: &RoundOptions,
     not_shown: &std::collections::BTreeSet<String>,
     conversation: &mut Conversation,
     report: &mut RunReport,
@@ -966,6 +994,10 @@ async fn iterate(
                 RunStatus::NeedsHuman,
                 "the run's token budget (`llm.max-total-tokens`) ran out",
             );
+            return Ok(());
+        }
+        if over_cost_budget(config, &options.spent, report) {
+            report.finish(RunStatus::NeedsHuman, COST_BUDGET_SPENT);
             return Ok(());
         }
         if number == max {

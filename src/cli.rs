@@ -255,7 +255,7 @@ pub struct ConfigFlags {
     #[arg(long, value_name = "TOKENS")]
     pub max_total_tokens: Option<u64>,
     /// Cost budget of the whole run in US dollars, priced with `llm.prices` (`llm.max-cost-usd`).
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", value_parser = dollars)]
     pub max_cost_usd: Option<f64>,
     /// The scripted model's file of canned answers (`llm.script`).
     #[arg(long, value_name = "FILE")]
@@ -402,5 +402,13 @@ mod tests {
         };
         let keys: Vec<_> = args.flags.values().iter().map(|(key, _, _)| *key).collect();
         assert_eq!(keys, vec!["max-iterations", "sandbox.kind"]);
+    }
+}
+
+/// An amount of US dollars: a finite number, 0 or more.
+fn dollars(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(amount) if amount.is_finite() && amount >= 0.0 => Ok(amount),
+        _ => Err(format!("expected an amount of dollars, 0 or more, got {text:?}")),
     }
 }

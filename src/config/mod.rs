@@ -608,7 +608,9 @@ fn parse_env(var: &env_vars::EnvVar, text: &str) -> Result<Value, ConfigError> {
         env_vars::ValueKind::Decimal => Value::from(
             text.trim()
                 .parse::<f64>()
-                .map_err(|_| bad(format!("expected a number, got {text:?}")))?,
+                .ok()
+                .filter(|number| number.is_finite())
+                .ok_or_else(|| bad(format!("expected a number, got {text:?}")))?,
         ),
         env_vars::ValueKind::Boolean => match text.trim().to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" => Value::Bool(true),
@@ -1612,6 +1614,39 @@ mod tests {
         .expect_err("rejects")
         .to_string();
         assert!(text.contains("BORK_MAX_ITERATIONS"), "{text}");
+    }
+
+    #[test]
+    fn a_cost_budget_needs_prices_and_a_sane_amount() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let load_with = |vars: &[(&str, &str)]| load(dir.path(), None, &env(vars), &vec![]);
+        let text = load_with(&[("BORK_LLM_MAX_COST_USD", "2.5")])
+            .expect_err("no prices")
+            .to_string();
+        assert!(
+            text.contains("llm.max-cost-usd") && text.contains("prices"),
+            "{text}"
+        );
+        let priced = [
+            ("BORK_LLM_PRICES_INPUT_PER_MTOK", "3"),
+            ("BORK_LLM_PRICES_OUTPUT_PER_MTOK", "15"),
+        ];
+        for bad in ["-1", "NaN", "inf"] {
+            let mut vars = priced.to_vec();
+            vars.push(("BORK_LLM_MAX_COST_USD", bad));
+            let text = load_with(&vars).expect_err(bad).to_string();
+            assert!(
+                text.contains("max-cost-usd") || text.contains("MAX_COST_USD"),
+                "{bad}: {text}"
+            );
+        }
+        let mut vars = priced.to_vec();
+        vars.push(("BORK_LLM_PRICES_OUTPUT_PER_MTOK", "-15"));
+        assert!(load_with(&vars).is_err(), "a negative price is refused");
+        let mut vars = priced.to_vec();
+        vars.push(("BORK_LLM_MAX_COST_USD", "2.5"));
+        let resolved = load_with(&vars).expect("loads");
+        assert_eq!(resolved.config.llm.max_cost_usd, Some(2.5));
     }
 
     #[test]

@@ -2,15 +2,13 @@
 //! starts a second round of the loop in the same job, and `llm.max-total-tokens` counts both
 //! rounds; the report covers every round and its totals equal what the model server reported.
 
-use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::{FakeLlm, Reply, TEST_KEY};
+use crate::fake_llm::{FakeLlm, Reply};
 use crate::ghsim::GithubSim;
-use crate::support::{bork, report};
+use crate::support::{Outcome, Repo, TestContext};
 
 const BOT_TOKEN: &str = "t-bot-budget-7070";
 
@@ -34,28 +32,21 @@ fn answers() -> Vec<Reply> {
     ]
 }
 
-fn checkout_with_checker(sim: &GithubSim, dir: &Path) {
-    sim.clone_into(dir);
-    let checker = dir.join("check.sh");
-    std::fs::write(&checker, CHECKER).expect("write checker");
-    std::fs::set_permissions(&checker, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+/// A fresh checkout of the simulator's repository with the checker beside it (not committed).
+fn checkout(sim: &GithubSim) -> Repo {
+    let repo = sim.checkout();
+    repo.write("check.sh", CHECKER);
+    repo
 }
 
-fn command(sim: &GithubSim, fake: &FakeLlm, checkout: &Path, scratch: &Path) -> std::process::Command {
-    let mut command = bork();
-    command
-        .args(["run", "--repo"])
-        .arg(checkout)
-        .arg("--report")
-        .arg(scratch.join("report.json"))
-        .envs(sim.actions_env(BOT_TOKEN, scratch))
-        .env("BORK_CORRECTNESS_CHECKER", "check.sh")
-        .env("BORK_LLM_PROVIDER", "openai")
-        .env("BORK_LLM_MODEL", "gpt-4.1")
-        .env("BORK_LLM_BASE_URL", fake.base_url())
-        .env("OPENAI_API_KEY", TEST_KEY)
-        .stdin(Stdio::null());
-    command
+/// A job of this run in Actions on the simulator, with the fake model.
+fn job<'r>(sim: &GithubSim, fake: &FakeLlm, repo: &'r Repo) -> TestContext<'r> {
+    let mut context = TestContext::on(repo);
+    context
+        .github(sim, BOT_TOKEN)
+        .openai(fake)
+        .env("BORK_CORRECTNESS_CHECKER", "check.sh");
+    context
 }
 
 /// The tokens one round takes: a run that stops after round 1, awaiting approval.
@@ -63,18 +54,9 @@ async fn tokens_of_one_round() -> u64 {
     let sim = GithubSim::start();
     sim.setup(BOT_TOKEN).await;
     let fake = FakeLlm::openai(answers()).await;
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let checkout = scratch.path().join("checkout");
-    checkout_with_checker(&sim, &checkout);
-    let output = command(&sim, &fake, &checkout, scratch.path())
-        .output()
-        .expect("bork-ci runs");
-    assert_eq!(
-        output.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let repo = checkout(&sim);
+    let outcome = job(&sim, &fake, &repo).run_async(&[]).await;
+    assert_eq!(outcome.code, 3, "{}", outcome.stderr);
     let (input, output) = fake.usage_returned();
     input + output
 }
@@ -118,30 +100,18 @@ async fn approve_the_held_edit(sim: &GithubSim) {
 }
 
 /// One job with `--wait-for-approval`: round 1 holds the spec edit, a writer approves it, and
-/// round 2 runs in the same job. Returns the report and bork-ci's stderr.
-async fn two_rounds_in_one_job(
-    sim: &GithubSim,
-    fake: &FakeLlm,
-    budget: &[(&str, String)],
-) -> (Value, String) {
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let checkout = scratch.path().join("checkout");
-    checkout_with_checker(sim, &checkout);
-    let child = command(sim, fake, &checkout, scratch.path())
-        .args(["--wait-for-approval", "2m"])
-        .envs(budget.iter().map(|(name, value)| (*name, value.as_str())))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("bork-ci starts");
+/// round 2 runs in the same job.
+async fn two_rounds_in_one_job(sim: &GithubSim, fake: &FakeLlm, budget: &[(&str, String)]) -> Outcome {
+    let repo = checkout(sim);
+    let mut context = job(sim, fake, &repo);
+    for (name, value) in budget {
+        context.env(name, value);
+    }
+    let running = context.spawn(&["--wait-for-approval", "2m"]);
     approve_the_held_edit(sim).await;
-    let output = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .expect("join")
-        .expect("bork-ci ends");
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert_eq!(output.status.code(), Some(1), "needs-human: {stderr}");
-    (report(&scratch.path().join("report.json")), stderr)
+    let outcome = running.finish().await;
+    assert_eq!(outcome.code, 1, "needs-human: {}", outcome.stderr);
+    outcome
 }
 
 /// The report of a run stopped by a budget after two rounds (one model call each): numbered
@@ -175,9 +145,10 @@ async fn the_token_budget_spans_approval_rounds_and_the_report_adds_up() {
     let sim = GithubSim::start();
     sim.setup(BOT_TOKEN).await;
     let fake = FakeLlm::openai(answers()).await;
-    let (report, stderr) =
+    let outcome =
         two_rounds_in_one_job(&sim, &fake, &[("BORK_LLM_MAX_TOTAL_TOKENS", budget.to_string())]).await;
-    assert_two_rounds_add_up(&report, &fake, "llm.max-total-tokens", &stderr);
+    let report = &outcome.report;
+    assert_two_rounds_add_up(report, &fake, "llm.max-total-tokens", &outcome.stderr);
     let numbers: Vec<u64> = report["iterations"]
         .as_array()
         .expect("iterations")
@@ -226,8 +197,9 @@ async fn the_cost_budget_spans_approval_rounds() {
         ("BORK_LLM_PRICES_CACHED_INPUT_PER_MTOK", "1000".to_owned()),
         ("BORK_LLM_MAX_COST_USD", budget_usd.to_string()),
     ];
-    let (report, stderr) = two_rounds_in_one_job(&sim, &fake, &prices).await;
-    assert_two_rounds_add_up(&report, &fake, "llm.max-cost-usd", &stderr);
+    let outcome = two_rounds_in_one_job(&sim, &fake, &prices).await;
+    let report = &outcome.report;
+    assert_two_rounds_add_up(report, &fake, "llm.max-cost-usd", &outcome.stderr);
     let (input, output) = fake.usage_returned();
     let cost = report["cost-usd"].as_f64().expect("the report states the cost");
     let expected = (input + output) as f64 / 1000.0;
@@ -245,34 +217,25 @@ async fn a_resumed_job_counts_what_the_earlier_jobs_spent() {
     let fake = FakeLlm::openai(answers()).await;
 
     // Job 1 holds the spec edit and ends awaiting approval (exit 3).
-    let first = tempfile::tempdir().expect("tempdir");
-    let checkout = first.path().join("checkout");
-    checkout_with_checker(&sim, &checkout);
-    let output = command(&sim, &fake, &checkout, first.path())
+    let first = checkout(&sim);
+    let outcome = job(&sim, &fake, &first)
         .env("BORK_LLM_MAX_TOTAL_TOKENS", &budget)
-        .output()
-        .expect("bork-ci runs");
-    assert_eq!(
-        output.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .run_async(&[])
+        .await;
+    assert_eq!(outcome.code, 3, "{}", outcome.stderr);
     let after_first = fake.usage_returned();
 
     // A writer approves; job 2, on a fresh checkout, resumes from the saved state.
     approve_the_held_edit(&sim).await;
-    let second = tempfile::tempdir().expect("tempdir");
-    let checkout = second.path().join("checkout");
-    checkout_with_checker(&sim, &checkout);
-    let output = command(&sim, &fake, &checkout, second.path())
+    let second = checkout(&sim);
+    let outcome = job(&sim, &fake, &second)
         .env("BORK_LLM_MAX_TOTAL_TOKENS", &budget)
-        .output()
-        .expect("bork-ci runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "needs-human: {stderr}");
+        .run_async(&[])
+        .await;
+    let stderr = &outcome.stderr;
+    assert_eq!(outcome.code, 1, "needs-human: {stderr}");
 
-    let report = report(&second.path().join("report.json"));
+    let report = &outcome.report;
     assert_eq!(report["status"], "needs-human", "{report:#}");
     assert!(
         report["stop-reason"]

@@ -106,6 +106,14 @@ impl GithubSim {
         assert!(status.success());
     }
 
+    /// A fresh clone of `acme/widgets` (main) as a test repository (git clones into an empty
+    /// directory, so the temp dir is the repository's root).
+    pub fn checkout(&self) -> crate::support::Repo {
+        let dir = tempfile::tempdir().expect("tempdir");
+        self.clone_into(dir.path());
+        crate::support::Repo::at(dir)
+    }
+
     /// The simulator's whole state.
     pub async fn state(&self) -> Value {
         self.call("GET", "/_sim/state", None, None).await

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::fake_llm::{FakeLlm, Reply, TEST_KEY};
 use crate::sandbox::{TEST_IMAGE, containers_with, ensure_test_image};
-use crate::support::{Repo, bork, checker_wanting, report};
+use crate::support::{Repo, TestContext, bork, checker_wanting, report};
 
 /// The label bork-ci puts on the runner image it builds from the binary under test.
 fn this_binarys_runner_label() -> String {
@@ -285,21 +285,12 @@ fn a_checkout_the_checker_cannot_read_is_a_clear_error() {
         .to_string(),
     );
     std::fs::set_permissions(repo.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let answers = crate::support::script(
-        scratch.path(),
-        &[json!({"create-or-update": {"src/app.txt": "DONE\n"}})],
-    );
-    let output = bork()
-        .args(["run", "--repo"])
-        .arg(repo.path())
-        .env_remove("BORK_SANDBOX_KIND")
-        .env("BORK_LLM_SCRIPT", &answers)
-        .env("BORK_SANDBOX_ARTIFACT_DIR", scratch.path().join("artifacts"))
-        .output()
-        .expect("runs");
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let outcome = TestContext::on(&repo)
+        .docker(TEST_IMAGE)
+        .scripted(&[json!({"create-or-update": {"src/app.txt": "DONE\n"}})])
+        .run(&[]);
+    assert_eq!(outcome.code, 2);
+    let stderr = &outcome.stderr;
     assert!(
         stderr.contains("sandbox.user") && stderr.contains("chmod o+rx"),
         "{stderr}"

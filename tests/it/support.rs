@@ -13,6 +13,11 @@ pub struct Repo {
 }
 
 impl Repo {
+    /// A repository already in `dir` (a clone, say).
+    pub fn at(dir: tempfile::TempDir) -> Self {
+        Repo { dir }
+    }
+
     /// Creates the repository with `files` committed on `main`.
     pub fn new(files: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -203,6 +208,46 @@ impl<'r> TestContext<'r> {
             .env("BORK_LLM_SCRIPT", path)
     }
 
+    /// The fake OpenAI-compatible server as the model (`openai`, `gpt-4.1`, the test key).
+    pub fn openai(&mut self, fake: &crate::fake_llm::FakeLlm) -> &mut Self {
+        self.env("BORK_LLM_PROVIDER", "openai")
+            .env("BORK_LLM_MODEL", "gpt-4.1")
+            .env("BORK_LLM_BASE_URL", fake.base_url())
+            .env("OPENAI_API_KEY", crate::fake_llm::TEST_KEY)
+    }
+
+    /// Runs as a GitHub Actions job of `acme/widgets` on the simulator, pushed to `main`, with
+    /// this token; outputs and the step summary go to the scratch directory.
+    pub fn github(&mut self, sim: &crate::ghsim::GithubSim, token: &str) -> &mut Self {
+        for (name, value) in sim.actions_env(token, self.scratch.path()) {
+            self.env(name, value);
+        }
+        self
+    }
+
+    /// As a job started by `event` (`GITHUB_EVENT_NAME`) with this payload.
+    pub fn event(&mut self, name: &str, payload: &serde_json::Value) -> &mut Self {
+        let path = self.scratch.path().join(format!("event-{name}.json"));
+        std::fs::write(&path, payload.to_string()).expect("write the event payload");
+        self.env("GITHUB_EVENT_NAME", name).env("GITHUB_EVENT_PATH", path)
+    }
+
+    /// Steps run in containers on the test's Docker engine (`BORK_TEST_DOCKER_HOST`, or the
+    /// default socket), with this image for the checker and the verifier; artifacts go to the
+    /// scratch directory.
+    pub fn docker(&mut self, image: &str) -> &mut Self {
+        let artifacts = self.scratch_file("artifacts");
+        self.env("BORK_SANDBOX_KIND", "docker")
+            .env("BORK_SANDBOX_IMAGE", image)
+            .env("BORK_SANDBOX_PULL", "never")
+            .env("BORK_SANDBOX_ARTIFACT_DIR", artifacts)
+    }
+
+    /// A file in the scratch directory (outside the repository).
+    pub fn scratch_file(&self, name: &str) -> PathBuf {
+        self.scratch.path().join(name)
+    }
+
     /// Where `run` asks for the report.
     pub fn report_path(&self) -> PathBuf {
         self.scratch.path().join("report.json")
@@ -229,6 +274,26 @@ impl<'r> TestContext<'r> {
             .arg(self.report_path())
             .args(extra);
         Outcome::of(command, Some(&self.report_path()))
+    }
+
+    /// Starts `bork-ci run` and returns at once, for a test that acts while it runs (a
+    /// reviewer approving while the job waits).
+    pub fn spawn(&self, extra: &[&str]) -> Running {
+        let _ = std::fs::remove_file(self.report_path());
+        let mut command = self.command("run");
+        command
+            .arg("--repo")
+            .arg(self.repo.path())
+            .arg("--report")
+            .arg(self.report_path())
+            .args(extra)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        Running {
+            child: command.spawn().expect("bork-ci starts"),
+            report: self.report_path(),
+        }
     }
 
     /// [`TestContext::run`] off the async runtime, so fakes on it keep answering.
@@ -258,10 +323,32 @@ pub struct Outcome {
     pub report_text: String,
 }
 
+/// A `bork-ci run` started by [`TestContext::spawn`].
+pub struct Running {
+    child: std::process::Child,
+    report: PathBuf,
+}
+
+impl Running {
+    /// Waits for it to end, off the async runtime.
+    pub async fn finish(self) -> Outcome {
+        let Running { child, report } = self;
+        tokio::task::spawn_blocking(move || {
+            let output = child.wait_with_output().expect("bork-ci ends");
+            Outcome::from_output(output, Some(&report))
+        })
+        .await
+        .expect("join")
+    }
+}
+
 impl Outcome {
     /// Runs `command` to completion.
     pub fn of(mut command: Command, report_path: Option<&Path>) -> Self {
-        let output = command.output().expect("bork-ci runs");
+        Self::from_output(command.output().expect("bork-ci runs"), report_path)
+    }
+
+    fn from_output(output: std::process::Output, report_path: Option<&Path>) -> Self {
         let report_text = report_path
             .and_then(|path| std::fs::read_to_string(path).ok())
             .unwrap_or_default();

@@ -382,6 +382,14 @@ pub struct ConfigArgs {
     pub flags: ConfigFlags,
 }
 
+/// An amount of US dollars: a finite number, 0 or more.
+fn dollars(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(amount) if amount.is_finite() && amount >= 0.0 => Ok(amount),
+        _ => Err(format!("expected an amount of dollars, 0 or more, got {text:?}")),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
@@ -402,13 +410,5 @@ mod tests {
         };
         let keys: Vec<_> = args.flags.values().iter().map(|(key, _, _)| *key).collect();
         assert_eq!(keys, vec!["max-iterations", "sandbox.kind"]);
-    }
-}
-
-/// An amount of US dollars: a finite number, 0 or more.
-fn dollars(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(amount) if amount.is_finite() && amount >= 0.0 => Ok(amount),
-        _ => Err(format!("expected an amount of dollars, 0 or more, got {text:?}")),
     }
 }

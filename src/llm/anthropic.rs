@@ -172,16 +172,7 @@ pub(super) fn read_completion(
     bytes: &[u8],
     format: Option<&ResponseFormat>,
 ) -> Result<Completion, LlmError> {
-    let invalid = |message: String| LlmError::InvalidResponse {
-        provider: PROVIDER,
-        model: model.to_owned(),
-        message,
-    };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(invalid("the body is empty".to_owned()));
-    }
-    let response: MessageResponse =
-        serde_json::from_slice(bytes).map_err(|error| invalid(format!("not a message: {error}")))?;
+    let response: MessageResponse = super::parse_body(PROVIDER, model, bytes, "a message")?;
     let usage = response.usage.as_ref().map(usage_of).unwrap_or_default();
     let blocks = response
         .content

@@ -137,16 +137,7 @@ pub(super) fn read_completion(
     bytes: &[u8],
     format: Option<&ResponseFormat>,
 ) -> Result<Completion, LlmError> {
-    let invalid = |message: String| LlmError::InvalidResponse {
-        provider: PROVIDER,
-        model: model.to_owned(),
-        message,
-    };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(invalid("the body is empty".to_owned()));
-    }
-    let response: ConverseResponse = serde_json::from_slice(bytes)
-        .map_err(|error| invalid(format!("not a Converse response: {error}")))?;
+    let response: ConverseResponse = super::parse_body(PROVIDER, model, bytes, "a Converse response")?;
     let usage = response
         .usage
         .map(|usage| {

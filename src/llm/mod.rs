@@ -685,6 +685,25 @@ pub struct Prices {
     pub cached_input_per_mtok: f64,
 }
 
+/// Reads a whole (not streamed) answer body as `T`, the provider's answer shape named `what`:
+/// an empty body, or one that is not that shape, is the provider's `InvalidResponse`.
+fn parse_body<'a, T: Deserialize<'a>>(
+    provider: ProviderKind,
+    model: &str,
+    bytes: &'a [u8],
+    what: &str,
+) -> Result<T, LlmError> {
+    let invalid = |message: String| LlmError::InvalidResponse {
+        provider,
+        model: model.to_owned(),
+        message,
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(invalid("the body is empty".to_owned()));
+    }
+    serde_json::from_slice(bytes).map_err(|error| invalid(format!("not {what}: {error}")))
+}
+
 /// What `usage` cost: uncached input, cached input and output, each at its price. Anthropic's
 /// cache writes are priced as ordinary input.
 pub fn cost(usage: &Usage, prices: &Prices) -> f64 {

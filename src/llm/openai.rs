@@ -157,16 +157,7 @@ pub(super) fn read_completion(
     model: &str,
     bytes: &[u8],
 ) -> Result<Completion, LlmError> {
-    let invalid = |message: String| LlmError::InvalidResponse {
-        provider,
-        model: model.to_owned(),
-        message,
-    };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(invalid("the body is empty".to_owned()));
-    }
-    let response: ChatResponse =
-        serde_json::from_slice(bytes).map_err(|error| invalid(format!("not a chat completion: {error}")))?;
+    let response: ChatResponse = super::parse_body(provider, model, bytes, "a chat completion")?;
     let usage = usage_of(response.usage);
     let choice = response.choices.into_iter().next().map(|choice| {
         let message = choice.message.unwrap_or(Message {

@@ -282,6 +282,31 @@ impl std::fmt::Debug for DockerSandbox {
     }
 }
 
+/// No log driver: bork-ci reads a job's output itself, and the engine keeps no copy of it.
+fn no_logs() -> Option<HostConfigLogConfig> {
+    Some(HostConfigLogConfig {
+        typ: Some("none".to_owned()),
+        config: None,
+    })
+}
+
+/// Creates a container named `bork-ci-<role>-<12 hex>`, so whoever lists the engine's
+/// containers sees whose it is and what it is for; returns its id.
+async fn create_named(
+    docker: &Docker,
+    role: &str,
+    body: ContainerCreateBody,
+) -> Result<String, bollard::errors::Error> {
+    let options = CreateContainerOptions {
+        name: Some(format!(
+            "bork-ci-{role}-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        )),
+        ..Default::default()
+    };
+    Ok(docker.create_container(Some(options), body).await?.id)
+}
+
 fn docker_error(operation: &'static str) -> impl Fn(bollard::errors::Error) -> SandboxError {
     move |error| SandboxError::Docker {
         operation,
@@ -961,10 +986,7 @@ impl DockerSandbox {
             ulimits: Some(self.settings.ulimits.to_api()),
             init: Some(true),
             ipc_mode: Some("private".to_owned()),
-            log_config: Some(HostConfigLogConfig {
-                typ: Some("none".to_owned()),
-                config: None,
-            }),
+            log_config: no_logs(),
             ..Default::default()
         };
         prepared.body = ContainerCreateBody {
@@ -1016,18 +1038,7 @@ impl DockerSandbox {
 
     async fn create(&self, prepared: &Prepared, kind: JobKind) -> Result<ContainerGuard, SandboxError> {
         let image = prepared.body.image.clone().unwrap_or_default();
-        let name = format!(
-            "bork-ci-{}-{}",
-            kind.as_str(),
-            &uuid::Uuid::new_v4().simple().to_string()[..12]
-        );
-        let options = CreateContainerOptions {
-            name: Some(name),
-            ..Default::default()
-        };
-        let created = self
-            .docker
-            .create_container(Some(options), prepared.body.clone())
+        let created = create_named(&self.docker, kind.as_str(), prepared.body.clone())
             .await
             .map_err(|error| match error {
                 ref e if is_not_found(e) => SandboxError::ImageMissing {
@@ -1037,11 +1048,11 @@ impl DockerSandbox {
                 other => docker_error("create")(other),
             })?;
         if let Ok(mut live) = self.live.lock() {
-            live.insert(created.id.clone());
+            live.insert(created.clone());
         }
         Ok(ContainerGuard {
             docker: self.docker.clone(),
-            id: created.id,
+            id: created,
             live: Arc::clone(&self.live),
             armed: true,
         })

@@ -22,14 +22,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bollard::models::{
     ContainerCreateBody, HostConfig, Mount, MountType, MountVolumeOptions, VolumeCreateRequest,
 };
-use bollard::query_parameters::{
-    CreateContainerOptions, DownloadFromContainerOptions, UploadToContainerOptions,
-};
+use bollard::query_parameters::{DownloadFromContainerOptions, UploadToContainerOptions};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{DockerSandbox, SandboxError, archive, docker_error, labels, remove_container};
+use super::{
+    DockerSandbox, SandboxError, archive, create_named, docker_error, labels, no_logs, remove_container,
+};
 
 /// `sandbox.transport`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -351,27 +351,14 @@ impl DockerSandbox {
             host_config: Some(HostConfig {
                 mounts: Some(mounts),
                 network_mode: Some("none".to_owned()),
-                log_config: Some(bollard::models::HostConfigLogConfig {
-                    typ: Some("none".to_owned()),
-                    config: None,
-                }),
+                log_config: no_logs(),
                 ..Default::default()
             }),
             ..Default::default()
         };
-        let options = CreateContainerOptions {
-            name: Some(format!(
-                "bork-ci-{step}-{}",
-                &uuid::Uuid::new_v4().simple().to_string()[..12]
-            )),
-            ..Default::default()
-        };
-        let created = self
-            .docker
-            .create_container(Some(options), body)
+        create_named(&self.docker, step, body)
             .await
-            .map_err(docker_error("create"))?;
-        Ok(created.id)
+            .map_err(docker_error("create"))
     }
 
     /// Creates a volume with this run's labels (or, for a cache, the cache labels).
@@ -621,27 +608,14 @@ impl DockerSandbox {
                 memory_swap: self.settings.memory.and_then(|m| i64::try_from(m).ok()),
                 pids_limit: self.settings.pids_limit,
                 ulimits: Some(self.settings.ulimits.to_api()),
-                log_config: Some(bollard::models::HostConfigLogConfig {
-                    typ: Some("none".to_owned()),
-                    config: None,
-                }),
+                log_config: no_logs(),
                 ..Default::default()
             }),
             ..Default::default()
         };
-        let options = CreateContainerOptions {
-            name: Some(format!(
-                "bork-ci-fill-{}",
-                &uuid::Uuid::new_v4().simple().to_string()[..12]
-            )),
-            ..Default::default()
-        };
-        let id = self
-            .docker
-            .create_container(Some(options), body)
+        let id = create_named(&self.docker, "fill", body)
             .await
-            .map_err(docker_error("create"))?
-            .id;
+            .map_err(docker_error("create"))?;
         let ran = async {
             self.upload_file(&id, super::REPO_MOUNT, wrapped).await?;
             let job = super::Job::new(

@@ -142,7 +142,7 @@ pub async fn run(
 
     let mut whole: Option<RunReport> = None;
     for _ in 0..budget::MAX_ROUNDS {
-        let this = match (round::round(resolved, sandbox, &round).await, whole.take()) {
+        let mut report = match (round::round(resolved, sandbox, &round).await, whole.take()) {
             (Ok(this), None) => this,
             (Ok(this), Some(mut earlier)) => {
                 earlier.absorb(this);
@@ -157,7 +157,6 @@ pub async fn run(
                 earlier
             }
         };
-        let mut report = this;
         round.spent = report.run_totals;
         delivery.publish(&mut report).await?;
         let waiting = report.status == RunStatus::AwaitingApproval;

@@ -1,6 +1,7 @@
-//! Run-level budgets across approval rounds: with `--wait-for-approval`, a reviewer's decision
-//! starts a second round of the loop in the same job, and `llm.max-total-tokens` counts both
-//! rounds; the report covers every round and its totals equal what the model server reported.
+//! Run-level budgets across approval rounds and jobs: with `--wait-for-approval`, a reviewer's
+//! decision starts a second round of the loop in the same job, and `llm.max-total-tokens` and
+//! `llm.max-cost-usd` count both rounds; a resumed job counts what the earlier job spent; the
+//! report covers every round and its totals equal what the model server reported.
 
 use std::time::Duration;
 
@@ -260,6 +261,63 @@ async fn a_resumed_job_counts_what_the_earlier_jobs_spent() {
     );
     assert_eq!(field("run-totals", "rounds"), 2);
     assert_eq!(field("run-totals", "iterations"), 2);
+    assert_eq!(
+        field("run-totals", "input-tokens") + field("run-totals", "output-tokens"),
+        input + output
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_round_that_cannot_start_keeps_the_earlier_rounds_in_the_report() {
+    // The held spec edit is long: once approved, the next round's prompt is far larger.
+    let long_spec = "A widget is blue and round, and stays round. ".repeat(150);
+    let answers = || {
+        vec![Reply::json(&json!({"create-or-update": {
+            "src/widget.txt": "colour = blue\n",
+            "specs/widget.md": long_spec
+        }}))]
+    };
+    // What round 1's prompt takes, from a run that stops after it.
+    let estimate = {
+        let sim = GithubSim::start();
+        sim.setup(BOT_TOKEN).await;
+        let fake = FakeLlm::openai(answers()).await;
+        let repo = checkout(&sim);
+        let outcome = job(&sim, &fake, &repo).run_async(&[]).await;
+        assert_eq!(outcome.code, 3, "{}", outcome.stderr);
+        outcome.report["prompt-tokens-estimate"]
+            .as_u64()
+            .expect("the report states the prompt's size")
+    };
+
+    let sim = GithubSim::start();
+    sim.setup(BOT_TOKEN).await;
+    let fake = FakeLlm::openai(answers()).await;
+    let repo = checkout(&sim);
+    let mut context = job(&sim, &fake, &repo);
+    context.env("BORK_CONTEXT_BUDGET_TOKENS", (estimate + 200).to_string());
+    let running = context.spawn(&["--wait-for-approval", "2m"]);
+    approve_the_held_edit(&sim).await;
+    let outcome = running.finish().await;
+    let report = &outcome.report;
+    assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+    assert_eq!(report["status"], "error", "{report:#}");
+    assert!(
+        report["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("context-budget-tokens")),
+        "{report:#}"
+    );
+    // Round 1 is still in the report, and so is what it spent.
+    assert_eq!(
+        report["iterations"].as_array().map(Vec::len),
+        Some(1),
+        "{report:#}"
+    );
+    assert_eq!(fake.requests().len(), 1);
+    let (input, output) = fake.usage_returned();
+    let field = |section: &str, key: &str| report[section][key].as_u64().unwrap_or(0);
+    assert_eq!(field("run-totals", "rounds"), 1);
     assert_eq!(
         field("run-totals", "input-tokens") + field("run-totals", "output-tokens"),
         input + output

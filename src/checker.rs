@@ -218,7 +218,7 @@ mod tests {
         ));
     }
 
-    /// Issue 10: a command finding whose output is not UTF-8 is kept, not a failure to run.
+    /// A command finding whose output is not UTF-8 is kept, not a failure to run.
     #[test]
     fn non_utf8_command_output_is_a_finding() {
         let mut out = output(Outcome::Exited(1), "");

@@ -107,7 +107,7 @@ mod tests {
     }
 
     #[test]
-    fn the_names_the_issue_fixes_exist() {
+    fn the_documented_names_exist() {
         for name in [
             "BORK_LLM_PROVIDER",
             "BORK_LLM_MODEL",

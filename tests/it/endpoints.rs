@@ -582,7 +582,7 @@ async fn bork_ci_review_failing_prints_an_error_object() {
     }
 }
 
-/// Issue 10 item 8: a real checker whose command finding carries bytes that are not UTF-8 and a
+/// A real checker whose command finding carries bytes that are not UTF-8 and a
 /// lone surrogate escape: the finding is kept with the placeholder and reaches the model.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_checker_with_non_utf8_command_output_is_a_finding_not_a_failure() {

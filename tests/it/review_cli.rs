@@ -89,7 +89,7 @@ async fn rejected_review_is_exit_two_with_json() {
     let repo = changed_repo();
     let output = review_command(&fake, &repo).output().expect("runs");
     assert_eq!(output.status.code(), Some(2));
-    // Issue 10: an error object naming why, never empty findings that read as a clean review.
+    // An error object naming why, never empty findings that read as a clean review.
     let error: serde_json::Value = serde_json::from_slice(&output.stdout).expect("still JSON");
     assert!(
         error["error"]

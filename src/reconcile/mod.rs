@@ -2,7 +2,7 @@
 //! approval round to the final report, and owns the run's budgets and final status.
 //!
 //! A run is: [`Delivery::resume`] (what earlier jobs of the run spent, and any human decisions
-//! since), then rounds. A round ([`round`]) packs the repository and iterates (model, apply,
+//! since), then rounds. A round (`round.rs`) packs the repository and iterates (model, apply,
 //! judges) until the checks are clean or a budget runs out; the report so far goes to
 //! [`Delivery::publish`]; when the round ended waiting for approval, [`Delivery::decisions`] may
 //! bring new human decisions, which start the next round. Where results go (GitHub pull

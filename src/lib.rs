@@ -19,6 +19,7 @@ pub mod findings;
 pub mod github;
 pub mod llm;
 pub mod net;
+pub mod outputs;
 pub mod pack;
 pub mod prompt;
 pub mod reconcile;

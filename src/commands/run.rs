@@ -1,7 +1,5 @@
 //! `bork-ci run`: one job from the command line to its report, SARIF, summary and outputs.
 
-use std::io::Write;
-
 use anyhow::{Context, Result};
 
 use super::{load_config, repo_root, sandbox_for, shutdown_signal};
@@ -96,89 +94,15 @@ pub(super) async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
             }
         }
     };
-    finish_run(
+    crate::outputs::write(
         &report,
-        &args,
-        &github_flags,
+        &crate::outputs::Destinations {
+            report: args.report.as_deref(),
+            sarif: args.sarif.as_deref(),
+            step_summary: github_flags.github_step_summary.as_deref(),
+            step_outputs: github_flags.github_output.as_deref(),
+        },
         resolved.config.correctness_checker.as_deref(),
     )?;
     Ok(ExitCode::from(report.status))
-}
-
-/// Writes the report, SARIF, job summary, outputs and annotations, and prints the summary line.
-fn finish_run(
-    report: &report::RunReport,
-    args: &RunArgs,
-    github: &crate::github::GithubFlags,
-    checker: Option<&str>,
-) -> Result<()> {
-    if let Some(path) = &args.report {
-        report::write_json(report, path)
-            .with_context(|| format!("writing the report to {}", path.display()))?;
-    }
-    if let Some(path) = &args.sarif {
-        let sarif = crate::sarif::render(&report.findings_left, env!("CARGO_PKG_VERSION"), checker);
-        let text = serde_json::to_string_pretty(&sarif).context("rendering SARIF")?;
-        crate::safe_fs::write_atomic(path, text.as_bytes())
-            .with_context(|| format!("writing SARIF to {}", path.display()))?;
-    }
-    let result_pr = report
-        .pull_requests
-        .iter()
-        .find(|pr| pr.purpose == report::PullPurpose::Result);
-    if let Some(path) = &github.github_step_summary {
-        let summary = crate::actions::render_summary(&crate::actions::SummaryInput {
-            status: report.status,
-            reason: Some(report.error.clone().unwrap_or_else(|| report.stop_reason.clone())),
-            iterations: report.iterations.len() as u32,
-            findings: report.findings_left.clone(),
-            tokens: (
-                report.usage.input_tokens,
-                report.usage.output_tokens,
-                report.usage.cached_input_tokens,
-            ),
-            cost_usd: report.cost_usd,
-            pull_requests: report
-                .pull_requests
-                .iter()
-                .map(|pr| crate::actions::SummaryLink {
-                    title: format!("#{} ({})", pr.number, pr.purpose),
-                    url: pr.url.clone(),
-                })
-                .collect(),
-            logs: Vec::new(),
-        });
-        crate::actions::ActionsWriter::append(path, &summary)
-            .with_context(|| format!("writing the job summary to {}", path.display()))?;
-    }
-    if let Some(path) = &github.github_output {
-        let outputs = crate::actions::run_outputs(
-            report.status.as_str(),
-            result_pr.map(|pr| pr.number),
-            result_pr.map(|pr| pr.url.as_str()),
-            report.iterations.len() as u32,
-        );
-        crate::actions::ActionsWriter::append(path, &crate::actions::render_outputs(&outputs))
-            .with_context(|| format!("writing step outputs to {}", path.display()))?;
-    }
-    if github.github_step_summary.is_some() || github.github_output.is_some() {
-        let mut stdout = crate::secrets::Redacting(std::io::stdout().lock());
-        for line in crate::actions::annotations(&report.findings_left) {
-            let _ = stdout.write_all(line.as_bytes());
-        }
-        let _ = stdout.flush();
-    }
-    if let Some(error) = &report.error {
-        tracing::error!("{error}");
-    }
-    tracing::info!(
-        status = report.status.as_str(),
-        exit_code = report.exit_code,
-        iterations = report.iterations.len(),
-        input_tokens = report.usage.input_tokens,
-        output_tokens = report.usage.output_tokens,
-        "{}",
-        report.summary_line()
-    );
-    Ok(())
 }

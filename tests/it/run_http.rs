@@ -297,6 +297,17 @@ async fn openai_server_error_forever_is_exit_two_naming_provider_model_and_statu
     assert_eq!(repo.read("src/app.txt"), "nothing yet\n");
 }
 
+/// An unusable first answer was asked again once, within the one iteration, and the second,
+/// good answer was applied: the run converged after two requests.
+fn assert_asked_again_once(outcome: &Outcome, requests: usize, repo: &Repo) {
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    let iterations = iterations(outcome);
+    assert_eq!(iterations.len(), 1);
+    assert_eq!(iterations[0]["parse-retries"], 1);
+    assert_eq!(requests, 2);
+    assert_eq!(repo.read("src/app.txt"), "DONE\n");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn openai_malformed_answer_then_recovery_within_the_iteration() {
     let repo = repo_with_checker();
@@ -307,19 +318,14 @@ async fn openai_malformed_answer_then_recovery_within_the_iteration() {
     .await;
     let outcome = Run::new(&fake).on(&repo).await;
 
-    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
-    let iterations = iterations(&outcome);
-    assert_eq!(iterations.len(), 1);
-    assert_eq!(iterations[0]["parse-retries"], 1);
-    assert!(iterations[0].get("answer-error").is_none());
     let requests = fake.requests();
-    assert_eq!(requests.len(), 2);
+    assert_asked_again_once(&outcome, requests.len(), &repo);
+    assert!(iterations(&outcome)[0].get("answer-error").is_none());
     // The second ask carries the bad answer and a message about it, after the same prefix.
     assert_eq!(openai_content(&requests[0], 1), openai_content(&requests[1], 1));
     assert_eq!(message_count(&requests[1]), 4);
     assert_eq!(openai_content(&requests[1], 2), "I would rather chat about it.");
     assert_eq!(requests[1]["messages"][3]["role"], "user");
-    assert_eq!(repo.read("src/app.txt"), "DONE\n");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -350,15 +356,10 @@ async fn openai_truncated_answer_is_unusable_even_when_it_parses() {
     .await;
     let outcome = Run::new(&fake).on(&repo).await;
 
-    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
-    let iterations = iterations(&outcome);
-    assert_eq!(iterations.len(), 1);
-    assert_eq!(iterations[0]["parse-retries"], 1);
-    assert_eq!(fake.requests().len(), 2);
+    assert_asked_again_once(&outcome, fake.requests().len(), &repo);
     let retry = openai_content(&fake.requests()[1], 3);
     assert!(retry.contains("length") || retry.contains("cut off"), "{retry}");
-    assert_eq!(repo.read("src/app.txt"), "DONE\n");
-    let applied = iterations[0]["applied"].as_array().expect("applied");
+    let applied = iterations(&outcome)[0]["applied"].as_array().expect("applied");
     assert_eq!(applied.len(), 1);
 }
 
@@ -880,11 +881,7 @@ async fn anthropic_truncated_answer_then_a_good_one() {
     .await;
     let outcome = Run::new(&fake).on(&repo).await;
 
-    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
-    assert_eq!(iterations(&outcome).len(), 1);
-    assert_eq!(iterations(&outcome)[0]["parse-retries"], 1);
-    assert_eq!(fake.requests().len(), 2);
-    assert_eq!(repo.read("src/app.txt"), "DONE\n");
+    assert_asked_again_once(&outcome, fake.requests().len(), &repo);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1023,11 +1020,7 @@ async fn a_refusal_is_an_unusable_answer_asked_again_within_the_iteration() {
     ])
     .await;
     let outcome = Run::new(&fake).on(&repo).await;
-    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
-    assert_eq!(iterations(&outcome).len(), 1);
-    assert_eq!(iterations(&outcome)[0]["parse-retries"], 1);
-    assert_eq!(fake.received().len(), 2);
-    assert_eq!(repo.read("src/app.txt"), "DONE\n");
+    assert_asked_again_once(&outcome, fake.received().len(), &repo);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -40,6 +40,23 @@ async fn sim() -> GithubSim {
     sim
 }
 
+/// A fresh checkout of the simulator's repository and a session started on it by a push to main.
+async fn started(sim: &GithubSim) -> (tempfile::TempDir, GithubContext, github::Session) {
+    let dir = tempfile::tempdir().expect("tmp");
+    sim.clone_into(dir.path());
+    let ctx = context(sim, None);
+    let session = github::start(&ctx, dir.path(), "main").await.expect("start");
+    (dir, ctx, session)
+}
+
+/// Iteration 1: the widget turns blue, committed on bork-ci's branch.
+fn commit_blue_widget(dir: &Path, session: &github::Session) {
+    write(dir, "src/widget.txt", "colour = blue\n");
+    session
+        .commit_iteration(dir, &iteration(1, &["src/widget.txt"]))
+        .expect("commit");
+}
+
 fn write(dir: &Path, path: &str, text: &str) {
     let full = dir.join(path);
     std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
@@ -188,14 +205,8 @@ async fn first_run_opens_the_result_pr_and_a_rerun_updates_it() {
 #[tokio::test]
 async fn spec_edit_goes_through_an_approval_pr_and_only_a_writer_on_head_counts() {
     let sim = sim().await;
-    let dir = tempfile::tempdir().expect("tmp");
-    sim.clone_into(dir.path());
-    let ctx = context(&sim, None);
-    let mut session = github::start(&ctx, dir.path(), "main").await.expect("start");
-    write(dir.path(), "src/widget.txt", "colour = blue\n");
-    session
-        .commit_iteration(dir.path(), &iteration(1, &["src/widget.txt"]))
-        .expect("commit");
+    let (dir, _ctx, mut session) = started(&sim).await;
+    commit_blue_widget(dir.path(), &session);
     let new_spec = "A widget is blue,\nand round.\r\n";
     let mut publish = input("awaiting-approval", vec![iteration(1, &["src/widget.txt"])]);
     publish.pending = vec![spec_edit(new_spec)];
@@ -268,10 +279,7 @@ async fn spec_edit_goes_through_an_approval_pr_and_only_a_writer_on_head_counts(
 #[tokio::test]
 async fn rejection_comes_back_as_a_finding_and_is_not_proposed_again() {
     let sim = sim().await;
-    let dir = tempfile::tempdir().expect("tmp");
-    sim.clone_into(dir.path());
-    let ctx = context(&sim, None);
-    let mut session = github::start(&ctx, dir.path(), "main").await.expect("start");
+    let (_dir, _ctx, mut session) = started(&sim).await;
     let mut publish = input("awaiting-approval", vec![]);
     publish.pending = vec![spec_edit("A widget is green.\n")];
     let outcome = session.publish(&publish).await.expect("publish");
@@ -298,14 +306,8 @@ async fn rejection_comes_back_as_a_finding_and_is_not_proposed_again() {
 #[tokio::test]
 async fn awaiting_approval_saves_state_and_a_review_event_resumes() {
     let sim = sim().await;
-    let dir = tempfile::tempdir().expect("tmp");
-    sim.clone_into(dir.path());
-    let ctx = context(&sim, None);
-    let mut session = github::start(&ctx, dir.path(), "main").await.expect("start");
-    write(dir.path(), "src/widget.txt", "colour = blue\n");
-    session
-        .commit_iteration(dir.path(), &iteration(1, &["src/widget.txt"]))
-        .expect("commit");
+    let (dir, _ctx, mut session) = started(&sim).await;
+    commit_blue_widget(dir.path(), &session);
     let mut publish = input("awaiting-approval", vec![iteration(1, &["src/widget.txt"])]);
     publish.pending = vec![spec_edit("A widget is blue and round.\n")];
     let outcome = session.publish(&publish).await.expect("publish");
@@ -360,10 +362,7 @@ async fn awaiting_approval_saves_state_and_a_review_event_resumes() {
 #[tokio::test]
 async fn five_unconverged_iterations_add_the_label_and_one_findings_comment() {
     let sim = sim().await;
-    let dir = tempfile::tempdir().expect("tmp");
-    sim.clone_into(dir.path());
-    let ctx = context(&sim, None);
-    let mut session = github::start(&ctx, dir.path(), "main").await.expect("start");
+    let (dir, _ctx, mut session) = started(&sim).await;
     let mut iterations = Vec::new();
     for number in 1..=5 {
         write(dir.path(), "src/widget.txt", &format!("colour = blue {number}\n"));
@@ -434,14 +433,8 @@ async fn bad_gateways_and_a_secondary_rate_limit_are_retried_and_the_token_never
         None,
     )
     .await;
-    let dir = tempfile::tempdir().expect("tmp");
-    sim.clone_into(dir.path());
-    let ctx = context(&sim, None);
-    let mut session = github::start(&ctx, dir.path(), "main").await.expect("start");
-    write(dir.path(), "src/widget.txt", "colour = blue\n");
-    session
-        .commit_iteration(dir.path(), &iteration(1, &["src/widget.txt"]))
-        .expect("commit");
+    let (dir, _ctx, mut session) = started(&sim).await;
+    commit_blue_widget(dir.path(), &session);
     let mut publish = input("needs-human", vec![iteration(1, &["src/widget.txt"])]);
     publish.findings_left = Findings {
         per_file_findings: vec![Finding::CodeReview {

@@ -564,13 +564,16 @@ impl DockerSandbox {
             self.kill(id).await;
         }
         let output = join_reader(reader).await;
-        let state = self
+        let mut state = self
             .docker
             .inspect_container(id, None)
             .await
             .map_err(docker_error("inspect"))?
             .state
             .unwrap_or_default();
+        if !timed_out {
+            state.oom_killed = self.oom_killed(id, state.oom_killed, state.exit_code).await;
+        }
         let outcome = if timed_out {
             Outcome::TimedOut
         } else if self.out_of_memory(state.oom_killed, state.exit_code) {
@@ -700,13 +703,15 @@ impl DockerSandbox {
             .inspect_exec(&exec.id)
             .await
             .map_err(docker_error("exec inspect"))?;
+        let reported = self
+            .docker
+            .inspect_container(id, None)
+            .await
+            .ok()
+            .and_then(|c| c.state)
+            .and_then(|s| s.oom_killed);
         let container_oom = self.out_of_memory(
-            self.docker
-                .inspect_container(id, None)
-                .await
-                .ok()
-                .and_then(|c| c.state)
-                .and_then(|s| s.oom_killed),
+            self.oom_killed(id, reported, inspected.exit_code).await,
             inspected.exit_code,
         );
         let outcome = if container_oom {
@@ -715,6 +720,30 @@ impl DockerSandbox {
             Outcome::Exited(exit_code(inspected.exit_code))
         };
         Ok(captured.into_job_output(outcome, started.elapsed()))
+    }
+
+    /// The container's `OOMKilled` as the engine reports it, given a moment to settle when the
+    /// job died of SIGKILL under a memory limit: dockerd can record the exit before the kernel's
+    /// OOM event reaches it (seen on dockerd 20.10 in a container), so a first `false` is asked
+    /// again for up to a second.
+    async fn oom_killed(&self, id: &str, reported: Option<bool>, exit_code: Option<i64>) -> Option<bool> {
+        if reported == Some(true) || exit_code != Some(137) || self.settings.memory.is_none() {
+            return reported;
+        }
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let later = self
+                .docker
+                .inspect_container(id, None)
+                .await
+                .ok()
+                .and_then(|c| c.state)
+                .and_then(|s| s.oom_killed);
+            if later == Some(true) {
+                return later;
+            }
+        }
+        reported
     }
 
     /// Whether a job that bork-ci did not kill ended out of memory: the engine says so, or (on

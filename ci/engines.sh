@@ -22,7 +22,9 @@
 #                                          for eval (DOCKER_HOST, BORK_TEST_DOCKER_HOST,
 #                                          BORK_TEST_ENGINE, BORK_TEST_TRANSPORT)
 #        ci/engines.sh test [ENGINE...]    the matrix: the suites below on each engine (default:
-#                                          all), then a table pass/fail/skipped per test and engine
+#                                          all), then a table pass/fail/skipped per test and engine;
+#                                          a failed test is run once more alone, and one that then
+#                                          passes is shown FLAKY (its failure printed), not failed
 #        ci/engines.sh dood-run [-C DIR] [--copy PATH]... -- CMD [ARG...]
 #                                          CMD in a fresh container with the host's socket, the
 #                                          files of DIR (default: this checkout; tracked and
@@ -346,6 +348,18 @@ test_executable() {
     printf '%s\n' "$out" | sed -n 's/.*Executable tests\/it\/main.rs (\(.*\))$/\1/p' | tail -n 1
 }
 
+# run_tests ENGINE ARG...: the test executable of run_matrix ($exe, with $bin beside it) with
+# these arguments, against ENGINE.
+run_tests() {
+    local engine=$1
+    shift
+    if [ "$engine" = dood ]; then
+        dood_run --copy "$exe" --copy "$bin" -- "$exe" "$@"
+    else
+        (eval "$(engine_env "$engine")"; cd "$here" && RUST_BACKTRACE=0 "$exe" "$@")
+    fi
+}
+
 run_matrix() {
     local engines=("$@") exe bin results engine start filters skip_args line
     [ ${#engines[@]} -gt 0 ] || engines=("${all_engines[@]}")
@@ -373,25 +387,40 @@ run_matrix() {
         # leftovers, which the other's gc test is about to reap itself.
         for filter in "${filters[@]}"; do
             say "== $engine: $filter"
-            if [ "$engine" = dood ]; then
-                dood_run --copy "$exe" --copy "$bin" -- "$exe" "$filter" "${skip_args[@]}" \
-                    >>"$log" 2>&1 || rc=$?
-            else
-                (eval "$(engine_env "$engine")"; cd "$here" && RUST_BACKTRACE=0 "$exe" "$filter" "${skip_args[@]}") \
-                    >>"$log" 2>&1 || rc=$?
-            fi
+            run_tests "$engine" "$filter" "${skip_args[@]}" >>"$log" 2>&1 || rc=$?
         done
+        grep -E '^test result:' "$log" >&2 || tail -n 20 "$log" >&2
+        # A test that failed is run once more, alone: one that passes then is reported as
+        # flaky in the table (and its first failure printed), not as a failure of the matrix.
+        local retried=" " retry_log=$state/retry-$engine.log name
+        if [ "$rc" != 0 ]; then
+            grep -A 3 -E '^thread .* panicked at' "$log" | grep -v -e '^stack backtrace' >&2 || true
+            local failures=() again=0
+            mapfile -t failures < <(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$log")
+            : >"$retry_log"
+            if [ "${#failures[@]}" -gt 0 ]; then
+                say "$engine: running the failed test(s) once more, alone: ${failures[*]}"
+                for name in "${failures[@]}"; do
+                    run_tests "$engine" "$name" --exact >>"$retry_log" 2>&1 || true
+                    if grep -qxF "test $name ... ok" "$retry_log"; then
+                        retried+="$name "
+                    else
+                        again=1
+                    fi
+                done
+                [ "$again" = 1 ] || rc=0
+            fi
+        fi
         [ "$rc" = 0 ] || failed=1
         sed -n 's/^test \(.*\) \.\.\. \(ok\|FAILED\|ignored\)$/\1\t\2/p' "$log" |
             while IFS=$'\t' read -r name result; do
                 case "$result" in ok) result=pass ;; FAILED) result=FAIL ;; esac
+                if [ "$result" = FAIL ] && [[ "$retried" == *" $name "* ]]; then
+                    result="FLAKY (failed, then passed alone)"
+                fi
                 printf '%s\t%s\t%s\n' "$engine" "$name" "$result"
             done >>"$results"
-        grep -E '^test result:' "$log" >&2 || tail -n 20 "$log" >&2
         say "$engine: $((SECONDS - start)) s (log: $log)"
-        if [ "$rc" != 0 ]; then
-            grep -A 3 -E '^thread .* panicked at' "$log" | grep -v -e '^stack backtrace' >&2 || true
-        fi
     done
     printf '\n%-72s %s\n' "test" "${engines[*]}"
     cut -f2 "$results" | sort -u | while read -r name; do

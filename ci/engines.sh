@@ -191,8 +191,10 @@ cgroup_manager = "cgroupfs"
 events_logger = "file"
 CONF
         rm -f "$podman_socket"
-        CONTAINERS_CONF=$state/containers.conf setsid podman system service --time=0 \
-            "$podman_host" >"$state/podman.log" 2>&1 </dev/null 8>&- &
+        # From the state directory: conmon leaves an empty `oom` file in its working directory
+        # when a container is OOM-killed, which must not land in the checkout.
+        (cd "$state" && CONTAINERS_CONF=$state/containers.conf exec setsid podman system service \
+            --time=0 "$podman_host" >"$state/podman.log" 2>&1 </dev/null 8>&-) &
         echo $! >"$state/podman.pid"
         wait_for "$podman_host" cat "$state/podman.log"
     fi

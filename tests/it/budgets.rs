@@ -127,14 +127,16 @@ fn assert_two_rounds_add_up(report: &Value, fake: &FakeLlm, budget_key: &str, st
     );
     // Two rounds, one model call each: the second round did not start with a fresh budget.
     assert_eq!(fake.requests().len(), 2, "{stderr}");
+    assert_run_totals(report, fake, 2, 2);
+}
+
+/// The report's `run-totals`: these rounds and iterations, and every token the fake served.
+fn assert_run_totals(report: &Value, fake: &FakeLlm, rounds: u64, iterations: u64) {
     let (input, output) = fake.usage_returned();
-    let field = |section: &str, key: &str| report[section][key].as_u64().unwrap_or(0);
-    assert_eq!(field("run-totals", "iterations"), 2);
-    assert_eq!(field("run-totals", "rounds"), 2);
-    assert_eq!(
-        field("run-totals", "input-tokens") + field("run-totals", "output-tokens"),
-        input + output
-    );
+    let field = |key: &str| report["run-totals"][key].as_u64().unwrap_or(0);
+    assert_eq!(field("rounds"), rounds, "{report:#}");
+    assert_eq!(field("iterations"), iterations, "{report:#}");
+    assert_eq!(field("input-tokens") + field("output-tokens"), input + output);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -259,12 +261,7 @@ async fn a_resumed_job_counts_what_the_earlier_jobs_spent() {
         field("usage", "input-tokens") + field("usage", "output-tokens"),
         input + output - after_first.0 - after_first.1
     );
-    assert_eq!(field("run-totals", "rounds"), 2);
-    assert_eq!(field("run-totals", "iterations"), 2);
-    assert_eq!(
-        field("run-totals", "input-tokens") + field("run-totals", "output-tokens"),
-        input + output
-    );
+    assert_run_totals(report, &fake, 2, 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -315,11 +312,5 @@ async fn a_round_that_cannot_start_keeps_the_earlier_rounds_in_the_report() {
         "{report:#}"
     );
     assert_eq!(fake.requests().len(), 1);
-    let (input, output) = fake.usage_returned();
-    let field = |section: &str, key: &str| report[section][key].as_u64().unwrap_or(0);
-    assert_eq!(field("run-totals", "rounds"), 1);
-    assert_eq!(
-        field("run-totals", "input-tokens") + field("run-totals", "output-tokens"),
-        input + output
-    );
+    assert_run_totals(report, &fake, 1, 1);
 }

@@ -263,8 +263,8 @@ impl<'r> TestContext<'r> {
         command
     }
 
-    /// `bork-ci run --repo REPO --report REPORT ARGS... extra...`.
-    pub fn run(&self, extra: &[&str]) -> Outcome {
+    /// `bork-ci run --repo REPO --report REPORT extra...`, with no report left from before.
+    fn run_command(&self, extra: &[&str]) -> Command {
         let _ = std::fs::remove_file(self.report_path());
         let mut command = self.command("run");
         command
@@ -273,20 +273,19 @@ impl<'r> TestContext<'r> {
             .arg("--report")
             .arg(self.report_path())
             .args(extra);
-        Outcome::of(command, Some(&self.report_path()))
+        command
+    }
+
+    /// `bork-ci run --repo REPO --report REPORT extra...` to its end.
+    pub fn run(&self, extra: &[&str]) -> Outcome {
+        Outcome::of(self.run_command(extra), Some(&self.report_path()))
     }
 
     /// Starts `bork-ci run` and returns at once, for a test that acts while it runs (a
     /// reviewer approving while the job waits).
     pub fn spawn(&self, extra: &[&str]) -> Running {
-        let _ = std::fs::remove_file(self.report_path());
-        let mut command = self.command("run");
+        let mut command = self.run_command(extra);
         command
-            .arg("--repo")
-            .arg(self.repo.path())
-            .arg("--report")
-            .arg(self.report_path())
-            .args(extra)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
@@ -298,14 +297,7 @@ impl<'r> TestContext<'r> {
 
     /// [`TestContext::run`] off the async runtime, so fakes on it keep answering.
     pub async fn run_async(&self, extra: &[&str]) -> Outcome {
-        let mut command = self.command("run");
-        let _ = std::fs::remove_file(self.report_path());
-        command
-            .arg("--repo")
-            .arg(self.repo.path())
-            .arg("--report")
-            .arg(self.report_path())
-            .args(extra);
+        let command = self.run_command(extra);
         let report = self.report_path();
         tokio::task::spawn_blocking(move || Outcome::of(command, Some(&report)))
             .await

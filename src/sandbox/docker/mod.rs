@@ -703,13 +703,7 @@ impl DockerSandbox {
             .inspect_exec(&exec.id)
             .await
             .map_err(docker_error("exec inspect"))?;
-        let reported = self
-            .docker
-            .inspect_container(id, None)
-            .await
-            .ok()
-            .and_then(|c| c.state)
-            .and_then(|s| s.oom_killed);
+        let reported = self.reported_oom(id).await;
         let container_oom = self.out_of_memory(
             self.oom_killed(id, reported, inspected.exit_code).await,
             inspected.exit_code,
@@ -722,6 +716,16 @@ impl DockerSandbox {
         Ok(captured.into_job_output(outcome, started.elapsed()))
     }
 
+    /// The container's `OOMKilled`, as the engine reports it now (`None`: it could not say).
+    async fn reported_oom(&self, id: &str) -> Option<bool> {
+        self.docker
+            .inspect_container(id, None)
+            .await
+            .ok()
+            .and_then(|c| c.state)
+            .and_then(|s| s.oom_killed)
+    }
+
     /// The container's `OOMKilled` as the engine reports it, given a moment to settle when the
     /// job died of SIGKILL under a memory limit: dockerd can record the exit before the kernel's
     /// OOM event reaches it (seen on dockerd 20.10 in a container), so a first `false` is asked
@@ -732,13 +736,7 @@ impl DockerSandbox {
         }
         for _ in 0..10 {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            let later = self
-                .docker
-                .inspect_container(id, None)
-                .await
-                .ok()
-                .and_then(|c| c.state)
-                .and_then(|s| s.oom_killed);
+            let later = self.reported_oom(id).await;
             if later == Some(true) {
                 return later;
             }

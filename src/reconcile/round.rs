@@ -382,16 +382,16 @@ fn review_provider_learned(resolved: &Resolved, learned: llm::Learned) -> Result
     Provider::new(settings).context("setting up the reviewer's model provider")
 }
 
+/// What the reviewer answered: a parsed review, or why its answer could not be used.
+pub type ReviewAnswer = std::result::Result<review::ReviewResult, review::ReviewError>;
+
 /// Asks the reviewer about the working tree's changes against the base; `files`
 /// restricts the review to those paths. Returns the parsed result and the tokens it used.
 pub async fn review_once(
     resolved: &Resolved,
     repo: &Path,
     files: Option<&[String]>,
-) -> Result<(
-    std::result::Result<review::ReviewResult, review::ReviewError>,
-    Usage,
-)> {
+) -> Result<(ReviewAnswer, Usage)> {
     let provider = review_provider(resolved)?;
     review_with(&provider, resolved, repo, files).await
 }
@@ -403,10 +403,7 @@ pub async fn review_with(
     resolved: &Resolved,
     repo: &Path,
     files: Option<&[String]>,
-) -> Result<(
-    std::result::Result<review::ReviewResult, review::ReviewError>,
-    Usage,
-)> {
+) -> Result<(ReviewAnswer, Usage)> {
     let (changed, diff) = review::changed_files(repo, &resolved.config.base, files)
         .context("collecting the changes to review")?;
     let policy = review::VersionPolicy {

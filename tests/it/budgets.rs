@@ -115,9 +115,8 @@ async fn two_rounds_in_one_job(sim: &GithubSim, fake: &FakeLlm, budget: &[(&str,
     outcome
 }
 
-/// The report of a run stopped by a budget after two rounds (one model call each): numbered
-/// across rounds, and totals that equal every request the model server answered.
-fn assert_two_rounds_add_up(report: &Value, fake: &FakeLlm, budget_key: &str, stderr: &str) {
+/// The run ended `needs-human` because the budget named `budget_key` ran out.
+fn assert_stopped_by(report: &Value, budget_key: &str) {
     assert_eq!(report["status"], "needs-human", "{report:#}");
     assert!(
         report["stop-reason"]
@@ -125,6 +124,22 @@ fn assert_two_rounds_add_up(report: &Value, fake: &FakeLlm, budget_key: &str, st
             .is_some_and(|reason| reason.contains(budget_key)),
         "{report:#}"
     );
+}
+
+/// The numbers of the report's iterations, in order.
+fn iteration_numbers(report: &Value) -> Vec<u64> {
+    report["iterations"]
+        .as_array()
+        .expect("iterations")
+        .iter()
+        .filter_map(|iteration| iteration["number"].as_u64())
+        .collect()
+}
+
+/// The report of a run stopped by a budget after two rounds (one model call each): numbered
+/// across rounds, and totals that equal every request the model server answered.
+fn assert_two_rounds_add_up(report: &Value, fake: &FakeLlm, budget_key: &str, stderr: &str) {
+    assert_stopped_by(report, budget_key);
     // Two rounds, one model call each: the second round did not start with a fresh budget.
     assert_eq!(fake.requests().len(), 2, "{stderr}");
     assert_run_totals(report, fake, 2, 2);
@@ -152,12 +167,7 @@ async fn the_token_budget_spans_approval_rounds_and_the_report_adds_up() {
         two_rounds_in_one_job(&sim, &fake, &[("BORK_LLM_MAX_TOTAL_TOKENS", budget.to_string())]).await;
     let report = &outcome.report;
     assert_two_rounds_add_up(report, &fake, "llm.max-total-tokens", &outcome.stderr);
-    let numbers: Vec<u64> = report["iterations"]
-        .as_array()
-        .expect("iterations")
-        .iter()
-        .filter_map(|iteration| iteration["number"].as_u64())
-        .collect();
+    let numbers = iteration_numbers(report);
     assert_eq!(numbers, vec![1, 2], "iterations are numbered across rounds");
 
     // The report's totals are exactly what the model server reported.
@@ -239,20 +249,9 @@ async fn a_resumed_job_counts_what_the_earlier_jobs_spent() {
     assert_eq!(outcome.code, 1, "needs-human: {stderr}");
 
     let report = &outcome.report;
-    assert_eq!(report["status"], "needs-human", "{report:#}");
-    assert!(
-        report["stop-reason"]
-            .as_str()
-            .is_some_and(|reason| reason.contains("llm.max-total-tokens")),
-        "{report:#}"
-    );
+    assert_stopped_by(report, "llm.max-total-tokens");
     assert_eq!(fake.requests().len(), 2, "one model call per job: {stderr}");
-    let numbers: Vec<u64> = report["iterations"]
-        .as_array()
-        .expect("iterations")
-        .iter()
-        .filter_map(|iteration| iteration["number"].as_u64())
-        .collect();
+    let numbers = iteration_numbers(report);
     assert_eq!(numbers, vec![2], "job 2 numbers its iteration on from job 1's");
     // This job's usage is its own request; the run's totals are both jobs'.
     let (input, output) = fake.usage_returned();

@@ -113,6 +113,17 @@ pub fn unusable(repo: &Path, checker: &str) -> Option<String> {
     }
 }
 
+/// One checker run: the verdict, and what the checker printed on stderr (its tail) and how it
+/// ended, for people.
+#[derive(Debug, Clone)]
+pub struct CheckerRun {
+    pub verdict: Verdict,
+    /// The last [`STDERR_TAIL`] bytes of stderr, redacted, cut at a character boundary.
+    pub stderr_tail: String,
+    /// How the job ended (`None`: it never started).
+    pub outcome: Option<Outcome>,
+}
+
 /// Runs the checker at `checker` (relative to `repo`) and judges it.
 pub async fn run(
     sandbox: &Sandbox,
@@ -120,13 +131,18 @@ pub async fn run(
     checker: &str,
     timeout: Duration,
     secret_env: &[String],
-) -> Result<Verdict, SandboxError> {
+) -> Result<CheckerRun, SandboxError> {
+    let not_started = |reason: String| CheckerRun {
+        verdict: Verdict::FailedToRun {
+            reason,
+            stderr_tail: String::new(),
+        },
+        stderr_tail: String::new(),
+        outcome: None,
+    };
     // Gone since the start: failed to run (not executable: the start below fails and says so).
     if let Some(problem) = crate::blocking::run(|| missing(repo, checker)) {
-        return Ok(Verdict::FailedToRun {
-            reason: problem,
-            stderr_tail: String::new(),
-        });
+        return Ok(not_started(problem));
     }
     let mut job = Job::new(
         JobKind::Checker,
@@ -140,14 +156,55 @@ pub async fn run(
         // A checker that cannot even start (not executable, bad interpreter) failed to run,
         // like one that exits 126 or 127 in a container; the model hears about it.
         Err(SandboxError::Spawn { source, .. }) => {
-            return Ok(Verdict::FailedToRun {
-                reason: format!("could not start `{checker}`: {source}"),
-                stderr_tail: String::new(),
-            });
+            return Ok(not_started(format!("could not start `{checker}`: {source}")));
         }
         Err(error) => return Err(error),
     };
-    Ok(judge(&output, timeout))
+    Ok(CheckerRun {
+        verdict: judge(&output, timeout),
+        stderr_tail: crate::untrusted::tail_bytes(&output.stderr, STDERR_TAIL),
+        outcome: Some(output.outcome),
+    })
+}
+
+/// The likely fix for a checker that failed to run before any model call, from how it ended
+/// and what it printed: the image, the setup commands, the network, the timeout, or the
+/// checker's own contract.
+pub fn likely_fix(outcome: Option<Outcome>, stderr_tail: &str, image: Option<&str>) -> String {
+    let lower = stderr_tail.to_ascii_lowercase();
+    let image_hint = match image {
+        Some(image) => format!(
+            "the judge image `{image}` lacks the checker's toolchain: set `sandbox.image` to an image that has it (or `\"devcontainer\"` to use the repository's dev container)"
+        ),
+        None => "the checker's toolchain is not on this machine's PATH (`--sandbox none` runs it as a local process): install it, or use the Docker sandbox with an image that has it".to_owned(),
+    };
+    let network = [
+        "could not resolve",
+        "failed to download",
+        "network is unreachable",
+        "temporary failure in name resolution",
+        "failed to fetch",
+        "no matching package",
+        "--offline",
+        "offline",
+        "connection refused",
+        "failed to get",
+        "no such host",
+        "modulenotfounderror",
+        "cannot find module",
+        "econnrefused",
+        "enotfound",
+    ];
+    match outcome {
+        Some(Outcome::Exited(127)) => image_hint,
+        _ if lower.contains("not found") && (lower.contains("command") || lower.contains(": not found")) => image_hint,
+        Some(Outcome::Exited(126)) => "the checker (or a program it runs) is not executable or its interpreter is missing: check its mode and first line, and the judge image".to_owned(),
+        _ if network.iter().any(|needle| lower.contains(needle)) => "the checker cannot reach its dependencies: judges run without network (`sandbox.network`), so fetch them in `sandbox.setup` (for example `cargo fetch --locked`, `pip download -d /deps/wheels -r requirements.txt`), which fills the read-only dependency cache they read".to_owned(),
+        Some(Outcome::TimedOut) => "the checker did not finish within `checker-timeout-secs`: raise it, or make the checker faster (a warm build cache comes with the second run)".to_owned(),
+        Some(Outcome::OomKilled) => "the checker ran out of memory: raise `sandbox.memory`".to_owned(),
+        None => "the checker could not be started: check that it exists, is executable and that its interpreter is in the judge image".to_owned(),
+        _ => "the checker must print the findings JSON of its contract and exit 0 or 1 (2 says it failed to run): see its stderr above".to_owned(),
+    }
 }
 
 #[cfg(test)]

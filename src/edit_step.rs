@@ -46,6 +46,9 @@ pub struct EditStepInput {
     pub llm: LlmConfig,
     pub checker: Option<String>,
     pub edits_require_approval: Vec<String>,
+    /// The judge files (held for approval like specs; `package.json`'s `scripts` and the like by
+    /// their section).
+    pub judge_files: crate::judge_files::JudgeRules,
     /// Existing files the model never saw (binary, too large): not to be overwritten.
     pub not_shown: BTreeSet<String>,
     /// Paths of the tree that name the same file or folder (symlinks, hardlinks), found by the
@@ -70,8 +73,12 @@ fn yes() -> bool {
 
 /// The options [`apply::apply`] runs with for `input`: the same in the step and in the runner.
 pub fn apply_options(input: &EditStepInput) -> std::result::Result<ApplyOptions, String> {
-    let protection = Protection::new(input.checker.as_deref(), &input.edits_require_approval)
-        .map_err(|error| format!("building the approval rules: {error}"))?;
+    let protection = Protection::new(
+        input.checker.as_deref(),
+        &input.edits_require_approval,
+        &input.judge_files,
+    )
+    .map_err(|error| format!("building the approval rules: {error}"))?;
     Ok(ApplyOptions {
         protection: protection.with_aliases(&input.aliases),
         not_shown: input.not_shown.clone(),

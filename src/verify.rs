@@ -13,8 +13,9 @@
 //! runs/{run_id}/logs/combined.log
 //! runs/{run_id}/logs/step-NN-<name>.log
 //! runs/{run_id}/build/
-//! runs/{run_id}/tmp/
-//! cache/
+//! runs/{run_id}/db/
+//! build/{bork-ci run id}/   (the run's build cache, `/cache`, removed at the run's end)
+//! deps/{key}/              (the dependency cache, `/deps`, read-only to the steps)
 //! ```
 
 use std::io::Write as _;
@@ -27,7 +28,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::findings::{Finding, Findings, decode_output};
-use crate::sandbox::{ArtifactDirs, Job, JobKind, JobOutput, Outcome, Sandbox, SandboxError, artifact_env};
+use crate::sandbox::{ArtifactDirs, Job, JobKind, JobOutput, Outcome, Sandbox, SandboxError};
 
 /// The most lines `tail_log` holds.
 pub const TAIL_LINES: usize = 200;
@@ -281,7 +282,7 @@ pub async fn run(
     if !valid_run_id(&run_id) {
         return Err(VerifyError::InvalidRunId(run_id));
     }
-    let dirs = ArtifactDirs::under(&options.artifact_dir, &run_id);
+    let dirs = ArtifactDirs::under(&options.artifact_dir, &run_id, sandbox.shared());
     let artifacts_error = |path: &Path| {
         let path = path.to_owned();
         move |source| VerifyError::Artifacts { path, source }
@@ -291,13 +292,8 @@ pub async fn run(
     let commit_sha = commit_sha(repo);
 
     let mut job = Job::new(JobKind::Verify, Vec::new(), options.timeout, options.output_cap);
-    job.artifacts = Some(dirs.clone());
+    job.artifacts = Some(dirs.run.clone());
     job.secret_env = options.secret_env.clone();
-    if sandbox.kind() == crate::sandbox::SandboxKind::None {
-        let run = dirs.run.to_string_lossy().into_owned();
-        let cache = dirs.cache.to_string_lossy().into_owned();
-        job.env = artifact_env(&run, &cache);
-    }
     job.env.extend(options.env.iter().cloned());
     let commands: Vec<Vec<String>> = steps
         .iter()

@@ -144,21 +144,23 @@ const GC_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 /// The sandbox of a run: local processes (this process made non-dumpable first), or the
 /// Docker engine with the leftovers of dead runs removed.
-async fn sandbox_for(resolved: &Resolved, run_id: &str) -> Result<Sandbox> {
+async fn sandbox_for(resolved: &Resolved, repo: &std::path::Path, run_id: &str) -> Result<Sandbox> {
     match resolved.config.sandbox.kind {
         SandboxKind::None => {
             // A same-user checker must not read this process's memory or environment.
             non_dumpable();
-            Ok(Sandbox::None(crate::sandbox::none::Local))
+            Ok(Sandbox::None(crate::sandbox::none::Local::new(
+                resolved.shared_dirs(repo, run_id),
+                resolved.toolchain_homes.clone(),
+            )))
         }
         SandboxKind::Docker => {
-            let docker = crate::sandbox::docker::DockerSandbox::connect(
-                resolved.docker_settings().map_err(anyhow::Error::new)?,
-                run_id,
-            )
-            .await
-            .map_err(anyhow::Error::new)
-            .context("connecting to the Docker engine")?;
+            let mut settings = resolved.docker_settings().map_err(anyhow::Error::new)?;
+            settings.deps_identity = resolved.deps_identity(repo);
+            let docker = crate::sandbox::docker::DockerSandbox::connect(settings, run_id)
+                .await
+                .map_err(anyhow::Error::new)
+                .context("connecting to the Docker engine")?;
             match crate::sandbox::docker::gc(&docker, GC_TTL).await {
                 Ok(report) if !report.containers.is_empty() || !report.volumes.is_empty() => tracing::info!(
                     "removed {} leftover container(s) and {} volume(s) of earlier runs",

@@ -56,7 +56,7 @@ pub(super) async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
             .map_err(anyhow::Error::new)
             .context("invalid configuration")?;
         resolved.check_artifact_root(&repo).map_err(anyhow::Error::new)?;
-        let sandbox = sandbox_for(&resolved, &run_id).await?;
+        let sandbox = sandbox_for(&resolved, &repo, &run_id).await?;
         let work = async {
             match &github {
                 Some(ctx) => {

@@ -19,7 +19,7 @@ pub(super) async fn verify(args: crate::cli::VerifyArgs) -> Result<ExitCode> {
     }
     resolved.check_artifact_root(&repo).map_err(anyhow::Error::new)?;
     let run_id = crate::verify::new_run_id();
-    let sandbox = sandbox_for(&resolved, &run_id).await?;
+    let sandbox = sandbox_for(&resolved, &repo, &run_id).await?;
     let mut options = crate::verify::VerifyOptions::new(resolved.artifact_root());
     options.timeout = std::time::Duration::from_secs(resolved.config.verification.timeout_secs);
     options.run_id = Some(run_id);

@@ -33,6 +33,8 @@ macro_rules! vars {
 vars! {
     "BORK_CORRECTNESS_CHECKER" => "correctness-checker": Text,
     "BORK_EDITS_REQUIRE_APPROVAL" => "edits-require-approval": List,
+    "BORK_JUDGE_FILES" => "judge-files": List,
+    "BORK_PREFLIGHT" => "preflight": Boolean,
     "BORK_MAX_ITERATIONS" => "max-iterations": Integer,
     "BORK_CHECKER_TIMEOUT_SECS" => "checker-timeout-secs": Integer,
     "BORK_CONTEXT_BUDGET_TOKENS" => "context-budget-tokens": Integer,
@@ -78,6 +80,8 @@ vars! {
     "BORK_SANDBOX_CPUS" => "sandbox.cpus": Decimal,
     "BORK_SANDBOX_PIDS_LIMIT" => "sandbox.pids-limit": Integer,
     "BORK_SANDBOX_USER" => "sandbox.user": Text,
+    "BORK_SANDBOX_SETUP_NETWORK" => "sandbox.setup-network": Text,
+    "BORK_SANDBOX_SETUP_TIMEOUT_SECS" => "sandbox.setup-timeout-secs": Integer,
     "BORK_SANDBOX_ARTIFACT_DIR" => "sandbox.artifact-dir": Text,
     "BORK_VERIFICATION_TIMEOUT_SECS" => "verification.timeout-secs": Integer,
     "BORK_REVIEW_ENABLED" => "review.enabled": Boolean,

@@ -39,6 +39,15 @@ pub struct Config {
     pub correctness_checker: Option<String>,
     /// Gitignore-style globs whose edits need human approval, in addition to `specs/**` and the defaults.
     pub edits_require_approval: Vec<String>,
+    /// Gitignore-style globs of further judge files (files that decide what the checker or the
+    /// Verifier does), added to the defaults (`judge_files::DEFAULTS`): edits to them are held for
+    /// approval, and every judge runs with them as the approved revision has them.
+    pub judge_files: Vec<String>,
+    /// Defaults of the judge files turned off, each with the reason (`{"setup.cfg": "..."}`).
+    pub judge_files_exempt: BTreeMap<String, String>,
+    /// Run the checker once on the approved tree before the first model call: a checker that
+    /// cannot run stops the run there (exit 2), and its findings are the run's baseline.
+    pub preflight: bool,
     /// Iterations before the run stops and asks for a human.
     pub max_iterations: u32,
     /// Wall-clock limit of one checker run, in seconds.
@@ -67,6 +76,9 @@ impl Default for Config {
         Config {
             correctness_checker: None,
             edits_require_approval: Vec::new(),
+            judge_files: Vec::new(),
+            judge_files_exempt: BTreeMap::new(),
+            preflight: true,
             max_iterations: 5,
             checker_timeout_secs: 600,
             context_budget_tokens: 200_000,
@@ -393,6 +405,14 @@ pub struct SandboxConfig {
     pub pids_limit: i64,
     /// `uid:gid` the checker runs as.
     pub user: String,
+    /// Shell commands run once per run before the first model call, in the judge image, on the
+    /// approved revision, with `setup-network`: they fill the dependency cache (`/deps`) that the
+    /// judges then read (read-only) without network.
+    pub setup: Vec<String>,
+    /// The network of the setup commands: `bridge` (default), `host` or `none`.
+    pub setup_network: String,
+    /// Wall-clock limit of all setup commands together, in seconds.
+    pub setup_timeout_secs: u64,
     /// Artifact directory outside the repository; absent: `AGENT_ARTIFACT_DIR` or `~/.agent-artifacts`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub artifact_dir: Option<String>,
@@ -412,6 +432,9 @@ impl Default for SandboxConfig {
             cpus: 2.0,
             pids_limit: 512,
             user: "65534:65534".into(),
+            setup: Vec::new(),
+            setup_network: "bridge".into(),
+            setup_timeout_secs: 1800,
             artifact_dir: None,
         }
     }
@@ -549,6 +572,12 @@ pub struct Resolved {
     pub docker_host: Option<String>,
     /// The push this run was started by, from the CI's variables (see [`push_event`]).
     pub push: Option<crate::pack::PushEvent>,
+    /// The runner's proxy variables and CA bundle, for the setup commands.
+    pub setup_network: crate::sandbox::SetupNetwork,
+    /// `RUSTUP_HOME` and `PYENV_ROOT` where the runner's toolchains are under its own `HOME`
+    /// and the variable is unset: a judge run with `--sandbox none` gets a fresh `HOME` and
+    /// still finds them.
+    pub toolchain_homes: Vec<(String, String)>,
     figment: Figment,
 }
 
@@ -703,6 +732,8 @@ pub fn load(
 pub const SECURITY_KEYS: &[&str] = &[
     "correctness-checker",
     "edits-require-approval",
+    "judge-files",
+    "judge-files-exempt",
     "llm.provider",
     "llm.base-url",
     "llm.api-key-env",
@@ -715,6 +746,8 @@ pub const SECURITY_KEYS: &[&str] = &[
     "sandbox.image",
     "sandbox.runner-image",
     "sandbox.network",
+    "sandbox.setup",
+    "sandbox.setup-network",
 ];
 
 fn take_key(data: &mut Value, path: &str) -> Option<Value> {
@@ -859,6 +892,8 @@ pub fn load_with_trusted(
         review_llm_credentials: crate::llm::Credentials::default(),
         docker_host: env.get("DOCKER_HOST").filter(|host| !host.is_empty()).cloned(),
         push: push_event(env),
+        setup_network: setup_network(env),
+        toolchain_homes: toolchain_homes(env),
         api_key: Some(config.llm.key_env())
             .filter(|name| !name.is_empty())
             .and_then(|name| env.get(&name))
@@ -884,6 +919,43 @@ pub fn load_with_trusted(
         }
     }
     Ok(resolved)
+}
+
+/// The proxy variables and the CA bundle (`SSL_CERT_FILE`) the setup commands get.
+fn setup_network(env: &BTreeMap<String, String>) -> crate::sandbox::SetupNetwork {
+    let proxy_env = [
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "NO_PROXY",
+        "no_proxy",
+    ]
+    .iter()
+    .filter_map(|name| env.get(*name).map(|value| ((*name).to_owned(), value.clone())))
+    .collect();
+    crate::sandbox::SetupNetwork {
+        proxy_env,
+        ca_file: env
+            .get("SSL_CERT_FILE")
+            .filter(|path| !path.is_empty())
+            .map(PathBuf::from),
+    }
+}
+
+/// Toolchain managers' homes under the runner's `HOME` whose variable is unset (see
+/// [`Resolved::toolchain_homes`]).
+fn toolchain_homes(env: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    let Some(home) = env.get("HOME").filter(|home| !home.is_empty()) else {
+        return Vec::new();
+    };
+    [("RUSTUP_HOME", ".rustup"), ("PYENV_ROOT", ".pyenv")]
+        .iter()
+        .filter(|(name, _)| !env.contains_key(*name))
+        .map(|(name, folder)| ((*name).to_owned(), Path::new(home).join(folder)))
+        .filter(|(_, path)| path.is_dir())
+        .map(|(name, path)| (name, path.display().to_string()))
+        .collect()
 }
 
 /// Whether `key` was set by no layer but the built-in defaults.
@@ -1090,6 +1162,43 @@ impl Resolved {
         }
         if !["none", "bridge", "host"].contains(&config.sandbox.network.as_str()) {
             return Err(self.bad("sandbox.network", "must be one of none, bridge, host"));
+        }
+        if !["none", "bridge", "host"].contains(&config.sandbox.setup_network.as_str()) {
+            return Err(self.bad("sandbox.setup-network", "must be one of none, bridge, host"));
+        }
+        if config
+            .sandbox
+            .setup
+            .iter()
+            .any(|command| command.trim().is_empty())
+        {
+            return Err(self.bad("sandbox.setup", "a setup command must not be empty"));
+        }
+        if config.sandbox.setup_timeout_secs == 0 || config.sandbox.setup_timeout_secs > MAX_TIMEOUT_SECS {
+            return Err(self.bad(
+                "sandbox.setup-timeout-secs",
+                format!("must be between 1 and {MAX_TIMEOUT_SECS}"),
+            ));
+        }
+        for glob in &config.judge_files {
+            if glob.contains('\\') || glob.split('/').any(|part| part == "..") {
+                return Err(self.bad(
+                    "judge-files",
+                    format!("{glob:?}: give globs with `/` separators and no `..` component"),
+                ));
+            }
+            if crate::edit::policy::normalize_glob(glob)
+                .trim_matches('/')
+                .is_empty()
+            {
+                return Err(self.bad("judge-files", format!("{glob:?} names nothing")));
+            }
+        }
+        let rules = self
+            .judge_rules()
+            .map_err(|message| self.bad("judge-files-exempt", message))?;
+        if let Err(error) = rules.matcher() {
+            return Err(self.bad("judge-files", format!("bad glob: {error}")));
         }
         for (index, step) in config.verification.steps.iter().enumerate() {
             if step.name.trim().is_empty() || step.command.trim().is_empty() {
@@ -1350,7 +1459,19 @@ impl Resolved {
         settings.cpus = Some(sandbox.cpus);
         settings.pids_limit = Some(sandbox.pids_limit);
         settings.user = sandbox.user.clone();
+        settings.setup_network = sandbox.setup_network.clone();
+        settings.setup_egress = self.setup_network.clone();
         Ok(settings)
+    }
+
+    /// What names the dependency cache of the repository at `repo`: its path and the base branch.
+    pub fn deps_identity(&self, repo: &Path) -> String {
+        format!("{}\n{}", repo.display(), self.config.base)
+    }
+
+    /// The build and dependency caches of run `run_id` on the repository at `repo`.
+    pub fn shared_dirs(&self, repo: &Path, run_id: &str) -> crate::sandbox::SharedDirs {
+        crate::sandbox::SharedDirs::new(&self.artifact_root(), run_id, &self.deps_identity(repo), "")
     }
 
     /// The artifact directory must live outside the repository: a checker that can write
@@ -1391,6 +1512,16 @@ impl Resolved {
             });
         }
         Ok(())
+    }
+
+    /// The judge files of this configuration (see `judge_files`); an error names a bad
+    /// `judge-files-exempt` entry.
+    pub fn judge_rules(&self) -> Result<crate::judge_files::JudgeRules, String> {
+        crate::judge_files::JudgeRules::resolve(
+            self.config.correctness_checker.as_deref(),
+            &self.config.judge_files,
+            &self.config.judge_files_exempt,
+        )
     }
 
     /// The verifier steps configured in the file (`agent.yaml` is read by `verify::load_steps`).

@@ -224,7 +224,12 @@ pub fn apply(repo_root: &Path, plan: &EditPlan, options: &ApplyOptions) -> Resul
             Some(_) => EditAction::Write,
             None => EditAction::Delete,
         };
-        match policy::classify(raw, &options.protection) {
+        let disposition = match policy::classify(raw, &options.protection) {
+            Disposition::Allow => keyed_judge_change(repo_root, raw, contents, &options.protection)
+                .map_or(Disposition::Allow, |rule| Disposition::NeedsApproval { rule }),
+            other => other,
+        };
+        match disposition {
             Disposition::Allow => match path::validate(raw) {
                 Ok(path) => staged.push(match contents {
                     Some(contents) => Staged::Write { path, contents },
@@ -303,7 +308,8 @@ pub fn apply_approved(repo_root: &Path, pending: &PendingApproval) -> Result<App
         reason,
     };
     let path = path::validate(&pending.path).map_err(|r| refused(r.code(), r.to_string()))?;
-    let defaults = Protection::new(None, &[]).map_err(|e| refused(CODE_IO_ERROR, e.to_string()))?;
+    let defaults =
+        Protection::new(None, &[], &Default::default()).map_err(|e| refused(CODE_IO_ERROR, e.to_string()))?;
     if let Disposition::Refuse(refusal) = policy::classify(&pending.path, &defaults) {
         return Err(refused(refusal.code, refusal.message));
     }
@@ -433,6 +439,40 @@ fn open_parent(root: &Dir, path: &RepoPath, create: bool) -> Result<Option<Dir>,
         })?;
     }
     Ok(Some(dir))
+}
+
+/// For an edit the path rules allow: the keyed judge rule (`package.json`'s `scripts`, ...)
+/// whose section the edit changes, if any. A current file that cannot be read safely (a
+/// symlink, a special file, too large) is taken as absent, so any section the edit writes counts
+/// as a change.
+fn keyed_judge_change(
+    repo_root: &Path,
+    raw: &str,
+    contents: Option<&str>,
+    protection: &Protection,
+) -> Option<String> {
+    // Nothing to compare for most paths: only keyed file names are read.
+    if !protection.may_be_keyed(raw) {
+        return None;
+    }
+    let current = current_contents(repo_root, raw);
+    protection.keyed_change(raw, current.as_deref(), contents.map(str::as_bytes))
+}
+
+/// The bytes of the regular file at `raw`, read without following links; `None` when absent or
+/// not safely readable.
+fn current_contents(repo_root: &Path, raw: &str) -> Option<Vec<u8>> {
+    const LIMIT: u64 = 16 << 20;
+    let path = path::validate(raw).ok()?;
+    let root = open_root(repo_root).ok()?;
+    let dir = open_parent(&root, &path, false).ok()??;
+    let metadata = inspect_target(&dir, &path).ok()??;
+    if !metadata.is_file() || metadata.len() > LIMIT {
+        return None;
+    }
+    read_regular(&dir, path.file_name(), usize::try_from(metadata.len()).ok()?)
+        .ok()
+        .flatten()
 }
 
 /// True when the tree already holds what a held edit asks for: the same bytes for a write, no
@@ -623,7 +663,7 @@ mod tests {
 
     fn options() -> ApplyOptions {
         ApplyOptions {
-            protection: Protection::new(Some("check.sh"), &[]).expect("valid"),
+            protection: Protection::new(Some("check.sh"), &[], &Default::default()).expect("valid"),
             not_shown: BTreeSet::from(["big.bin".to_owned()]),
         }
     }

@@ -34,18 +34,24 @@ pub struct Protection {
     rules: Vec<String>,
     /// Pairs of paths naming the same thing, as folded components, with their spelling.
     aliases: Vec<(Vec<String>, String)>,
+    /// The judge files (`judge_files`): gated too, some by a section of their content.
+    judge: crate::judge_files::Matcher,
 }
 
 impl Protection {
     /// Builds the rules: `specs/**` always, the defaults in [`DEFAULT_GATED`], the configured
-    /// checker path (if any), and the user's `edits-require-approval` globs.
+    /// checker path (if any), the user's `edits-require-approval` globs, and the judge files.
     ///
     /// Globs are gitignore-style: a leading `/` or a `/` inside anchors the glob at the root,
     /// otherwise it matches at any depth; a trailing `/` means the directory and everything
     /// below it; a glob that names a file also covers everything below a directory of that
     /// name. `*` does not cross `/`, `**` does. Matching ignores case and the lookalikes
     /// that [`classify`] folds.
-    pub fn new(checker: Option<&str>, user_globs: &[String]) -> Result<Self, globset::Error> {
+    pub fn new(
+        checker: Option<&str>,
+        user_globs: &[String],
+        judge: &crate::judge_files::JudgeRules,
+    ) -> Result<Self, globset::Error> {
         let mut builder = GlobSetBuilder::new();
         let mut rules = Vec::new();
         add_rule(&mut builder, &mut rules, "/specs/", "specs/**")?;
@@ -65,6 +71,7 @@ impl Protection {
             set: builder.build()?,
             rules,
             aliases: Vec::new(),
+            judge: judge.matcher()?,
         })
     }
 
@@ -122,6 +129,38 @@ impl Protection {
             .min()
             .and_then(|index| self.rules.get(index))
             .map(String::as_str)
+            .or_else(|| match self.judge.classify(&candidate) {
+                Some(crate::judge_files::JudgeMatch::Whole { rule }) => Some(rule),
+                _ => None,
+            })
+    }
+
+    /// Whether any spelling of `raw` has a keyed judge rule (`package.json`, ...).
+    pub fn may_be_keyed(&self, raw: &str) -> bool {
+        let Ok(path) = path::validate(raw) else {
+            return false;
+        };
+        let mut spellings = vec![path.as_str().to_owned()];
+        spellings.extend(self.spellings(&path));
+        spellings.iter().any(|spelling| {
+            matches!(
+                self.judge.classify(&crate::judge_files::fold(spelling)),
+                Some(crate::judge_files::JudgeMatch::Keyed)
+            )
+        })
+    }
+
+    /// For a write or delete that the path rules allow: the keyed judge rule (`package.json`'s
+    /// `scripts`, ...) whose section differs between the file's `old` and `new` content, if any.
+    /// Checked under every spelling of the path.
+    pub fn keyed_change(&self, raw: &str, old: Option<&[u8]>, new: Option<&[u8]>) -> Option<String> {
+        let path = path::validate(raw).ok()?;
+        let mut spellings = vec![path.as_str().to_owned()];
+        spellings.extend(self.spellings(&path));
+        spellings.iter().find_map(|spelling| {
+            let folded = crate::judge_files::fold(spelling);
+            self.judge.keyed_change(&folded, old, new).map(str::to_owned)
+        })
     }
 }
 
@@ -159,7 +198,7 @@ pub fn normalize_glob(raw: &str) -> String {
 }
 
 /// Compiles one gitignore-style glob into globset globs, each reporting `rule`.
-fn add_rule(
+pub(crate) fn add_rule(
     builder: &mut GlobSetBuilder,
     rules: &mut Vec<String>,
     glob: &str,
@@ -352,6 +391,7 @@ mod tests {
                 ".github/".to_owned(),
                 "/build.rs".to_owned(),
             ],
+            &Default::default(),
         )
         .expect("valid globs")
     }
@@ -490,7 +530,8 @@ mod tests {
 
     #[test]
     fn glob_metacharacters_in_a_checker_path_are_literal() {
-        let protection = Protection::new(Some("./ci/[x]*.sh"), &[]).expect("escaped checker path compiles");
+        let protection = Protection::new(Some("./ci/[x]*.sh"), &[], &Default::default())
+            .expect("escaped checker path compiles");
         assert_eq!(
             classify("ci/[x]*.sh", &protection),
             Disposition::NeedsApproval {
@@ -502,7 +543,7 @@ mod tests {
 
     #[test]
     fn bad_user_glob_is_an_error() {
-        assert!(Protection::new(None, &["a/[".to_owned()]).is_err());
+        assert!(Protection::new(None, &["a/[".to_owned()], &Default::default()).is_err());
     }
 
     mod properties {
@@ -512,7 +553,7 @@ mod tests {
         proptest! {
             #[test]
             fn classify_never_panics(raw in ".*") {
-                let _ = classify(&raw, &Protection::new(None, &[]).expect("defaults compile"));
+                let _ = classify(&raw, &Protection::new(None, &[], &Default::default()).expect("defaults compile"));
             }
 
             /// F2-style differential: any path whose folded components contain `.git` is
@@ -527,7 +568,7 @@ mod tests {
                 ],
                 suffix in "[a-z]{1,3}",
             ) {
-                let protection = Protection::new(None, &[]).expect("defaults compile");
+                let protection = Protection::new(None, &[], &Default::default()).expect("defaults compile");
                 for raw in [
                     format!("{spelling}/{suffix}"),
                     format!("{prefix}/{spelling}/{suffix}"),

@@ -140,6 +140,7 @@ pub async fn run(
         }
     }
 
+    let mut baseline = Some(round::before_first_call(resolved, sandbox, &round).await?);
     let mut whole: Option<RunReport> = None;
     for _ in 0..budget::MAX_ROUNDS {
         let mut report = match (round::round(resolved, sandbox, &round).await, whole.take()) {
@@ -157,6 +158,9 @@ pub async fn run(
                 earlier
             }
         };
+        if let Some(baseline) = baseline.take() {
+            report.baseline = baseline;
+        }
         round.spent = report.run_totals;
         delivery.publish(&mut report).await?;
         let waiting = report.status == RunStatus::AwaitingApproval;

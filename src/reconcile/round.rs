@@ -78,6 +78,22 @@ pub enum RunError {
     SecretInPrompt { name: String },
     #[error("{problem} (`correctness-checker`); nothing was sent to the model")]
     CheckerUnusable { problem: String },
+    #[error(
+        "the setup command `{command}` failed ({outcome}); nothing was sent to the model. Its output ends:\n{tail}"
+    )]
+    SetupFailed {
+        command: String,
+        outcome: String,
+        tail: String,
+    },
+    #[error(
+        "preflight: the correctness checker cannot run on the approved tree: {reason}; nothing was sent to the model.\nLikely fix: {fix}\nIts stderr ends:\n{stderr_tail}"
+    )]
+    PreflightFailed {
+        reason: String,
+        fix: String,
+        stderr_tail: String,
+    },
 }
 
 /// Packs the repository and renders the constant part of the conversation.
@@ -214,6 +230,7 @@ async fn run_edit_step(
         llm: llm_config,
         checker: config.correctness_checker.clone(),
         edits_require_approval: config.edits_require_approval.clone(),
+        judge_files: resolved.judge_rules().map_err(anyhow::Error::msg)?,
         not_shown: not_shown.clone(),
         timeout_secs: remaining.as_secs().max(1),
     };
@@ -438,12 +455,80 @@ pub async fn review_with(
     Ok((outcome, usage))
 }
 
+/// The judge files of the approved revision, which every judge of the round is held to (see
+/// `judge_files`).
+pub(super) struct JudgeGuard {
+    matcher: crate::judge_files::Matcher,
+    baseline: crate::judge_files::Baseline,
+}
+
+impl JudgeGuard {
+    /// Records the judge files of the tree at `repo`, the approved revision of this round.
+    pub(super) fn capture(resolved: &Resolved, repo: &Path) -> Result<JudgeGuard> {
+        let matcher = resolved
+            .judge_rules()
+            .map_err(anyhow::Error::msg)?
+            .matcher()
+            .context("compiling the judge files' globs")?;
+        let baseline = crate::blocking::run(|| crate::judge_files::Baseline::capture(repo, &matcher))
+            .context("recording the judge files of the approved revision")?;
+        tracing::debug!(judge_files = baseline.len(), "recorded the approved judge files");
+        Ok(JudgeGuard { matcher, baseline })
+    }
+
+    /// Why the judges may not run on the tree as it is now: a judge file differs from the
+    /// approved revision.
+    fn drift(&self, repo: &Path) -> Option<String> {
+        match crate::blocking::run(|| self.baseline.check(repo, &self.matcher)) {
+            Ok(Ok(())) => None,
+            Ok(Err(drift)) => Some(drift.to_string()),
+            Err(error) => Some(format!(
+                "the judge files could not be compared with the approved revision: {error}"
+            )),
+        }
+    }
+}
+
+/// How often a line says that a judge is still running.
+const HEARTBEAT: Duration = Duration::from_secs(30);
+
+/// Runs `work`, logging a line every [`HEARTBEAT`] while it runs.
+async fn with_heartbeat<T>(what: &str, work: impl std::future::Future<Output = T>) -> T {
+    let started = Instant::now();
+    let mut work = std::pin::pin!(work);
+    let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
+    loop {
+        tokio::select! {
+            done = &mut work => return done,
+            _ = beat.tick() => tracing::info!(
+                elapsed_secs = started.elapsed().as_secs(),
+                "{what} is still running ({}s)",
+                started.elapsed().as_secs()
+            ),
+        }
+    }
+}
+
+/// Prints what a judge wrote on stderr (its tail, already redacted) for people: folded in a
+/// group under GitHub Actions, its lines inside a stop-commands block.
+fn show_judge_output(title: &str, tail: &str, stop_token: Option<&str>) {
+    if tail.trim().is_empty() {
+        return;
+    }
+    let text = crate::report::judge_output_block(title, tail, stop_token);
+    let stderr = std::io::stderr();
+    let mut lock = crate::secrets::Redacting(stderr.lock());
+    let _ = std::io::Write::write_all(&mut lock, text.as_bytes());
+}
+
 async fn judge(
     sandbox: &Sandbox,
     repo: &Path,
     resolved: &Resolved,
     reviewer: Option<&Provider>,
     deadline: Instant,
+    guard: &JudgeGuard,
+    stop_token: Option<&str>,
 ) -> Result<Option<Judgement>> {
     let config = &resolved.config;
     let mut judgement = Judgement {
@@ -462,26 +547,41 @@ async fn judge(
     if let Some(checker_path) = &config.correctness_checker {
         // A checker that was there at the start and is gone now failed to run: never "no checker".
         any = true;
-        {
-            let started = Instant::now();
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                bail!(BudgetExhausted::Time);
-            }
-            let timeout = Duration::from_secs(config.checker_timeout_secs).min(remaining);
-            let verdict = checker::run(sandbox, repo, checker_path, timeout, &resolved.secret_env_names())
+        let started = Instant::now();
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            bail!(BudgetExhausted::Time);
+        }
+        let timeout = Duration::from_secs(config.checker_timeout_secs).min(remaining);
+        let verdict = match guard.drift(repo) {
+            Some(reason) => Verdict::FailedToRun {
+                reason,
+                stderr_tail: String::new(),
+            },
+            None => {
+                let run = with_heartbeat(
+                    "the correctness checker",
+                    checker::run(sandbox, repo, checker_path, timeout, &resolved.secret_env_names()),
+                )
                 .await
                 .context("running the correctness checker")?;
-            judgement.checker = JudgeStatus::from(&verdict);
-            judgement.check_ms = started.elapsed().as_millis() as u64;
-            match verdict {
-                Verdict::Clean => {}
-                Verdict::Findings { findings } => judgement.findings.extend(findings),
-                Verdict::FailedToRun { reason, stderr_tail } => {
-                    judgement
-                        .failures
-                        .push(("correctness checker".into(), reason, stderr_tail))
-                }
+                show_judge_output(
+                    &format!("correctness checker `{checker_path}`: stderr (last lines)"),
+                    &run.stderr_tail,
+                    stop_token,
+                );
+                run.verdict
+            }
+        };
+        judgement.checker = JudgeStatus::from(&verdict);
+        judgement.check_ms = started.elapsed().as_millis() as u64;
+        match verdict {
+            Verdict::Clean => {}
+            Verdict::Findings { findings } => judgement.findings.extend(findings),
+            Verdict::FailedToRun { reason, stderr_tail } => {
+                judgement
+                    .failures
+                    .push(("correctness checker".into(), reason, stderr_tail))
             }
         }
     }
@@ -497,7 +597,25 @@ async fn judge(
         let mut options = crate::verify::VerifyOptions::new(resolved.artifact_root());
         options.timeout = Duration::from_secs(config.verification.timeout_secs).min(remaining);
         options.secret_env = resolved.secret_env_names();
-        match crate::verify::run(sandbox, repo, &steps, &options).await {
+        let ran = match guard.drift(repo) {
+            Some(reason) => Err(anyhow::anyhow!(reason)),
+            None => with_heartbeat(
+                "the verifier",
+                crate::verify::run(sandbox, repo, &steps, &options),
+            )
+            .await
+            .map_err(anyhow::Error::new),
+        };
+        if let Ok(result) = &ran
+            && result.status != crate::verify::Status::Pass
+        {
+            show_judge_output(
+                &format!("verifier run {}: log (last lines)", result.run_id),
+                &result.tail_log,
+                stop_token,
+            );
+        }
+        match ran {
             Ok(result) => {
                 let findings = crate::verify::to_findings(&result);
                 judgement.verifier = Some(match result.status {
@@ -533,6 +651,13 @@ async fn judge(
             }
         }
         judgement.verify_ms = started.elapsed().as_millis() as u64;
+    }
+    // A judge that wrote a judge file itself (possible with `--sandbox none`) must not leave it
+    // for the next iteration, nor end the run clean on it.
+    if any && let Some(reason) = guard.drift(repo) {
+        judgement
+            .failures
+            .push(("judge files".into(), reason, String::new()));
     }
     if let Some(reviewer) = reviewer.filter(|_| config.review.enabled) {
         any = true;
@@ -605,6 +730,10 @@ pub(super) async fn round(
     {
         return Err(RunError::CheckerUnusable { problem }.into());
     }
+    // What the judges are held to: the judge files as this round starts (the approved revision:
+    // the commit the run started from, plus approved edits; an earlier round could only end
+    // clean with the tree's judge files unchanged).
+    let guard = JudgeGuard::capture(resolved, repo)?;
     let (mut conversation, snapshot) = crate::blocking::run(|| initial_prompt(repo, resolved))?;
     if let Some(preamble) = &options.preamble {
         conversation.prefix.push('\n');
@@ -644,6 +773,7 @@ pub(super) async fn round(
     Protection::new(
         config.correctness_checker.as_deref(),
         &config.edits_require_approval,
+        &resolved.judge_rules().map_err(anyhow::Error::msg)?,
     )
     .context("building the approval rules")?;
     let not_shown = snapshot.not_shown();
@@ -694,6 +824,7 @@ pub(super) async fn round(
             &mut report,
             started,
             deadline,
+            &guard,
         )
         .await
     };
@@ -764,6 +895,7 @@ async fn iterate(
     report: &mut RunReport,
     started: Instant,
     deadline: Instant,
+    guard: &JudgeGuard,
 ) -> Result<()> {
     let config = &resolved.config;
     let first = options.spent.iterations;
@@ -894,7 +1026,16 @@ async fn iterate(
             iteration.checker = Some(JudgeStatus::Skipped);
             None
         } else {
-            let judged = judge(sandbox, repo, resolved, reviewer.as_ref(), deadline).await;
+            let judged = judge(
+                sandbox,
+                repo,
+                resolved,
+                reviewer.as_ref(),
+                deadline,
+                guard,
+                options.stop_token.as_deref(),
+            )
+            .await;
             if let Some(reviewer) = &reviewer {
                 Lessons::add(&options.learned.reviewer, reviewer.learned());
             }
@@ -1020,6 +1161,129 @@ async fn iterate(
             text: prompt::feedback(&feedback),
         });
     }
+    Ok(())
+}
+
+/// What a job does before its first model call: the checker must exist, the setup commands
+/// (`sandbox.setup`) fill the dependency cache, and the checker runs once on the approved tree
+/// (`preflight`). A setup command that fails, or a checker that cannot run, ends the run here
+/// (exit 2) with its output and the likely fix: no model call is paid for a judge that cannot
+/// judge. Returns the checker's verdict on the approved tree, the run's baseline.
+pub(super) async fn before_first_call(
+    resolved: &Resolved,
+    sandbox: &Sandbox,
+    options: &RoundOptions,
+) -> Result<Option<crate::report::Baseline>> {
+    let config = &resolved.config;
+    let repo = &options.repo;
+    let stop_token = options.stop_token.as_deref();
+    if let Some(checker) = &config.correctness_checker
+        && let Some(problem) = crate::blocking::run(|| checker::missing(repo, checker))
+    {
+        return Err(RunError::CheckerUnusable { problem }.into());
+    }
+    if !config.sandbox.setup.is_empty() {
+        run_setup(resolved, sandbox, repo, stop_token).await?;
+    }
+    let Some(checker_path) = config.correctness_checker.as_ref().filter(|_| config.preflight) else {
+        return Ok(None);
+    };
+    tracing::info!("preflight: running the correctness checker on the approved tree");
+    let started = Instant::now();
+    let timeout = Duration::from_secs(config.checker_timeout_secs);
+    let run = with_heartbeat(
+        "the correctness checker (preflight)",
+        checker::run(sandbox, repo, checker_path, timeout, &resolved.secret_env_names()),
+    )
+    .await
+    .context("preflight: running the correctness checker")?;
+    show_judge_output(
+        &format!("preflight: correctness checker `{checker_path}`: stderr (last lines)"),
+        &run.stderr_tail,
+        stop_token,
+    );
+    let findings = match &run.verdict {
+        Verdict::FailedToRun { reason, .. } => {
+            let fix = checker::likely_fix(
+                run.outcome,
+                &run.stderr_tail,
+                sandbox.image(JobKind::Checker).as_deref(),
+            );
+            return Err(RunError::PreflightFailed {
+                reason: reason.clone(),
+                fix,
+                stderr_tail: crate::untrusted::tail(&run.stderr_tail, 1500),
+            }
+            .into());
+        }
+        Verdict::Clean => Findings::default(),
+        Verdict::Findings { findings } => findings.clone(),
+    };
+    tracing::info!(
+        findings = findings.len(),
+        "preflight: the checker runs; {} finding(s) on the approved tree (the baseline)",
+        findings.len()
+    );
+    Ok(Some(crate::report::Baseline {
+        checker: JudgeStatus::from(&run.verdict),
+        findings,
+        duration_ms: started.elapsed().as_millis() as u64,
+    }))
+}
+
+/// Runs the setup commands once, one after another in one job of the judge's image, on the
+/// approved revision, with `sandbox.setup-network`; they alone write the dependency cache.
+async fn run_setup(
+    resolved: &Resolved,
+    sandbox: &Sandbox,
+    repo: &Path,
+    stop_token: Option<&str>,
+) -> Result<()> {
+    let config = &resolved.config;
+    let commands: Vec<Vec<String>> = config
+        .sandbox
+        .setup
+        .iter()
+        .map(|command| vec!["sh".to_owned(), "-c".to_owned(), command.clone()])
+        .collect();
+    let mut job = Job::new(
+        JobKind::Setup,
+        Vec::new(),
+        Duration::from_secs(config.sandbox.setup_timeout_secs),
+        1 << 20,
+    );
+    job.secret_env = resolved.secret_env_names();
+    tracing::info!(
+        commands = commands.len(),
+        network = %config.sandbox.setup_network,
+        "setup: running {} command(s) on the approved revision (network: {})",
+        commands.len(),
+        config.sandbox.setup_network
+    );
+    let outputs = with_heartbeat("the setup commands", sandbox.run_sequence(repo, &job, &commands))
+        .await
+        .context("running the setup commands (`sandbox.setup`)")?;
+    for (command, output) in config.sandbox.setup.iter().zip(&outputs) {
+        let mut printed = crate::untrusted::tail_bytes(&output.stdout, 2048);
+        printed.push_str(&crate::untrusted::tail_bytes(&output.stderr, 4096));
+        show_judge_output(
+            &format!(
+                "setup `{}`: output (last lines)",
+                crate::untrusted::one_line(command)
+            ),
+            &printed,
+            stop_token,
+        );
+        if output.outcome != Outcome::Exited(0) {
+            return Err(RunError::SetupFailed {
+                command: crate::untrusted::one_line(command),
+                outcome: output.outcome.to_string(),
+                tail: crate::untrusted::tail(&printed, 1500),
+            }
+            .into());
+        }
+    }
+    tracing::info!("setup: done");
     Ok(())
 }
 

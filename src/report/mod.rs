@@ -177,6 +177,19 @@ pub struct RunReport {
     /// What the whole run spent so far: earlier jobs of a resumed run, every approval round of
     /// this one. The budgets are checked against this, not against this job alone.
     pub run_totals: Spent,
+    /// The checker's verdict on the approved tree before the first model call (`preflight`):
+    /// the run's baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
+}
+
+/// The checker on the approved tree, before any edit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Baseline {
+    pub checker: JudgeStatus,
+    pub findings: Findings,
+    pub duration_ms: u64,
 }
 
 impl RunReport {
@@ -212,6 +225,7 @@ impl RunReport {
             started_at: now_rfc3339(),
             duration_ms: 0,
             run_totals: Spent::default(),
+            baseline: None,
         }
     }
 
@@ -301,6 +315,26 @@ pub fn write_json(report: &RunReport, path: &Path) -> std::io::Result<()> {
 pub const SHOWN_BYTES: usize = 64 * 1024;
 
 /// Renders one block of untrusted contents, bounded, with the sha256 of the whole.
+/// A judge's output (its stderr tail) for people, on bork-ci's stderr: under GitHub Actions
+/// (`stop_token` given) a folded `::group::` whose lines sit inside a stop-commands block;
+/// elsewhere between marker lines, escaped.
+pub fn judge_output_block(title: &str, tail: &str, stop_token: Option<&str>) -> String {
+    let title = crate::untrusted::line(title);
+    match stop_token {
+        Some(token) => format!(
+            "::group::{title}\n{}::endgroup::\n",
+            crate::untrusted::block(tail, token)
+        ),
+        None => {
+            let mut body = crate::untrusted::escape(tail);
+            if !body.ends_with('\n') {
+                body.push('\n');
+            }
+            format!("----- bork-ci: {title} -----\n{body}----- bork-ci: end -----\n")
+        }
+    }
+}
+
 pub fn untrusted_block(title: &str, contents: &str, stop_token: Option<&str>) -> String {
     let digest = hex::encode(Sha256::digest(contents.as_bytes()));
     let shown = crate::untrusted::head(contents, SHOWN_BYTES);

@@ -50,6 +50,10 @@ pub enum JobKind {
     /// The edit step (pack, call the LLM, parse, apply) in the runner image: working tree
     /// read-write without `.git`, the state directory at `/state`, host networking, the LLM key.
     EditStep,
+    /// The setup commands (`sandbox.setup`): the judge's image and profile, on the approved
+    /// revision before any model call, with `sandbox.setup-network`, writing the dependency
+    /// cache.
+    Setup,
 }
 
 impl JobKind {
@@ -59,6 +63,7 @@ impl JobKind {
             JobKind::Checker => "checker",
             JobKind::Verify => "verify",
             JobKind::EditStep => "edit-step",
+            JobKind::Setup => "setup",
         }
     }
 }
@@ -78,11 +83,10 @@ pub struct Job {
     pub timeout: Duration,
     /// At most this many bytes of stdout and of stderr are kept; the rest is drained and dropped.
     pub output_cap: usize,
-    /// Checker and verify jobs: the artifact directories on the host. The `docker` backend mounts
-    /// `run` at `/artifacts` and `cache` at `/cache`; `None` means the sandbox's
-    /// default (`<artifact root>/runs/<run id>` and `<artifact root>/cache`). The `none` backend
-    /// does not use it (callers point variables at host paths themselves, see [`artifact_env`]).
-    pub artifacts: Option<ArtifactDirs>,
+    /// Checker, verify and setup jobs: the job's artifact directory on the host (mounted at
+    /// `/artifacts`); `None` gives the job a fresh one (see [`SharedDirs::job_dirs`]). The build
+    /// and dependency caches are the sandbox's (see [`SharedDirs`]).
+    pub artifacts: Option<PathBuf>,
     /// Edit step: the host directory holding the loop state, mounted read-write at `/state`.
     pub state_dir: Option<PathBuf>,
     /// Pass the job's stderr on to bork-ci's own stderr line by line as it arrives (redacted and
@@ -147,36 +151,50 @@ impl LiveRelay {
     }
 }
 
-/// Where a job's artifacts live on the host: the per-run directory (`runs/<run id>`) and the
-/// cache shared by every run (`cache/`).
+/// Where the judges' files live on the host, besides the tree: the job's own artifact directory,
+/// the run's build cache, and the dependency cache of the repository and base branch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArtifactDirs {
+    /// The job's own directory (`/artifacts`): written by the job, read by bork-ci and people,
+    /// never by a later judge.
     pub run: PathBuf,
-    pub cache: PathBuf,
+    /// The run's build cache (`/cache`): written by the judges of this run, kept across its
+    /// iterations, removed at its end.
+    pub build: PathBuf,
+    /// The dependency cache (`/deps`) of this repository and base branch: written only by the
+    /// setup commands on the approved revision, read-only to every judge.
+    pub deps: PathBuf,
 }
 
 impl ArtifactDirs {
-    /// The seed's layout under an artifact root: `runs/<run_id>` and `cache`.
-    pub fn under(root: &Path, run_id: &str) -> ArtifactDirs {
+    /// The layout under an artifact root: `runs/<run_dir>`, `build/<run_id>` and
+    /// `deps/<deps_key>`.
+    pub fn under(root: &Path, run_dir: &str, shared: &SharedDirs) -> ArtifactDirs {
         ArtifactDirs {
-            run: root.join("runs").join(run_id),
-            cache: root.join("cache"),
+            run: root.join("runs").join(run_dir),
+            build: shared.build.clone(),
+            deps: shared.deps.clone(),
         }
     }
 
-    /// Creates the run's directories (`logs`, `build`, `tmp` and below) and the tool caches.
-    /// Those a job writes to are writable by any user (sticky, like `/tmp`) so that a container
-    /// running as another uid can use them; the run directory itself and `logs/` are not, so a
-    /// job cannot plant the files the runner writes there afterwards. Anything that is not a
-    /// directory in their place (a planted symlink) is removed first.
+    /// Creates the job's directories, the build cache and the dependency cache with their tool
+    /// folders. Those a job writes to are writable by any user (sticky, like `/tmp`) so that a
+    /// container running as another uid can use them; `logs/` is not, so a job cannot plant the
+    /// files the runner writes there afterwards. Anything that is not a directory in their
+    /// place (a planted symlink) is removed first.
     pub fn prepare(&self) -> std::io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
-        let mut dirs = vec![(self.run.clone(), 0o755), (self.cache.clone(), 0o1777)];
+        let mut dirs = vec![
+            (self.run.clone(), 0o1777),
+            (self.build.clone(), 0o1777),
+            (self.deps.clone(), 0o1777),
+        ];
         dirs.extend(RUN_SUBDIRS.iter().map(|name| {
             let mode = if *name == "logs" { 0o755 } else { 0o1777 };
             (self.run.join(name), mode)
         }));
-        dirs.extend(CACHE_SUBDIRS.iter().map(|name| (self.cache.join(name), 0o1777)));
+        dirs.extend(BUILD_SUBDIRS.iter().map(|name| (self.build.join(name), 0o1777)));
+        dirs.extend(DEPS_SUBDIRS.iter().map(|name| (self.deps.join(name), 0o1777)));
         for (dir, mode) in dirs {
             if let Ok(meta) = std::fs::symlink_metadata(&dir)
                 && !meta.is_dir()
@@ -190,30 +208,151 @@ impl ArtifactDirs {
     }
 }
 
-/// Subdirectories of a run's artifact directory that jobs write to.
-pub const RUN_SUBDIRS: &[&str] = &["logs", "build", "tmp", "tmp/home", "tmp/db", "build/snapshots"];
-/// Subdirectories of the shared cache, one per tool.
-pub const CACHE_SUBDIRS: &[&str] = &["xdg", "cargo-target", "cargo-home", "npm", "pip"];
+/// What the judges of one run share on the host: the run's build cache and the repository's
+/// dependency cache (see [`ArtifactDirs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedDirs {
+    pub root: PathBuf,
+    pub run_id: String,
+    /// `<root>/build/<run id>`.
+    pub build: PathBuf,
+    /// `<root>/deps/<key>`.
+    pub deps: PathBuf,
+    /// The dependency cache's key: a digest of the repository's identity and the base branch.
+    pub deps_key: String,
+}
 
-/// The variables that point a job's temporary, test and build output into its artifact
-/// directories: `run` and `cache` are the paths as the job sees them (`/artifacts` and `/cache`
-/// in a container, host paths for the `none` backend).
-pub fn artifact_env(run: &str, cache: &str) -> Vec<(String, String)> {
+impl SharedDirs {
+    /// The shared directories of run `run_id` under the artifact root `root`; `identity` names
+    /// the repository (its remote, else its path) and `base` the base branch.
+    pub fn new(root: &Path, run_id: &str, identity: &str, base: &str) -> SharedDirs {
+        use sha2::Digest as _;
+        let deps_key =
+            hex::encode(sha2::Sha256::digest(format!("{identity}\n{base}").as_bytes()))[..24].to_owned();
+        SharedDirs {
+            root: root.to_owned(),
+            run_id: run_id.to_owned(),
+            build: root.join("build").join(run_id),
+            deps: root.join("deps").join(&deps_key),
+            deps_key,
+        }
+    }
+
+    /// A fresh artifact directory for one job of kind `kind` (`runs/<run id>/jobs/<n>-<kind>`).
+    pub fn job_dirs(&self, kind: JobKind) -> ArtifactDirs {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ArtifactDirs::under(
+            &self.root,
+            &format!("{}/jobs/{number:04}-{}", self.run_id, kind.as_str()),
+            self,
+        )
+    }
+
+    /// Removes the run's build cache (best effort: files a container wrote under another uid
+    /// may stay for `bork-ci gc`).
+    pub fn remove_build(&self) {
+        if let Err(error) = std::fs::remove_dir_all(&self.build)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::debug!("removing the build cache {}: {error}", self.build.display());
+        }
+    }
+}
+
+/// Subdirectories of a job's artifact directory.
+pub const RUN_SUBDIRS: &[&str] = &["logs", "build", "build/snapshots", "db"];
+/// Subdirectories of the run's build cache, one per tool.
+pub const BUILD_SUBDIRS: &[&str] = &["xdg", "cargo-target"];
+/// Subdirectories of the dependency cache, one per tool.
+pub const DEPS_SUBDIRS: &[&str] = &["cargo-home", "npm", "pip", "xdg"];
+
+/// Paths of a judge's environment as the job sees them (in a container, or on the host for the
+/// `none` backend).
+#[derive(Debug, Clone)]
+pub struct JudgePaths<'a> {
+    /// The job's artifact directory.
+    pub run: &'a str,
+    /// The build cache.
+    pub build: &'a str,
+    /// The dependency cache.
+    pub deps: &'a str,
+    /// The job's own empty `HOME`.
+    pub home: &'a str,
+    /// The job's own empty `TMPDIR`.
+    pub tmp: &'a str,
+}
+
+/// The variables that point a judge's home, temporary files, test and build output and tool
+/// caches at its own directories: a fresh `HOME` and `TMPDIR` per job, the job's artifacts, the
+/// run's build cache, the repository's dependency cache.
+pub fn artifact_env(paths: &JudgePaths<'_>) -> Vec<(String, String)> {
+    let JudgePaths {
+        run,
+        build,
+        deps,
+        home,
+        tmp,
+    } = paths;
     [
-        ("TMPDIR", format!("{run}/tmp")),
-        ("HOME", format!("{run}/tmp/home")),
-        ("TEST_DB_PATH", format!("{run}/tmp/db")),
+        ("HOME", home.to_string()),
+        ("TMPDIR", tmp.to_string()),
+        ("TEST_DB_PATH", format!("{run}/db")),
         ("SNAPSHOT_DIR", format!("{run}/build/snapshots")),
         ("AGENT_BUILD_DIR", format!("{run}/build")),
-        ("AGENT_ARTIFACT_DIR", run.to_owned()),
-        ("XDG_CACHE_HOME", format!("{cache}/xdg")),
-        ("CARGO_TARGET_DIR", format!("{cache}/cargo-target")),
-        ("CARGO_HOME", format!("{cache}/cargo-home")),
-        ("npm_config_cache", format!("{cache}/npm")),
-        ("PIP_CACHE_DIR", format!("{cache}/pip")),
+        ("AGENT_ARTIFACT_DIR", run.to_string()),
+        ("XDG_CACHE_HOME", format!("{build}/xdg")),
+        ("CARGO_TARGET_DIR", format!("{build}/cargo-target")),
+        ("BORK_BUILD_CACHE", build.to_string()),
+        ("CARGO_HOME", format!("{deps}/cargo-home")),
+        ("npm_config_cache", format!("{deps}/npm")),
+        ("PIP_CACHE_DIR", format!("{deps}/pip")),
+        ("BORK_DEPS_DIR", deps.to_string()),
     ]
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value))
+    .collect()
+}
+
+/// Variables of the runner's own environment that would point a judge back at shared state
+/// (configuration and data under the runner's home); a judge's are under its own `HOME`.
+pub const SHARED_STATE_ENV: &[&str] = &[
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "PYTHONUSERBASE",
+    "PYTHONSTARTUP",
+    "NPM_CONFIG_USERCONFIG",
+    "npm_config_userconfig",
+    "GIT_CONFIG_GLOBAL",
+    "PIP_CONFIG_FILE",
+    "CARGO_BUILD_TARGET_DIR",
+];
+
+/// The setup commands' way out, when the runner has one: proxy variables, and the CA bundle the
+/// runner trusts (the file `SSL_CERT_FILE` names), which the setup job gets at `ca_path` with the
+/// variables the usual tools read it from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SetupNetwork {
+    /// `HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY` (either case) as the runner has them.
+    pub proxy_env: Vec<(String, String)>,
+    /// The runner's CA bundle (`SSL_CERT_FILE`), if set.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// The variables that point the usual tools at a CA bundle at `ca_path`.
+pub fn ca_env(ca_path: &str) -> Vec<(String, String)> {
+    [
+        "SSL_CERT_FILE",
+        "CARGO_HTTP_CAINFO",
+        "CURL_CA_BUNDLE",
+        "PIP_CERT",
+        "REQUESTS_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+        "GIT_SSL_CAINFO",
+    ]
+    .into_iter()
+    .map(|name| (name.to_owned(), ca_path.to_owned()))
     .collect()
 }
 
@@ -380,7 +519,8 @@ impl Sandbox {
         }
     }
 
-    /// Removes whatever the backend created for this run (containers, volumes); idempotent.
+    /// Removes whatever the backend created for this run (containers, volumes, the build
+    /// cache); idempotent.
     pub async fn cleanup(&self) {
         match self {
             Sandbox::None(_) => none::kill_live_groups(),
@@ -389,6 +529,16 @@ impl Sandbox {
                     tracing::warn!("removing this run's containers: {error}");
                 }
             }
+        }
+        let shared = self.shared().clone();
+        crate::blocking::run(move || shared.remove_build());
+    }
+
+    /// The run's build cache and the repository's dependency cache on the host.
+    pub fn shared(&self) -> &SharedDirs {
+        match self {
+            Sandbox::None(local) => local.shared(),
+            Sandbox::Docker(docker) => docker.shared(),
         }
     }
 

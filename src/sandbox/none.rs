@@ -1,8 +1,10 @@
 //! The `none` backend: each job is a local child process, for a CI job that is already isolated.
 //!
 //! It inherits the runner's environment minus the secret names the job lists, kills the whole
-//! process group at the timeout, and keeps a bounded amount of output. It does not confine
-//! anything: that is what the `docker` backend is for.
+//! process group at the timeout, and keeps a bounded amount of output. A judge job (checker,
+//! verifier, setup) gets a fresh, private `HOME` and `TMPDIR`, removed when it ends, its own
+//! artifact directory, and the run's build and dependency caches (see [`super::SharedDirs`]).
+//! It does not confine anything: that is what the `docker` backend is for.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -12,13 +14,88 @@ use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
-use super::{Job, JobOutput, Outcome, SandboxError};
+use super::{ArtifactDirs, Job, JobKind, JobOutput, Outcome, SandboxError, SharedDirs};
 
 /// Runs jobs as local processes.
-#[derive(Debug, Default)]
-pub struct Local;
+#[derive(Debug)]
+pub struct Local {
+    shared: SharedDirs,
+    /// Variables that keep toolchain managers finding their toolchains under the runner's own
+    /// home once a judge's `HOME` is fresh (`RUSTUP_HOME`, `PYENV_ROOT`; see
+    /// `config::Resolved::toolchain_homes`).
+    toolchain_env: Vec<(String, String)>,
+}
+
+/// A judge job's own environment: its fresh home and temporary folder (removed on drop) and
+/// the variables that point there.
+struct JudgeEnv {
+    _fresh: tempfile::TempDir,
+    env: Vec<(String, String)>,
+}
 
 impl Local {
+    /// Local processes for run `shared.run_id`.
+    pub fn new(shared: SharedDirs, toolchain_env: Vec<(String, String)>) -> Local {
+        Local {
+            shared,
+            toolchain_env,
+        }
+    }
+
+    /// The run's shared directories.
+    pub fn shared(&self) -> &SharedDirs {
+        &self.shared
+    }
+
+    /// For a judge job: a fresh private `HOME` and `TMPDIR`, the job's artifact directory and
+    /// the caches. Toolchain managers that find their toolchains under the runner's home
+    /// (rustup, pyenv) are pointed there explicitly, so a fresh `HOME` does not lose them.
+    fn judge_env(&self, job: &Job) -> Result<Option<JudgeEnv>, SandboxError> {
+        if job.kind == JobKind::EditStep {
+            return Ok(None);
+        }
+        let prepare_error = |what: &str| {
+            let what = what.to_owned();
+            move |source| SandboxError::Prepare { what, source }
+        };
+        let fresh = tempfile::Builder::new()
+            .prefix("bork-ci-judge-")
+            .tempdir()
+            .map_err(prepare_error("the job's home and temporary folder"))?;
+        let home = fresh.path().join("home");
+        let tmp = fresh.path().join("tmp");
+        for dir in [&home, &tmp] {
+            std::fs::create_dir(dir).map_err(prepare_error("the job's home and temporary folder"))?;
+        }
+        let dirs = match &job.artifacts {
+            Some(run) => ArtifactDirs {
+                run: run.clone(),
+                build: self.shared.build.clone(),
+                deps: self.shared.deps.clone(),
+            },
+            None => self.shared.job_dirs(job.kind),
+        };
+        dirs.prepare()
+            .map_err(prepare_error("the artifact directories"))?;
+        let text = |path: &std::path::Path| path.to_string_lossy().into_owned();
+        let (run, build, deps, home_text, tmp_text) = (
+            text(&dirs.run),
+            text(&dirs.build),
+            text(&dirs.deps),
+            text(&home),
+            text(&tmp),
+        );
+        let mut env = super::artifact_env(&super::JudgePaths {
+            run: &run,
+            build: &build,
+            deps: &deps,
+            home: &home_text,
+            tmp: &tmp_text,
+        });
+        env.extend(self.toolchain_env.iter().cloned());
+        Ok(Some(JudgeEnv { _fresh: fresh, env }))
+    }
+
     /// Runs `commands` one after another as separate processes, sharing `job`'s time limit,
     /// stopping after the first that does not exit 0.
     pub async fn run_sequence(
@@ -28,6 +105,7 @@ impl Local {
         commands: &[Vec<String>],
     ) -> Result<Vec<JobOutput>, SandboxError> {
         let deadline = Instant::now() + job.timeout;
+        let judge = self.judge_env(job)?;
         let mut outputs = Vec::new();
         for argv in commands {
             let mut step = job.clone();
@@ -43,7 +121,7 @@ impl Local {
                     duration: std::time::Duration::ZERO,
                 }
             } else {
-                self.run(repo, &step).await?
+                self.run_with(repo, &step, judge.as_ref()).await?
             };
             let passed = output.outcome == Outcome::Exited(0);
             outputs.push(output);
@@ -55,8 +133,18 @@ impl Local {
     }
 
     /// Runs `job` in `repo` and waits for it, up to its timeout.
-    #[allow(clippy::disallowed_methods)] // the sandbox starts the job's process
     pub async fn run(&self, repo: &Path, job: &Job) -> Result<JobOutput, SandboxError> {
+        let judge = self.judge_env(job)?;
+        self.run_with(repo, job, judge.as_ref()).await
+    }
+
+    #[allow(clippy::disallowed_methods)] // the sandbox starts the job's process
+    async fn run_with(
+        &self,
+        repo: &Path,
+        job: &Job,
+        judge: Option<&JudgeEnv>,
+    ) -> Result<JobOutput, SandboxError> {
         let program = job.argv.first().cloned().unwrap_or_default();
         let mut command = Command::new(&program);
         command
@@ -75,6 +163,12 @@ impl Local {
             if crate::secrets::find(&value.to_string_lossy()).is_some() {
                 command.env_remove(name);
             }
+        }
+        if let Some(judge) = judge {
+            for name in super::SHARED_STATE_ENV {
+                command.env_remove(name);
+            }
+            command.envs(judge.env.iter().map(|(k, v)| (k, v)));
         }
         command.envs(job.env.iter().map(|(k, v)| (k, v)));
         let started = Instant::now();
@@ -224,6 +318,10 @@ mod tests {
     use crate::sandbox::JobKind;
     use std::time::Duration;
 
+    fn local(root: &Path) -> Local {
+        Local::new(SharedDirs::new(root, "run-test", "repo", "main"), Vec::new())
+    }
+
     fn job(script: &str, timeout: Duration) -> Job {
         Job {
             kind: JobKind::Checker,
@@ -241,7 +339,7 @@ mod tests {
     #[tokio::test]
     async fn exit_code_output_and_cap() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let out = Local
+        let out = local(dir.path())
             .run(
                 dir.path(),
                 &job(
@@ -261,7 +359,7 @@ mod tests {
     async fn timeout_kills_the_group() {
         let dir = tempfile::tempdir().expect("tempdir");
         let started = Instant::now();
-        let out = Local
+        let out = local(dir.path())
             .run(
                 dir.path(),
                 &job("sleep 30 & sleep 30", Duration::from_millis(300)),
@@ -279,7 +377,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut job = job("env", Duration::from_secs(10));
         job.output_cap = 1 << 20;
-        let out = Local.run(dir.path(), &job).await.expect("runs");
+        let out = local(dir.path()).run(dir.path(), &job).await.expect("runs");
         assert!(!String::from_utf8_lossy(&out.stdout).contains("canary-123"));
     }
 }

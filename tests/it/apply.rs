@@ -112,7 +112,12 @@ fn changed(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) 
 
 fn options() -> ApplyOptions {
     ApplyOptions {
-        protection: Protection::new(Some("ci/check.sh"), &["Cargo.toml".to_owned()]).expect("valid globs"),
+        protection: Protection::new(
+            Some("ci/check.sh"),
+            &["Cargo.toml".to_owned()],
+            &Default::default(),
+        )
+        .expect("valid globs"),
         not_shown: BTreeSet::new(),
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 pub use crate::support::git;
 use bork_ci::sandbox::docker::{self, DockerSandbox, DockerSettings, PullPolicy, Transport};
-use bork_ci::sandbox::{ArtifactDirs, Job, JobKind, Outcome, Sandbox, SandboxError};
+use bork_ci::sandbox::{Job, JobKind, Outcome, Sandbox, SandboxError};
 
 /// The checker test image (busybox, a non-root user), built by `ci/build-images.sh busybox`.
 pub const TEST_IMAGE: &str = "bork-ci-test/busybox:latest";
@@ -35,6 +35,22 @@ pub fn ensure_test_image() {
     if let Err(message) = result {
         panic!("{message}");
     }
+}
+
+/// The files named `name` in the artifact directories of run `run_id`'s jobs.
+pub fn job_files(artifacts: &Path, run_id: &str, name: &str) -> Vec<std::path::PathBuf> {
+    let jobs = artifacts.join("runs").join(run_id).join("jobs");
+    let mut found: Vec<_> = std::fs::read_dir(&jobs)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path().join(name))
+                .filter(|path| path.is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
 }
 
 /// Settings for tests: the busybox image for every kind, artifacts under `artifacts`.
@@ -235,7 +251,7 @@ async fn repo_is_read_only_and_artifacts_are_writable_over(transport: Transport)
         "pwd; touch /repo/x && echo WROTE; rm /repo/README.md && echo REMOVED; \
          chmod -R 777 /repo && echo CHMOD; touch /usr/bin/x && echo ROOTFS; \
          touch /repo/.git/x && echo GITWRITE; cat /repo/README.md; \
-         echo artifact > \"$TMPDIR/out.txt\" && echo ARTIFACT; \
+         echo artifact > \"$AGENT_ARTIFACT_DIR/out.txt\" && echo ARTIFACT; \
          echo cached > \"$XDG_CACHE_HOME/c.txt\" && echo CACHED; exit 1",
     );
     let out = sandbox.run(repo.path(), &job).await.expect("runs");
@@ -267,13 +283,14 @@ async fn repo_is_read_only_and_artifacts_are_writable_over(transport: Transport)
         "{stdout}"
     );
     assert_eq!(tree_listing(repo.path()), before, "repo changed");
-    let dirs = ArtifactDirs::under(artifacts.path(), sandbox.run_id());
+    let out_txt = job_files(artifacts.path(), sandbox.run_id(), "out.txt");
+    assert_eq!(out_txt.len(), 1, "one job, one artifact directory: {out_txt:?}");
     assert_eq!(
-        std::fs::read_to_string(dirs.run.join("tmp/out.txt")).expect("artifact on host"),
+        std::fs::read_to_string(&out_txt[0]).expect("artifact on host"),
         "artifact\n"
     );
     if transport == Transport::Bind {
-        assert!(dirs.cache.join("xdg/c.txt").is_file());
+        assert!(sandbox.shared().build.join("xdg/c.txt").is_file());
     }
     assert!(containers_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
     sandbox.cleanup_all().await.expect("cleanup");
@@ -340,7 +357,8 @@ async fn confinement_over(artifacts: &Path, repo: &tempfile::TempDir, transport:
         .collect();
     assert_eq!(ifaces, ["lo"], "{stdout}");
     assert!(stdout.contains("VISIBLE=yes"));
-    assert!(stdout.contains("TMPDIR=/artifacts/tmp"), "{stdout}");
+    assert!(stdout.contains("TMPDIR=/tmp"), "{stdout}");
+    assert!(stdout.contains("HOME=/home/judge"), "{stdout}");
     assert!(!stdout.contains("CANARY"), "{stdout}");
     assert!(stdout.contains("ref: refs/heads/main"), "{stdout}");
     assert!(stdout.contains("url = https://github.com/o/r.git"), "{stdout}");
@@ -578,7 +596,10 @@ async fn child_run(run_id: &str, artifacts: &Path) {
     let sandbox = DockerSandbox::connect(settings, run_id).await.expect("connects");
     let mut term =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
-    let mut job = sh(JobKind::Checker, "echo ready > $TMPDIR/ready; sleep 300");
+    let mut job = sh(
+        JobKind::Checker,
+        "echo ready > $AGENT_ARTIFACT_DIR/ready; sleep 300",
+    );
     job.timeout = Duration::from_secs(300);
     tokio::select! {
         _ = sandbox.run(repo.path(), &job) => std::process::exit(0),
@@ -655,14 +676,11 @@ async fn sigterm_mid_check_leaves_no_container() {
     );
     // The checker has started: its marker is in the artifacts (bind), or it runs (copy: the
     // artifacts come back when it ends).
-    let ready = ArtifactDirs::under(artifacts.path(), &run_id)
-        .run
-        .join("tmp/ready");
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         let started = match any_transport() {
             Transport::Copy => !running_with(&label).is_empty(),
-            _ => ready.exists(),
+            _ => !job_files(artifacts.path(), &run_id, "ready").is_empty(),
         };
         if started {
             break;

@@ -35,7 +35,7 @@ async fn stops_at_first_failure_with_exact_layout(sandbox: Sandbox, artifacts: &
     let pipeline = steps(&[
         (
             "install",
-            "echo installing; echo built > \"$AGENT_BUILD_DIR/out.bin\"; echo tmp > \"$TMPDIR/t\"",
+            "echo installing; echo built > \"$AGENT_BUILD_DIR/out.bin\"; echo tmp > \"$TMPDIR/t\" && test -s \"$TMPDIR/t\"; echo db > \"$TEST_DB_PATH/d\"",
         ),
         ("type check", "echo checking >&2; exit 3"),
         ("test", "echo never"),
@@ -54,7 +54,7 @@ async fn stops_at_first_failure_with_exact_layout(sandbox: Sandbox, artifacts: &
         "logs/step-01-install.log",
         "logs/step-02-type-check.log",
         "build/out.bin",
-        "tmp/t",
+        "db/d",
     ] {
         assert!(run.join(path).is_file(), "{path} missing");
     }
@@ -62,7 +62,11 @@ async fn stops_at_first_failure_with_exact_layout(sandbox: Sandbox, artifacts: &
         !run.join("logs/step-03-test.log").exists(),
         "stopped at first failure"
     );
-    assert!(artifacts.join("cache").is_dir());
+    assert!(
+        !run.join("tmp/t").exists(),
+        "TMPDIR is the job's own, not in the artifacts"
+    );
+    assert!(artifacts.join("deps").is_dir());
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("manifest.json")).expect("manifest")).expect("json");
     assert_eq!(manifest["commit_sha"], head);
@@ -125,7 +129,11 @@ async fn docker_pipeline_stops_at_first_failure_with_exact_layout() {
 #[tokio::test]
 async fn local_pipeline_has_the_same_layout() {
     let artifacts = tempfile::tempdir().expect("tempdir");
-    stops_at_first_failure_with_exact_layout(Sandbox::None(Local), artifacts.path()).await;
+    let local = Local::new(
+        bork_ci::sandbox::SharedDirs::new(artifacts.path(), "run-local", "repo", "main"),
+        Vec::new(),
+    );
+    stops_at_first_failure_with_exact_layout(Sandbox::None(local), artifacts.path()).await;
 }
 
 #[tokio::test]

@@ -323,6 +323,26 @@ pub fn skeleton(root_mode: u32, dirs: &[(&str, u32)], owner: Option<(u64, u64)>)
     builder.into_inner()
 }
 
+/// [`skeleton`] (owned by root) with one regular file (0644) inside one of the directories.
+pub fn skeleton_with_file(
+    root_mode: u32,
+    dirs: &[(&str, u32)],
+    file: Option<(&str, &[u8])>,
+) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut dir = header(tar::EntryType::Directory, root_mode, 0, 0);
+    builder.append_data(&mut dir, "./", std::io::empty())?;
+    for (name, mode) in dirs {
+        let mut dir = header(tar::EntryType::Directory, *mode, 0, 0);
+        builder.append_data(&mut dir, format!("{name}/"), std::io::empty())?;
+    }
+    if let Some((name, bytes)) = file {
+        let mut entry = header(tar::EntryType::Regular, 0o644, bytes.len() as u64, 0);
+        builder.append_data(&mut entry, name, bytes)?;
+    }
+    builder.into_inner()
+}
+
 /// A tar of the directory `name` holding the regular files directly in `dir` (the edit step's
 /// state), all owned by `uid:gid`: the directory 0700, the files 0600. (The root entry of an
 /// archive does not change the directory it is extracted into, hence the named directory.)

@@ -35,7 +35,7 @@ use bollard::query_parameters::{
 use futures_util::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
-use super::{ArtifactDirs, Job, JobKind, JobOutput, Outcome, SandboxError};
+use super::{Job, JobKind, JobOutput, Outcome, SandboxError};
 pub use archive::unpack_tree;
 pub use transport::Transport;
 
@@ -45,8 +45,14 @@ pub const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
 pub const REPO_MOUNT: &str = "/repo";
 /// Where the run's artifact directory is mounted (checker and verify jobs).
 pub const ARTIFACTS_MOUNT: &str = "/artifacts";
-/// Where the cache shared across runs is mounted (checker and verify jobs).
+/// Where the run's build cache is mounted (judges).
 pub const CACHE_MOUNT: &str = "/cache";
+/// Where the dependency cache is mounted (read-only for judges, read-write for setup).
+pub const DEPS_MOUNT: &str = "/deps";
+/// A judge's own empty home (a tmpfs per container).
+pub const JUDGE_HOME: &str = "/home/judge";
+/// Where the setup job finds the runner's CA bundle (inside the dependency cache).
+pub const SETUP_CA: &str = "/deps/.bork-ci/ca-certificates.crt";
 /// Where the edit step's state directory is mounted.
 pub const STATE_MOUNT: &str = "/state";
 /// Over `copy`, where the edit step's state is: a directory inside the state volume, owned by
@@ -109,8 +115,15 @@ pub struct DockerSettings {
     pub user: String,
     /// `sandbox.artifact-dir`: the artifact root (`runs/`, `cache/`).
     pub artifact_dir: PathBuf,
-    /// Size of the `/tmp` tmpfs in bytes.
+    /// Size of the `/tmp` tmpfs in bytes (and of a judge's `HOME`).
     pub tmpfs_bytes: u64,
+    /// Names the repository and base branch whose dependency cache the judges read (see
+    /// [`super::SharedDirs`]).
+    pub deps_identity: String,
+    /// `sandbox.setup-network`: the network of the setup commands.
+    pub setup_network: String,
+    /// The runner's proxy variables and CA bundle, passed into the setup job.
+    pub setup_egress: super::SetupNetwork,
 }
 
 impl DockerSettings {
@@ -130,7 +143,10 @@ impl DockerSettings {
             pids_limit: Some(512),
             user: "65534:65534".to_owned(),
             artifact_dir,
-            tmpfs_bytes: 64 << 20,
+            tmpfs_bytes: 256 << 20,
+            deps_identity: String::new(),
+            setup_network: "bridge".to_owned(),
+            setup_egress: super::SetupNetwork::default(),
         }
     }
 }
@@ -244,6 +260,8 @@ pub struct DockerSandbox {
     helper_failed: std::sync::atomic::AtomicBool,
     /// The engine is Podman (its Docker-compatible API): see [`Podman`].
     podman: bool,
+    /// The run's build cache and the repository's dependency cache on the host (`bind`).
+    shared: super::SharedDirs,
 }
 
 /// What differs on Podman's Docker-compatible API (4.x), and how the backend meets it:
@@ -347,7 +365,6 @@ impl DockerSandbox {
         };
         Ok(DockerSandbox {
             docker,
-            settings,
             endpoint,
             run_id: run_id.to_owned(),
             host_label: hostname(),
@@ -359,7 +376,14 @@ impl DockerSandbox {
             tree: tokio::sync::Mutex::new(None),
             tree_lock: Arc::new(tokio::sync::RwLock::new(())),
             helper_failed: std::sync::atomic::AtomicBool::new(false),
+            shared: super::SharedDirs::new(&settings.artifact_dir, run_id, &settings.deps_identity, ""),
+            settings,
         })
+    }
+
+    /// The run's build cache and the repository's dependency cache on the host.
+    pub fn shared(&self) -> &super::SharedDirs {
+        &self.shared
     }
 
     /// The run id on this sandbox's labels.
@@ -381,7 +405,7 @@ impl DockerSandbox {
     /// once it is known).
     pub fn image_for(&self, kind: JobKind) -> String {
         match kind {
-            JobKind::Checker | JobKind::Verify => self.settings.image.clone(),
+            JobKind::Checker | JobKind::Verify | JobKind::Setup => self.settings.image.clone(),
             JobKind::EditStep => match (&self.settings.runner_image, self.built_runner.get()) {
                 (Some(image), _) => image.clone(),
                 (None, Some(tag)) => tag.clone(),
@@ -893,13 +917,43 @@ impl DockerSandbox {
             format!("rw,nosuid,nodev,noexec,size={}", self.settings.tmpfs_bytes),
         )]);
         let (user, network) = match job.kind {
-            JobKind::Checker | JobKind::Verify => {
-                let dirs = job
-                    .artifacts
-                    .clone()
-                    .unwrap_or_else(|| ArtifactDirs::under(&self.settings.artifact_dir, &self.run_id));
+            JobKind::Checker | JobKind::Verify | JobKind::Setup => {
+                let setup = job.kind == JobKind::Setup;
+                let dirs = match &job.artifacts {
+                    Some(run) => super::ArtifactDirs {
+                        run: run.clone(),
+                        build: self.shared.build.clone(),
+                        deps: self.shared.deps.clone(),
+                    },
+                    None => self.shared.job_dirs(job.kind),
+                };
                 dirs.prepare()
                     .map_err(prepare_error("the artifact directories"))?;
+                // A fresh, empty home and temporary folder per job: nothing a judge leaves
+                // there reaches a later one.
+                tmpfs.insert(
+                    "/tmp".to_owned(),
+                    format!(
+                        "rw,nosuid,nodev,exec,mode=1777,size={}",
+                        self.settings.tmpfs_bytes
+                    ),
+                );
+                tmpfs.insert(
+                    JUDGE_HOME.to_owned(),
+                    format!(
+                        "rw,nosuid,nodev,exec,mode=1777,size={}",
+                        self.settings.tmpfs_bytes
+                    ),
+                );
+                let ca = if setup {
+                    self.settings
+                        .setup_egress
+                        .ca_file
+                        .as_deref()
+                        .and_then(|path| crate::safe_fs::read_regular(path, 16 << 20).ok())
+                } else {
+                    None
+                };
                 if copy {
                     let repo_volume = {
                         let _writing = self.tree_lock.write().await;
@@ -911,26 +965,48 @@ impl DockerSandbox {
                     let artifacts = transport::artifacts_volume(&dirs.run);
                     self.create_volume(&artifacts, self.run_volume_labels("artifacts"))
                         .await?;
+                    prepared.volumes.push(artifacts.clone());
                     mounts.push(transport::volume(&artifacts, ARTIFACTS_MOUNT, false));
-                    let cache = transport::cache_volume(repo);
-                    self.create_volume(&cache, self.cache_volume_labels(repo)).await?;
-                    mounts.push(transport::volume(&cache, CACHE_MOUNT, false));
+                    let deps = transport::deps_volume(&self.shared.deps_key);
+                    self.create_volume(&deps, self.cache_volume_labels(repo)).await?;
+                    mounts.push(transport::volume(&deps, DEPS_MOUNT, !setup));
                     let run_dirs: Vec<(&str, u32)> = super::RUN_SUBDIRS
                         .iter()
                         .map(|name| (*name, if *name == "logs" { 0o755 } else { 0o1777 }))
                         .collect();
-                    let cache_dirs: Vec<(&str, u32)> =
-                        super::CACHE_SUBDIRS.iter().map(|name| (*name, 0o1777)).collect();
                     prepared.uploads.push((
                         ARTIFACTS_MOUNT.to_owned(),
-                        archive::skeleton(0o755, &run_dirs, None)
+                        archive::skeleton(0o1777, &run_dirs, None)
                             .map_err(prepare_error("the artifact skeleton"))?,
                     ));
-                    prepared.uploads.push((
-                        CACHE_MOUNT.to_owned(),
-                        archive::skeleton(0o1777, &cache_dirs, None)
-                            .map_err(prepare_error("the cache skeleton"))?,
-                    ));
+                    if !setup {
+                        let build = transport::build_volume(&self.run_id);
+                        self.create_volume(&build, self.run_volume_labels("build"))
+                            .await?;
+                        mounts.push(transport::volume(&build, CACHE_MOUNT, false));
+                        let build_dirs: Vec<(&str, u32)> =
+                            super::BUILD_SUBDIRS.iter().map(|name| (*name, 0o1777)).collect();
+                        prepared.uploads.push((
+                            CACHE_MOUNT.to_owned(),
+                            archive::skeleton(0o1777, &build_dirs, None)
+                                .map_err(prepare_error("the build cache skeleton"))?,
+                        ));
+                    } else {
+                        let deps_dirs: Vec<(&str, u32)> = super::DEPS_SUBDIRS
+                            .iter()
+                            .map(|name| (*name, 0o1777))
+                            .chain(std::iter::once((".bork-ci", 0o755)))
+                            .collect();
+                        prepared.uploads.push((
+                            DEPS_MOUNT.to_owned(),
+                            archive::skeleton_with_file(
+                                0o1777,
+                                &deps_dirs,
+                                ca.as_deref().map(|bytes| (".bork-ci/ca-certificates.crt", bytes)),
+                            )
+                            .map_err(prepare_error("the dependency cache skeleton"))?,
+                        ));
+                    }
                     prepared.artifacts_back = Some(dirs.run.clone());
                 } else {
                     check_readable(repo, &self.settings.user)?;
@@ -949,11 +1025,33 @@ impl DockerSandbox {
                         ));
                     }
                     mounts.push(bind(&path_str(&dirs.run)?, ARTIFACTS_MOUNT, false));
-                    mounts.push(bind(&path_str(&dirs.cache)?, CACHE_MOUNT, false));
+                    mounts.push(bind(&path_str(&dirs.deps)?, DEPS_MOUNT, !setup));
+                    if !setup {
+                        mounts.push(bind(&path_str(&dirs.build)?, CACHE_MOUNT, false));
+                    }
+                    if let Some(bytes) = &ca {
+                        let path = dirs.deps.join(".bork-ci/ca-certificates.crt");
+                        crate::safe_fs::write_atomic(&path, bytes)
+                            .map_err(prepare_error("the CA bundle for the setup commands"))?;
+                    }
                     prepared._scratch = Some(scratch);
                 }
-                env.extend(super::artifact_env(ARTIFACTS_MOUNT, CACHE_MOUNT));
-                (self.settings.user.clone(), self.settings.network.clone())
+                env.extend(super::artifact_env(&super::JudgePaths {
+                    run: ARTIFACTS_MOUNT,
+                    build: CACHE_MOUNT,
+                    deps: DEPS_MOUNT,
+                    home: JUDGE_HOME,
+                    tmp: "/tmp",
+                }));
+                if setup {
+                    if ca.is_some() {
+                        env.extend(super::ca_env(SETUP_CA));
+                    }
+                    env.extend(self.settings.setup_egress.proxy_env.iter().cloned());
+                    (self.settings.user.clone(), self.settings.setup_network.clone())
+                } else {
+                    (self.settings.user.clone(), self.settings.network.clone())
+                }
             }
             JobKind::EditStep => {
                 env.push(("HOME".to_owned(), "/tmp".to_owned()));

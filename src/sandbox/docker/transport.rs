@@ -84,6 +84,16 @@ pub fn cache_volume(repo: &Path) -> String {
     format!("bork-ci-cache-{}", digest16(&repo.display().to_string()))
 }
 
+/// The dependency cache volume of a repository and base branch (`SharedDirs::deps_key`).
+pub fn deps_volume(deps_key: &str) -> String {
+    format!("bork-ci-deps-{deps_key}")
+}
+
+/// The build cache volume of a run.
+pub fn build_volume(run_id: &str) -> String {
+    format!("bork-ci-build-{}", digest16(run_id))
+}
+
 /// The artifacts volume of a run directory.
 pub fn artifacts_volume(run_dir: &Path) -> String {
     format!("bork-ci-artifacts-{}", digest16(&run_dir.display().to_string()))

@@ -48,7 +48,7 @@ pub struct EditStepInput {
     pub edits_require_approval: Vec<String>,
     /// The judge files (held for approval like specs; `package.json`'s `scripts` and the like by
     /// their section).
-    pub judge_files: crate::judge_files::JudgeRules,
+    pub judge_files: crate::edit::judge_files::JudgeRules,
     /// Existing files the model never saw (binary, too large): not to be overwritten.
     pub not_shown: BTreeSet<String>,
     /// Paths of the tree that name the same file or folder (symlinks, hardlinks), found by the

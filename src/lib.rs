@@ -17,7 +17,6 @@ pub mod edit_step;
 pub mod exit;
 pub mod findings;
 pub mod github;
-pub mod judge_files;
 pub mod llm;
 pub mod net;
 pub mod outputs;

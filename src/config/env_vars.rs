@@ -35,6 +35,7 @@ vars! {
     "BORK_EDITS_REQUIRE_APPROVAL" => "edits-require-approval": List,
     "BORK_JUDGE_FILES" => "judge-files": List,
     "BORK_PREFLIGHT" => "preflight": Boolean,
+    "BORK_CONFIRM_CLEAN" => "confirm-clean": Boolean,
     "BORK_MAX_ITERATIONS" => "max-iterations": Integer,
     "BORK_CHECKER_TIMEOUT_SECS" => "checker-timeout-secs": Integer,
     "BORK_CONTEXT_BUDGET_TOKENS" => "context-budget-tokens": Integer,

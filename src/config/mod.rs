@@ -48,6 +48,10 @@ pub struct Config {
     /// Run the checker once on the approved tree before the first model call: a checker that
     /// cannot run stops the run there (exit 2), and its findings are the run's baseline.
     pub preflight: bool,
+    /// Confirm a clean verdict before the run ends converged: the checker and the Verifier run
+    /// once more with an empty build cache, so nothing an earlier judge of the run left there
+    /// can have bought it.
+    pub confirm_clean: bool,
     /// Iterations before the run stops and asks for a human.
     pub max_iterations: u32,
     /// Wall-clock limit of one checker run, in seconds.
@@ -79,6 +83,7 @@ impl Default for Config {
             judge_files: Vec::new(),
             judge_files_exempt: BTreeMap::new(),
             preflight: true,
+            confirm_clean: true,
             max_iterations: 5,
             checker_timeout_secs: 600,
             context_budget_tokens: 200_000,
@@ -1516,8 +1521,8 @@ impl Resolved {
 
     /// The judge files of this configuration (see `judge_files`); an error names a bad
     /// `judge-files-exempt` entry.
-    pub fn judge_rules(&self) -> Result<crate::judge_files::JudgeRules, String> {
-        crate::judge_files::JudgeRules::resolve(
+    pub fn judge_rules(&self) -> Result<crate::edit::judge_files::JudgeRules, String> {
+        crate::edit::judge_files::JudgeRules::resolve(
             self.config.correctness_checker.as_deref(),
             &self.config.judge_files,
             &self.config.judge_files_exempt,

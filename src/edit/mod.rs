@@ -12,6 +12,7 @@
 
 pub mod apply;
 pub mod identity;
+pub mod judge_files;
 pub mod parse;
 pub mod path;
 pub mod policy;

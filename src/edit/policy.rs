@@ -35,7 +35,7 @@ pub struct Protection {
     /// Pairs of paths naming the same thing, as folded components, with their spelling.
     aliases: Vec<(Vec<String>, String)>,
     /// The judge files (`judge_files`): gated too, some by a section of their content.
-    judge: crate::judge_files::Matcher,
+    judge: crate::edit::judge_files::Matcher,
 }
 
 impl Protection {
@@ -50,7 +50,7 @@ impl Protection {
     pub fn new(
         checker: Option<&str>,
         user_globs: &[String],
-        judge: &crate::judge_files::JudgeRules,
+        judge: &crate::edit::judge_files::JudgeRules,
     ) -> Result<Self, globset::Error> {
         let mut builder = GlobSetBuilder::new();
         let mut rules = Vec::new();
@@ -130,7 +130,7 @@ impl Protection {
             .and_then(|index| self.rules.get(index))
             .map(String::as_str)
             .or_else(|| match self.judge.classify(&candidate) {
-                Some(crate::judge_files::JudgeMatch::Whole { rule }) => Some(rule),
+                Some(crate::edit::judge_files::JudgeMatch::Whole { rule }) => Some(rule),
                 _ => None,
             })
     }
@@ -144,8 +144,8 @@ impl Protection {
         spellings.extend(self.spellings(&path));
         spellings.iter().any(|spelling| {
             matches!(
-                self.judge.classify(&crate::judge_files::fold(spelling)),
-                Some(crate::judge_files::JudgeMatch::Keyed)
+                self.judge.classify(&crate::edit::judge_files::fold(spelling)),
+                Some(crate::edit::judge_files::JudgeMatch::Keyed)
             )
         })
     }
@@ -158,7 +158,7 @@ impl Protection {
         let mut spellings = vec![path.as_str().to_owned()];
         spellings.extend(self.spellings(&path));
         spellings.iter().find_map(|spelling| {
-            let folded = crate::judge_files::fold(spelling);
+            let folded = crate::edit::judge_files::fold(spelling);
             self.judge.keyed_change(&folded, old, new).map(str::to_owned)
         })
     }

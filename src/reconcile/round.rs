@@ -455,11 +455,71 @@ pub async fn review_with(
     Ok((outcome, usage))
 }
 
+impl Judgement {
+    fn is_clean(&self) -> bool {
+        self.findings.is_empty() && self.failures.is_empty()
+    }
+}
+
+/// Confirms a clean verdict: the checker and the Verifier once more, each with an empty build
+/// cache of its own, so that nothing an earlier judge of the run left in the build cache can
+/// have bought it. What the confirmation finds is the iteration's verdict.
+async fn confirm(
+    sandbox: &Sandbox,
+    repo: &Path,
+    resolved: &Resolved,
+    deadline: Instant,
+    guard: &JudgeGuard,
+    options: &RoundOptions,
+    mut judgement: Judgement,
+) -> Result<Option<Judgement>> {
+    tracing::info!("the checks are clean: confirming with an empty build cache");
+    let confirmation = judge(
+        sandbox,
+        repo,
+        resolved,
+        None,
+        deadline,
+        Judging {
+            guard,
+            stop_token: options.stop_token.as_deref(),
+            fresh_build: true,
+        },
+    )
+    .await?;
+    if let Some(confirmation) = confirmation
+        && !confirmation.is_clean()
+    {
+        tracing::warn!(
+            "the verdict changed with an empty build cache: something the run's earlier judges left in it decided the clean verdict"
+        );
+        judgement.checker = confirmation.checker;
+        if confirmation.verifier.is_some() {
+            judgement.verifier = confirmation.verifier;
+        }
+        judgement.findings.extend(confirmation.findings);
+        judgement
+            .failures
+            .extend(confirmation.failures.into_iter().map(|(judge, reason, tail)| {
+                (
+                    format!("{judge} (confirmed with an empty build cache)"),
+                    reason,
+                    tail,
+                )
+            }));
+        judgement.warnings.push(
+            "a clean verdict did not hold with an empty build cache: the build cache of the run decided it"
+                .to_owned(),
+        );
+    }
+    Ok(Some(judgement))
+}
+
 /// The judge files of the approved revision, which every judge of the round is held to (see
 /// `judge_files`).
 pub(super) struct JudgeGuard {
-    matcher: crate::judge_files::Matcher,
-    baseline: crate::judge_files::Baseline,
+    matcher: crate::edit::judge_files::Matcher,
+    baseline: crate::edit::judge_files::Baseline,
 }
 
 impl JudgeGuard {
@@ -470,7 +530,7 @@ impl JudgeGuard {
             .map_err(anyhow::Error::msg)?
             .matcher()
             .context("compiling the judge files' globs")?;
-        let baseline = crate::blocking::run(|| crate::judge_files::Baseline::capture(repo, &matcher))
+        let baseline = crate::blocking::run(|| crate::edit::judge_files::Baseline::capture(repo, &matcher))
             .context("recording the judge files of the approved revision")?;
         tracing::debug!(judge_files = baseline.len(), "recorded the approved judge files");
         Ok(JudgeGuard { matcher, baseline })
@@ -521,15 +581,30 @@ fn show_judge_output(title: &str, tail: &str, stop_token: Option<&str>) {
     let _ = std::io::Write::write_all(&mut lock, text.as_bytes());
 }
 
+/// How the judges of one iteration run.
+#[derive(Clone, Copy)]
+struct Judging<'a> {
+    /// The approved judge files they are held to.
+    guard: &'a JudgeGuard,
+    /// Under GitHub Actions: the stop-commands token for their output.
+    stop_token: Option<&'a str>,
+    /// Each with an empty build cache of its own (a confirmation).
+    fresh_build: bool,
+}
+
 async fn judge(
     sandbox: &Sandbox,
     repo: &Path,
     resolved: &Resolved,
     reviewer: Option<&Provider>,
     deadline: Instant,
-    guard: &JudgeGuard,
-    stop_token: Option<&str>,
+    how: Judging<'_>,
 ) -> Result<Option<Judgement>> {
+    let Judging {
+        guard,
+        stop_token,
+        fresh_build,
+    } = how;
     let config = &resolved.config;
     let mut judgement = Judgement {
         checker: JudgeStatus::Absent,
@@ -561,7 +636,14 @@ async fn judge(
             None => {
                 let run = with_heartbeat(
                     "the correctness checker",
-                    checker::run(sandbox, repo, checker_path, timeout, &resolved.secret_env_names()),
+                    checker::run(
+                        sandbox,
+                        repo,
+                        checker_path,
+                        timeout,
+                        &resolved.secret_env_names(),
+                        fresh_build,
+                    ),
                 )
                 .await
                 .context("running the correctness checker")?;
@@ -597,6 +679,7 @@ async fn judge(
         let mut options = crate::verify::VerifyOptions::new(resolved.artifact_root());
         options.timeout = Duration::from_secs(config.verification.timeout_secs).min(remaining);
         options.secret_env = resolved.secret_env_names();
+        options.fresh_build = fresh_build;
         let ran = match guard.drift(repo) {
             Some(reason) => Err(anyhow::anyhow!(reason)),
             None => with_heartbeat(
@@ -1032,10 +1115,19 @@ async fn iterate(
                 resolved,
                 reviewer.as_ref(),
                 deadline,
-                guard,
-                options.stop_token.as_deref(),
+                Judging {
+                    guard,
+                    stop_token: options.stop_token.as_deref(),
+                    fresh_build: false,
+                },
             )
             .await;
+            let judged = match judged {
+                Ok(Some(judgement)) if config.confirm_clean && judgement.is_clean() => {
+                    confirm(sandbox, repo, resolved, deadline, guard, options, judgement).await
+                }
+                other => other,
+            };
             if let Some(reviewer) = &reviewer {
                 Lessons::add(&options.learned.reviewer, reviewer.learned());
             }
@@ -1193,7 +1285,14 @@ pub(super) async fn before_first_call(
     let timeout = Duration::from_secs(config.checker_timeout_secs);
     let run = with_heartbeat(
         "the correctness checker (preflight)",
-        checker::run(sandbox, repo, checker_path, timeout, &resolved.secret_env_names()),
+        checker::run(
+            sandbox,
+            repo,
+            checker_path,
+            timeout,
+            &resolved.secret_env_names(),
+            false,
+        ),
     )
     .await
     .context("preflight: running the correctness checker")?;
@@ -1220,7 +1319,7 @@ pub(super) async fn before_first_call(
         Verdict::Findings { findings } => findings.clone(),
     };
     tracing::info!(
-        findings = findings.len(),
+        baseline_findings = findings.len(),
         "preflight: the checker runs; {} finding(s) on the approved tree (the baseline)",
         findings.len()
     );

@@ -93,6 +93,9 @@ pub struct Job {
     /// made safe, see `LiveRelay`), besides keeping it: the edit step's progress during a long
     /// model answer.
     pub live_stderr: bool,
+    /// Judges: an empty build cache of the job's own instead of the run's (the confirmation of
+    /// a clean verdict, which nothing an earlier judge left can have bought).
+    pub fresh_build: bool,
 }
 
 impl Job {
@@ -108,6 +111,7 @@ impl Job {
             artifacts: None,
             state_dir: None,
             live_stderr: false,
+            fresh_build: false,
         }
     }
 }
@@ -178,14 +182,15 @@ impl ArtifactDirs {
     }
 
     /// Creates the job's directories, the build cache and the dependency cache with their tool
-    /// folders. Those a job writes to are writable by any user (sticky, like `/tmp`) so that a
-    /// container running as another uid can use them; `logs/` is not, so a job cannot plant the
-    /// files the runner writes there afterwards. Anything that is not a directory in their
+    /// folders. Those a job writes to (`build/`, `db/`, the caches) are writable by any user
+    /// (sticky, like `/tmp`) so that a container running as another uid can use them; the job's
+    /// directory itself and `logs/` are not, so a job cannot plant the files the runner writes
+    /// there afterwards (the manifest, the logs). Anything that is not a directory in their
     /// place (a planted symlink) is removed first.
     pub fn prepare(&self) -> std::io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
         let mut dirs = vec![
-            (self.run.clone(), 0o1777),
+            (self.run.clone(), 0o755),
             (self.build.clone(), 0o1777),
             (self.deps.clone(), 0o1777),
         ];
@@ -240,13 +245,34 @@ impl SharedDirs {
 
     /// A fresh artifact directory for one job of kind `kind` (`runs/<run id>/jobs/<n>-<kind>`).
     pub fn job_dirs(&self, kind: JobKind) -> ArtifactDirs {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         ArtifactDirs::under(
             &self.root,
-            &format!("{}/jobs/{number:04}-{}", self.run_id, kind.as_str()),
+            &format!("{}/jobs/{:04}-{}", self.run_id, next_job_number(), kind.as_str()),
             self,
         )
+    }
+
+    /// The directories of `job`: its own artifact directory (given, or a fresh one), the
+    /// dependency cache, and the run's build cache or, for [`Job::fresh_build`], an empty one
+    /// of its own (`build/<run id>-fresh-<n>`, removed by [`FreshBuild`]'s drop).
+    pub fn for_job(&self, job: &Job) -> (ArtifactDirs, Option<FreshBuild>) {
+        let mut dirs = match &job.artifacts {
+            Some(run) => ArtifactDirs {
+                run: run.clone(),
+                build: self.build.clone(),
+                deps: self.deps.clone(),
+            },
+            None => self.job_dirs(job.kind),
+        };
+        let fresh = job.fresh_build.then(|| {
+            let path =
+                self.root
+                    .join("build")
+                    .join(format!("{}-fresh-{:04}", self.run_id, next_job_number()));
+            dirs.build = path.clone();
+            FreshBuild(path)
+        });
+        (dirs, fresh)
     }
 
     /// Removes the run's build cache (best effort: files a container wrote under another uid
@@ -257,6 +283,21 @@ impl SharedDirs {
         {
             tracing::debug!("removing the build cache {}: {error}", self.build.display());
         }
+    }
+}
+
+fn next_job_number() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A job's own empty build cache on the host, removed (best effort) when dropped.
+#[derive(Debug)]
+pub struct FreshBuild(pub PathBuf);
+
+impl Drop for FreshBuild {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

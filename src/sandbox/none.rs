@@ -14,7 +14,7 @@ use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
-use super::{ArtifactDirs, Job, JobKind, JobOutput, Outcome, SandboxError, SharedDirs};
+use super::{Job, JobKind, JobOutput, Outcome, SandboxError, SharedDirs};
 
 /// Runs jobs as local processes.
 #[derive(Debug)]
@@ -30,6 +30,7 @@ pub struct Local {
 /// the variables that point there.
 struct JudgeEnv {
     _fresh: tempfile::TempDir,
+    _build: Option<super::FreshBuild>,
     env: Vec<(String, String)>,
 }
 
@@ -67,14 +68,7 @@ impl Local {
         for dir in [&home, &tmp] {
             std::fs::create_dir(dir).map_err(prepare_error("the job's home and temporary folder"))?;
         }
-        let dirs = match &job.artifacts {
-            Some(run) => ArtifactDirs {
-                run: run.clone(),
-                build: self.shared.build.clone(),
-                deps: self.shared.deps.clone(),
-            },
-            None => self.shared.job_dirs(job.kind),
-        };
+        let (dirs, fresh_build) = self.shared.for_job(job);
         dirs.prepare()
             .map_err(prepare_error("the artifact directories"))?;
         let text = |path: &std::path::Path| path.to_string_lossy().into_owned();
@@ -93,7 +87,11 @@ impl Local {
             tmp: &tmp_text,
         });
         env.extend(self.toolchain_env.iter().cloned());
-        Ok(Some(JudgeEnv { _fresh: fresh, env }))
+        Ok(Some(JudgeEnv {
+            _fresh: fresh,
+            _build: fresh_build,
+            env,
+        }))
     }
 
     /// Runs `commands` one after another as separate processes, sharing `job`'s time limit,
@@ -106,6 +104,7 @@ impl Local {
     ) -> Result<Vec<JobOutput>, SandboxError> {
         let deadline = Instant::now() + job.timeout;
         let judge = self.judge_env(job)?;
+        let seal = self.seal(job)?;
         let mut outputs = Vec::new();
         for argv in commands {
             let mut step = job.clone();
@@ -129,13 +128,50 @@ impl Local {
                 break;
             }
         }
+        self.check_seal(seal)?;
         Ok(outputs)
     }
 
     /// Runs `job` in `repo` and waits for it, up to its timeout.
     pub async fn run(&self, repo: &Path, job: &Job) -> Result<JobOutput, SandboxError> {
         let judge = self.judge_env(job)?;
-        self.run_with(repo, job, judge.as_ref()).await
+        let seal = self.seal(job)?;
+        let output = self.run_with(repo, job, judge.as_ref()).await;
+        self.check_seal(seal)?;
+        output
+    }
+
+    /// A local judge runs as the runner's user and could write the dependency cache, which
+    /// only the setup commands may: it is sealed before a judge job (every entry's inode, size,
+    /// mode and change time; a change time cannot be set back) and checked afterwards.
+    fn seal(&self, job: &Job) -> Result<Option<Seal>, SandboxError> {
+        if matches!(job.kind, JobKind::EditStep | JobKind::Setup) {
+            return Ok(None);
+        }
+        crate::blocking::run(|| Seal::of(&self.shared.deps))
+            .map(Some)
+            .map_err(|source| SandboxError::Prepare {
+                what: "a seal of the dependency cache".to_owned(),
+                source,
+            })
+    }
+
+    /// A broken seal: the cache is removed, so that nothing a judge wrote there reaches a later
+    /// judge or run, and the job is an error of the sandbox.
+    fn check_seal(&self, seal: Option<Seal>) -> Result<(), SandboxError> {
+        let Some(seal) = seal else {
+            return Ok(());
+        };
+        let deps = self.shared.deps.clone();
+        let now = crate::blocking::run(|| Seal::of(&deps));
+        if now.as_ref().is_ok_and(|now| *now == seal) {
+            return Ok(());
+        }
+        let _ = crate::blocking::run(|| std::fs::remove_dir_all(&deps));
+        Err(SandboxError::Backend(format!(
+            "a judge wrote into the dependency cache {}, which only the setup commands may write; the cache was removed so that nothing it holds reaches a later judge or run",
+            deps.display()
+        )))
     }
 
     #[allow(clippy::disallowed_methods)] // the sandbox starts the job's process
@@ -219,6 +255,48 @@ impl Local {
             stderr_truncated,
             duration: started.elapsed(),
         })
+    }
+}
+
+/// What the dependency cache holds, by path: inode, size, mode, modification and change times.
+#[derive(Debug, PartialEq, Eq)]
+struct Seal(std::collections::BTreeMap<std::path::PathBuf, Stamp>);
+
+/// One entry's inode, size, mode, modification and change times (seconds, nanoseconds).
+type Stamp = (u64, u64, u32, i64, i64, i64, i64);
+
+impl Seal {
+    fn of(root: &Path) -> std::io::Result<Seal> {
+        use std::os::unix::fs::MetadataExt;
+        let mut entries = std::collections::BTreeMap::new();
+        let mut stack = vec![root.to_owned()];
+        while let Some(dir) = stack.pop() {
+            let items = match std::fs::read_dir(&dir) {
+                Ok(items) => items,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(error) => return Err(error),
+            };
+            for item in items {
+                let item = item?;
+                let meta = item.path().symlink_metadata()?;
+                entries.insert(
+                    item.path(),
+                    (
+                        meta.ino(),
+                        meta.size(),
+                        meta.mode(),
+                        meta.mtime(),
+                        meta.mtime_nsec(),
+                        meta.ctime(),
+                        meta.ctime_nsec(),
+                    ),
+                );
+                if meta.is_dir() {
+                    stack.push(item.path());
+                }
+            }
+        }
+        Ok(Seal(entries))
     }
 }
 
@@ -333,6 +411,7 @@ mod tests {
             artifacts: None,
             state_dir: None,
             live_stderr: false,
+            fresh_build: false,
         }
     }
 

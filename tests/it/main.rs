@@ -12,6 +12,7 @@ mod endpoints;
 mod fake_llm;
 mod ghsim;
 mod github;
+mod judge;
 mod llm;
 mod pack;
 mod providers;

@@ -28,6 +28,15 @@ fn run(repo: &Repo, answers: &[serde_json::Value], extra: &[&str]) -> Outcome {
     TestContext::on(repo).scripted(answers).run(extra)
 }
 
+/// [`run`] without the preflight: for what the loop does with a checker that fails to run
+/// after the start (the preflight would stop the run before the first model call).
+fn run_unchecked(repo: &Repo, answers: &[serde_json::Value]) -> Outcome {
+    TestContext::on(repo)
+        .scripted(answers)
+        .env("BORK_PREFLIGHT", "false")
+        .run(&[])
+}
+
 #[test]
 fn converges_in_one() {
     let repo = repo_with_checker("DONE");
@@ -128,7 +137,7 @@ fn checker_exit_two_is_fed_back_and_a_final_one_is_an_error() {
             r#"{"correctness-checker": "check.sh", "max-iterations": 2, "llm": {"provider": "scripted"}}"#,
         ),
     ]);
-    let outcome = run(&repo, &[write_app("a\n"), write_app("b\n")], &[]);
+    let outcome = run_unchecked(&repo, &[write_app("a\n"), write_app("b\n")]);
     assert_eq!(outcome.code, 2, "{}", outcome.stderr);
     assert_eq!(outcome.report["status"], "error");
     let first = &outcome.report["iterations"][0]["checker"];
@@ -152,7 +161,7 @@ fn checker_timeout_counts_as_failed_to_run() {
         ),
     ]);
     let started = std::time::Instant::now();
-    let outcome = run(&repo, &[write_app("a\n")], &[]);
+    let outcome = run_unchecked(&repo, &[write_app("a\n")]);
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
     assert_eq!(outcome.code, 2, "{}", outcome.stderr);
     let checker = &outcome.report["iterations"][0]["checker"];
@@ -336,7 +345,7 @@ fn a_checker_that_cannot_start_counts_as_failed_to_run() {
             r#"{"correctness-checker": "check.sh", "max-iterations": 1, "llm": {"provider": "scripted"}}"#,
         ),
     ]);
-    let outcome = run(&repo, &[write_app("a\n")], &[]);
+    let outcome = run_unchecked(&repo, &[write_app("a\n")]);
     assert_eq!(outcome.code, 2, "{}", outcome.stderr);
     let checker = &outcome.report["iterations"][0]["checker"];
     assert_eq!(checker["status"], "failed-to-run");

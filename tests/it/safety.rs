@@ -297,9 +297,10 @@ fn a_missing_checker_is_an_error_before_any_model_call() {
 }
 
 #[test]
-fn a_checker_that_vanishes_or_stops_being_executable_failed_to_run() {
-    // The model's edit makes the checker's folder vanish from under it: a symlinked folder whose
-    // link the model deletes (deleting a symlink is an ordinary edit of the link).
+fn the_checkers_folder_cannot_be_made_to_vanish() {
+    // The model asks to delete the checker's folder from under it: a symlinked folder whose
+    // link the model deletes (deleting a symlink is an ordinary edit of the link). The folder is
+    // a judge file: the delete waits for a human, and the checker still judges.
     let wanting = checker_wanting("src/app.txt", "DONE");
     let repo = base_repo(checker_config("tools/check.sh"), &[("ci/check.sh", &wanting)]);
     symlink("ci", repo.path().join("tools")).expect("symlink");
@@ -310,12 +311,11 @@ fn a_checker_that_vanishes_or_stops_being_executable_failed_to_run() {
         &[],
         &[],
     );
-    assert_ne!(outcome.code, 0, "{}", outcome.stderr);
-    assert!(
-        outcome.report.to_string().contains("does not exist"),
-        "{}",
-        outcome.report
-    );
+    assert_eq!(outcome.code, 3, "{}", outcome.stderr);
+    let held = &outcome.report["pending-approvals"][0];
+    assert_eq!(held["path"], "tools", "{}", outcome.report);
+    assert_eq!(held["rule"], "correctness-checker's folder", "{}", outcome.report);
+    assert!(repo.path().join("tools/check.sh").is_file());
 }
 
 #[test]

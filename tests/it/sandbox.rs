@@ -251,7 +251,7 @@ async fn repo_is_read_only_and_artifacts_are_writable_over(transport: Transport)
         "pwd; touch /repo/x && echo WROTE; rm /repo/README.md && echo REMOVED; \
          chmod -R 777 /repo && echo CHMOD; touch /usr/bin/x && echo ROOTFS; \
          touch /repo/.git/x && echo GITWRITE; cat /repo/README.md; \
-         echo artifact > \"$AGENT_ARTIFACT_DIR/out.txt\" && echo ARTIFACT; \
+         echo artifact > \"$AGENT_BUILD_DIR/out.txt\" && echo ARTIFACT; \
          echo cached > \"$XDG_CACHE_HOME/c.txt\" && echo CACHED; exit 1",
     );
     let out = sandbox.run(repo.path(), &job).await.expect("runs");
@@ -280,10 +280,11 @@ async fn repo_is_read_only_and_artifacts_are_writable_over(transport: Transport)
     );
     assert!(
         stdout.contains("ARTIFACT") && stdout.contains("CACHED"),
-        "{stdout}"
+        "{transport:?}: {stdout}{}",
+        text(&out.stderr)
     );
     assert_eq!(tree_listing(repo.path()), before, "repo changed");
-    let out_txt = job_files(artifacts.path(), sandbox.run_id(), "out.txt");
+    let out_txt = job_files(artifacts.path(), sandbox.run_id(), "build/out.txt");
     assert_eq!(out_txt.len(), 1, "one job, one artifact directory: {out_txt:?}");
     assert_eq!(
         std::fs::read_to_string(&out_txt[0]).expect("artifact on host"),
@@ -596,10 +597,7 @@ async fn child_run(run_id: &str, artifacts: &Path) {
     let sandbox = DockerSandbox::connect(settings, run_id).await.expect("connects");
     let mut term =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
-    let mut job = sh(
-        JobKind::Checker,
-        "echo ready > $AGENT_ARTIFACT_DIR/ready; sleep 300",
-    );
+    let mut job = sh(JobKind::Checker, "echo ready > $AGENT_BUILD_DIR/ready; sleep 300");
     job.timeout = Duration::from_secs(300);
     tokio::select! {
         _ = sandbox.run(repo.path(), &job) => std::process::exit(0),
@@ -680,7 +678,7 @@ async fn sigterm_mid_check_leaves_no_container() {
     while Instant::now() < deadline {
         let started = match any_transport() {
             Transport::Copy => !running_with(&label).is_empty(),
-            _ => !job_files(artifacts.path(), &run_id, "ready").is_empty(),
+            _ => !job_files(artifacts.path(), &run_id, "build/ready").is_empty(),
         };
         if started {
             break;
@@ -819,13 +817,21 @@ async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
     let artifacts_path = std::fs::canonicalize(artifacts.path()).expect("canonical");
     let job = sh(
         JobKind::Checker,
-        "cat /proc/self/mountinfo; ls -A /repo; cat $XDG_CACHE_HOME/seen 2>/dev/null; \
-         echo here > $XDG_CACHE_HOME/seen",
+        "cat /proc/self/mountinfo; ls -A /repo; cat $BORK_DEPS_DIR/seen 2>/dev/null; \
+         cat $XDG_CACHE_HOME/built 2>/dev/null && echo BUILT-CARRIED; echo built > $XDG_CACHE_HOME/built; \
+         echo x > $BORK_DEPS_DIR/w 2>/dev/null && echo DEPS-WRITABLE; true",
     );
+    let setup = Job::new(JobKind::Setup, Vec::new(), Duration::from_secs(60), 1 << 16);
+    let fill = [vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        "[ -f $BORK_DEPS_DIR/seen ] || echo here > $BORK_DEPS_DIR/seen".to_owned(),
+    ]];
     let mut cache_volume = String::new();
     for round in 0..2 {
-        // Two sandboxes: two runs of the same repository share the cache volume. The second
-        // has a runner image without bork-ci: the engine extracts the tree itself then.
+        // Two sandboxes: two runs of the same repository share the dependency cache, which only
+        // the setup job writes; each run has a build cache of its own. The second has a runner
+        // image without bork-ci: the engine extracts the tree itself then.
         let sandbox = if round == 0 {
             sandbox_over(artifacts.path(), "cache", Transport::Copy).await
         } else {
@@ -835,6 +841,18 @@ async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
                 .await
                 .expect("connects")
         };
+        if round == 0 {
+            let filled = sandbox
+                .run_sequence(repo.path(), &setup, &fill)
+                .await
+                .expect("setup runs");
+            assert_eq!(
+                filled[0].outcome,
+                Outcome::Exited(0),
+                "{}",
+                text(&filled[0].stderr)
+            );
+        }
         let out = sandbox.run(repo.path(), &job).await.expect("runs");
         let stdout = text(&out.stdout);
         assert_eq!(out.outcome, Outcome::Exited(0), "{}", text(&out.stderr));
@@ -850,7 +868,18 @@ async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
             !stdout.contains("ignored.log"),
             "ignored files stay out: {stdout}"
         );
-        assert_eq!(stdout.contains("here"), round == 1, "cache from run 1: {stdout}");
+        assert!(
+            stdout.contains("here"),
+            "the dependency cache from setup: {stdout}"
+        );
+        assert!(
+            !stdout.contains("BUILT-CARRIED"),
+            "a build cache per run: {stdout}"
+        );
+        assert!(
+            !stdout.contains("DEPS-WRITABLE"),
+            "judges read the dependency cache only: {stdout}"
+        );
         assert_eq!(
             sandbox.tree_through_engine(),
             round == 1,

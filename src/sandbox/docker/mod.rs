@@ -878,6 +878,7 @@ impl DockerSandbox {
         let mut prepared = Prepared {
             body: ContainerCreateBody::default(),
             _scratch: None,
+            fresh_build: None,
             uploads: Vec::new(),
             artifacts_back: None,
             state_back: None,
@@ -919,14 +920,8 @@ impl DockerSandbox {
         let (user, network) = match job.kind {
             JobKind::Checker | JobKind::Verify | JobKind::Setup => {
                 let setup = job.kind == JobKind::Setup;
-                let dirs = match &job.artifacts {
-                    Some(run) => super::ArtifactDirs {
-                        run: run.clone(),
-                        build: self.shared.build.clone(),
-                        deps: self.shared.deps.clone(),
-                    },
-                    None => self.shared.job_dirs(job.kind),
-                };
+                let (dirs, fresh_build) = self.shared.for_job(job);
+                prepared.fresh_build = fresh_build;
                 dirs.prepare()
                     .map_err(prepare_error("the artifact directories"))?;
                 // A fresh, empty home and temporary folder per job: nothing a judge leaves
@@ -969,6 +964,9 @@ impl DockerSandbox {
                     mounts.push(transport::volume(&artifacts, ARTIFACTS_MOUNT, false));
                     let deps = transport::deps_volume(&self.shared.deps_key);
                     self.create_volume(&deps, self.cache_volume_labels(repo)).await?;
+                    if setup {
+                        self.open_deps_volume(&deps, &image).await;
+                    }
                     mounts.push(transport::volume(&deps, DEPS_MOUNT, !setup));
                     let run_dirs: Vec<(&str, u32)> = super::RUN_SUBDIRS
                         .iter()
@@ -1030,8 +1028,10 @@ impl DockerSandbox {
                         mounts.push(bind(&path_str(&dirs.build)?, CACHE_MOUNT, false));
                     }
                     if let Some(bytes) = &ca {
-                        let path = dirs.deps.join(".bork-ci/ca-certificates.crt");
-                        crate::safe_fs::write_atomic(&path, bytes)
+                        let folder = dirs.deps.join(".bork-ci");
+                        std::fs::create_dir_all(&folder)
+                            .map_err(prepare_error("the CA bundle's folder for the setup commands"))?;
+                        crate::safe_fs::write_atomic(&folder.join("ca-certificates.crt"), bytes)
                             .map_err(prepare_error("the CA bundle for the setup commands"))?;
                     }
                     prepared._scratch = Some(scratch);
@@ -1352,6 +1352,8 @@ pub(super) async fn remove_volume(docker: &Docker, name: &str) {
 struct Prepared {
     body: ContainerCreateBody,
     _scratch: Option<tempfile::TempDir>,
+    /// A judge's own empty build cache (bind), removed with the job.
+    fresh_build: Option<super::FreshBuild>,
     /// `(path in the container, tar)`, extracted before the container starts.
     uploads: Vec<(String, Vec<u8>)>,
     /// The host run directory `/artifacts` is copied back into.

@@ -342,6 +342,61 @@ impl DockerSandbox {
         check
     }
 
+    /// Opens the dependency cache volume `name` to the setup job's user: a volume's root
+    /// belongs to root and no archive can change that, so a short container of the judge's
+    /// `image`, as root with no capabilities and no network, makes it sticky and writable by
+    /// all (`chmod 1777`), as the host folder is over `bind`. Without `chmod` in the image the
+    /// setup commands can still write into the tool folders (`cargo-home`, `pip`, ...).
+    pub(super) async fn open_deps_volume(&self, name: &str, image: &str) {
+        let mut container_labels = self.labels(super::JobKind::Setup);
+        container_labels.insert(labels::STEP.to_owned(), "open-deps".to_owned());
+        let body = ContainerCreateBody {
+            image: Some(image.to_owned()),
+            cmd: Some(vec![
+                "chmod".to_owned(),
+                "1777".to_owned(),
+                super::DEPS_MOUNT.to_owned(),
+            ]),
+            entrypoint: Some(Vec::new()),
+            user: Some("0:0".to_owned()),
+            labels: Some(container_labels),
+            network_disabled: Some(true),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            host_config: Some(HostConfig {
+                mounts: Some(vec![volume(name, super::DEPS_MOUNT, false)]),
+                network_mode: Some("none".to_owned()),
+                readonly_rootfs: Some(true),
+                cap_drop: Some(vec!["ALL".to_owned()]),
+                security_opt: Some(vec!["no-new-privileges".to_owned()]),
+                ulimits: Some(self.settings.ulimits.to_api()),
+                log_config: no_logs(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let ran = match create_named(&self.docker, "open-deps", body).await {
+            Ok(id) => {
+                let job = super::Job::new(
+                    super::JobKind::Setup,
+                    Vec::new(),
+                    std::time::Duration::from_secs(60),
+                    16 << 10,
+                );
+                let ran = self.run_in(&id, &job, std::time::Instant::now()).await;
+                remove_container(&self.docker, &id).await;
+                ran.map(|output| output.outcome)
+            }
+            Err(error) => Err(docker_error("create")(error)),
+        };
+        match ran {
+            Ok(super::Outcome::Exited(0)) => {}
+            other => tracing::warn!(
+                "could not open the dependency cache volume to the setup commands' user ({other:?}): they can write only into its tool folders"
+            ),
+        }
+    }
+
     /// Creates (never starts) a labelled container of `image` with `mounts`, for archive
     /// operations only.
     pub(super) async fn create_idle(

@@ -1031,7 +1031,11 @@ impl DockerSandbox {
                         let folder = dirs.deps.join(".bork-ci");
                         std::fs::create_dir_all(&folder)
                             .map_err(prepare_error("the CA bundle's folder for the setup commands"))?;
-                        crate::safe_fs::write_atomic(&folder.join("ca-certificates.crt"), bytes)
+                        let file = folder.join("ca-certificates.crt");
+                        crate::safe_fs::write_atomic(&file, bytes)
+                            .map_err(prepare_error("the CA bundle for the setup commands"))?;
+                        // Read by the setup job's user; certificates are public.
+                        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644))
                             .map_err(prepare_error("the CA bundle for the setup commands"))?;
                     }
                     prepared._scratch = Some(scratch);

@@ -7,6 +7,7 @@
 //! the loop changes. This module does not interpret output:
 //! judging it is the caller's business (`checker`, `verify`).
 
+pub mod devcontainer;
 pub mod docker;
 pub mod none;
 

@@ -474,3 +474,76 @@ fn walk(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+#[test]
+fn the_judges_run_in_the_repositorys_dev_container() {
+    let checker = format!(
+        "#!/bin/sh\ngrep -q from-the-dev-container /etc/judge-marker || {{ echo 'not in the dev container' >&2; exit 2; }}\n\
+         grep -q DONE src/app.txt && {{ echo '{CLEAN}'; exit 0; }}\n\
+         echo '{{\"per_file_findings\":[],\"overall_findings\":[{{\"provenance\":\"code-review\",\"finding\":\"not done\"}}]}}'; exit 1\n"
+    );
+    for profile in docker_profiles() {
+        let repo = judged_repo(json!({"sandbox": {"pull": "never", "image": "devcontainer"}}));
+        repo.write("checks/run", &checker);
+        std::fs::set_permissions(
+            repo.path().join("checks/run"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .expect("chmod");
+        // A dev container built from a Dockerfile, its context its own folder, with comments
+        // and trailing commas as the specification allows.
+        repo.write(
+            ".devcontainer/devcontainer.json",
+            "// the team's toolchain\n{\n  \"build\": {\n    \"dockerfile\": \"Dockerfile\",\n    \"context\": \".\",\n    \"args\": {\"BASE\": \"bork-ci-test/busybox:latest\"},\n  },\n}\n",
+        );
+        repo.write(
+            ".devcontainer/Dockerfile",
+            "ARG BASE\nFROM ${BASE}\nCOPY marker /etc/judge-marker\n",
+        );
+        repo.write(".devcontainer/marker", "from-the-dev-container\n");
+        repo.commit("a dev container");
+        let mut ctx = context(&repo, profile);
+        ctx.env("BORK_SANDBOX_IMAGE", "devcontainer").scripted(&[json!({
+            "create-or-update": {
+                "src/app.txt": "DONE\n",
+                ".devcontainer/marker": "changed by the model\n"
+            }
+        })]);
+        let outcome = ctx.run(&[]);
+        // The model's edit of the dev container waits for a human; the judges ran in it.
+        assert_eq!(outcome.code, 3, "{profile:?}\n{}", outcome.stderr);
+        assert_eq!(
+            pending_paths(&outcome.report),
+            [".devcontainer/marker"],
+            "{profile:?}"
+        );
+        assert_eq!(repo.read(".devcontainer/marker"), "from-the-dev-container\n");
+        // The same dev container files: the image is reused, not built again.
+        let again = ctx.run(&[]);
+        assert!(
+            again.stderr.contains("built before from the same files"),
+            "{profile:?}\n{}",
+            again.stderr
+        );
+    }
+}
+
+#[test]
+fn a_dev_container_image_by_name_is_used_as_is() {
+    let profile = docker_profiles()[0];
+    let repo = judged_repo(json!({"sandbox": {"pull": "never"}}));
+    repo.write(".devcontainer.json", &json!({"image": TEST_IMAGE}).to_string());
+    repo.commit("a dev container by name");
+    let mut ctx = context(&repo, profile);
+    ctx.env("BORK_SANDBOX_IMAGE", "devcontainer")
+        .scripted(&[json!({"create-or-update": {"src/app.txt": "DONE\n"}})]);
+    let outcome = ctx.run(&[]);
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    assert!(
+        outcome
+            .stderr
+            .contains(&format!("dev container's image {TEST_IMAGE}")),
+        "{}",
+        outcome.stderr
+    );
+}

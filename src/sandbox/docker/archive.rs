@@ -323,6 +323,64 @@ pub fn skeleton(root_mode: u32, dirs: &[(&str, u32)], owner: Option<(u64, u64)>)
     builder.into_inner()
 }
 
+/// A tar of the folder `dir` for an image build: regular files, folders and symlinks (as
+/// links, never followed), `.git` left out, in a stable order with zeroed times and owners, so
+/// that the same files give the same bytes. At most `limit` bytes of content.
+pub fn context(dir: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut paths = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let mut names: Vec<_> = std::fs::read_dir(dir.join(&rel))?
+            .filter_map(Result::ok)
+            .map(|entry| entry.file_name())
+            .filter(|name| name != ".git")
+            .collect();
+        names.sort();
+        for name in names {
+            let path = rel.join(name);
+            let meta = std::fs::symlink_metadata(dir.join(&path))?;
+            if meta.is_dir() {
+                stack.push(path.clone());
+            }
+            paths.push((path, meta));
+        }
+    }
+    paths.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut total = 0u64;
+    for (path, meta) in paths {
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            let mut entry = header(tar::EntryType::Directory, meta.mode() & 0o7777, 0, 0);
+            builder.append_data(&mut entry, format!("{}/", path.display()), std::io::empty())?;
+        } else if kind.is_symlink() {
+            let target = std::fs::read_link(dir.join(&path))?;
+            let mut entry = header(tar::EntryType::Symlink, 0o777, 0, 0);
+            builder.append_link(&mut entry, &path, target)?;
+        } else if kind.is_file() {
+            total += meta.len();
+            if total > limit {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("more than {limit} bytes"),
+                ));
+            }
+            let Some((bytes, _)) = read_file(&dir.join(&path), limit)? else {
+                continue;
+            };
+            let mut entry = header(
+                tar::EntryType::Regular,
+                meta.mode() & 0o7777,
+                bytes.len() as u64,
+                0,
+            );
+            builder.append_data(&mut entry, &path, bytes.as_slice())?;
+        }
+    }
+    builder.into_inner()
+}
+
 /// [`skeleton`] (owned by root) with one regular file (0644) inside one of the directories.
 pub fn skeleton_with_file(
     root_mode: u32,

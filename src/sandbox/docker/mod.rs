@@ -28,9 +28,9 @@ use bollard::models::{
     ContainerCreateBody, ExecConfig, HostConfig, HostConfigLogConfig, Mount, MountTmpfsOptions, MountType,
 };
 use bollard::query_parameters::{
-    AttachContainerOptions, CreateContainerOptions, CreateImageOptions, KillContainerOptions,
-    ListContainersOptions, ListVolumesOptions, RemoveContainerOptions, RemoveVolumeOptions,
-    StartContainerOptions, WaitContainerOptions,
+    AttachContainerOptions, BuildImageOptions, CreateContainerOptions, CreateImageOptions,
+    KillContainerOptions, ListContainersOptions, ListVolumesOptions, RemoveContainerOptions,
+    RemoveVolumeOptions, StartContainerOptions, WaitContainerOptions,
 };
 use futures_util::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
@@ -262,6 +262,8 @@ pub struct DockerSandbox {
     podman: bool,
     /// The run's build cache and the repository's dependency cache on the host (`bind`).
     shared: super::SharedDirs,
+    /// With `sandbox.image = "devcontainer"`: the dev container's image, once found or built.
+    devcontainer: tokio::sync::OnceCell<String>,
 }
 
 /// What differs on Podman's Docker-compatible API (4.x), and how the backend meets it:
@@ -377,6 +379,7 @@ impl DockerSandbox {
             tree_lock: Arc::new(tokio::sync::RwLock::new(())),
             helper_failed: std::sync::atomic::AtomicBool::new(false),
             shared: super::SharedDirs::new(&settings.artifact_dir, run_id, &settings.deps_identity, ""),
+            devcontainer: tokio::sync::OnceCell::new(),
             settings,
         })
     }
@@ -405,7 +408,13 @@ impl DockerSandbox {
     /// once it is known).
     pub fn image_for(&self, kind: JobKind) -> String {
         match kind {
-            JobKind::Checker | JobKind::Verify | JobKind::Setup => self.settings.image.clone(),
+            JobKind::Checker | JobKind::Verify | JobKind::Setup => {
+                match (self.settings.image.as_str(), self.devcontainer.get()) {
+                    (super::devcontainer::IMAGE_VALUE, Some(image)) => image.clone(),
+                    (super::devcontainer::IMAGE_VALUE, None) => "the repository's dev container".to_owned(),
+                    (image, _) => image.to_owned(),
+                }
+            }
             JobKind::EditStep => match (&self.settings.runner_image, self.built_runner.get()) {
                 (Some(image), _) => image.clone(),
                 (None, Some(tag)) => tag.clone(),
@@ -441,6 +450,46 @@ impl DockerSandbox {
                 Ok(image)
             }
         }
+    }
+
+    /// The image of the repository's dev container (`sandbox.image = "devcontainer"`), found
+    /// once per run on the tree as the run starts (the approved revision): `image` as
+    /// `sandbox.pull` says, or `build.dockerfile` built through the Engine API and reused by a
+    /// digest of everything it is built from (`bork-ci-devcontainer:<digest>`).
+    pub async fn devcontainer_image(&self, repo: &Path) -> Result<String, SandboxError> {
+        self.devcontainer
+            .get_or_try_init(|| async {
+                let repo_owned = repo.to_owned();
+                let spec = tokio::task::spawn_blocking(move || super::devcontainer::read(&repo_owned))
+                    .await
+                    .map_err(|e| SandboxError::Backend(e.to_string()))?
+                    .map_err(SandboxError::Backend)?;
+                match spec {
+                    super::devcontainer::DevContainer::Image(image) => {
+                        self.ensure_image(&image).await?;
+                        tracing::info!("the judges run in the dev container's image {image}");
+                        Ok(image)
+                    }
+                    super::devcontainer::DevContainer::Build {
+                        dockerfile,
+                        context,
+                        args,
+                        target,
+                    } => {
+                        build_devcontainer(
+                            &self.docker,
+                            repo,
+                            &dockerfile,
+                            &context,
+                            &args,
+                            target.as_deref(),
+                        )
+                        .await
+                    }
+                }
+            })
+            .await
+            .cloned()
     }
 
     /// Where the edit step sees its state directory: [`STATE_MOUNT`] over `bind`,
@@ -873,7 +922,14 @@ impl DockerSandbox {
             move |source| SandboxError::Prepare { what, source }
         };
         let repo = std::fs::canonicalize(repo).map_err(prepare_error("the repository path"))?;
-        let image = self.ready_image(job.kind).await?;
+        let image = match job.kind {
+            JobKind::Checker | JobKind::Verify | JobKind::Setup
+                if self.settings.image == super::devcontainer::IMAGE_VALUE =>
+            {
+                self.devcontainer_image(&repo).await?
+            }
+            kind => self.ready_image(kind).await?,
+        };
         let transport = self.transport(&repo, &image).await;
         let mut prepared = Prepared {
             body: ContainerCreateBody::default(),
@@ -1185,6 +1241,104 @@ impl DockerSandbox {
             live: Arc::clone(&self.live),
             armed: true,
         })
+    }
+}
+
+/// Largest build context of a dev container sent to the engine.
+const DEVCONTAINER_CONTEXT_MAX: u64 = 1 << 30;
+
+/// Builds the dev container's Dockerfile, or reuses the image built from the same inputs: the
+/// tag is a digest of the context's files (names, modes, contents), the Dockerfile's path, the
+/// build arguments and the target.
+async fn build_devcontainer(
+    docker: &Docker,
+    repo: &Path,
+    dockerfile: &Path,
+    context: &Path,
+    args: &std::collections::BTreeMap<String, String>,
+    target: Option<&str>,
+) -> Result<String, SandboxError> {
+    let context_dir = repo.join(context);
+    let dockerfile_in_context = dockerfile.strip_prefix(context).map_err(|_| {
+        SandboxError::Backend(format!(
+            "the dev container's Dockerfile {} is not inside its build context {}",
+            dockerfile.display(),
+            if context.as_os_str().is_empty() {
+                ".".to_owned()
+            } else {
+                context.display().to_string()
+            }
+        ))
+    })?;
+    let dir = context_dir.clone();
+    let tar = tokio::task::spawn_blocking(move || archive::context(&dir, DEVCONTAINER_CONTEXT_MAX))
+        .await
+        .map_err(|e| SandboxError::Backend(e.to_string()))?
+        .map_err(|source| SandboxError::Prepare {
+            what: format!("the dev container's build context {}", context_dir.display()),
+            source,
+        })?;
+    let mut hasher = sha2::Sha256::new();
+    use sha2::Digest as _;
+    hasher.update(&tar);
+    hasher.update(dockerfile_in_context.to_string_lossy().as_bytes());
+    for (name, value) in args {
+        hasher.update(format!("\0{name}={value}").as_bytes());
+    }
+    hasher.update(format!("\0target={}", target.unwrap_or("")).as_bytes());
+    let digest = hex::encode(hasher.finalize());
+    let tag = format!("bork-ci-devcontainer:{}", &digest[..16]);
+    if docker.inspect_image(&tag).await.is_ok() {
+        tracing::info!(
+            "the judges run in the dev container's image {tag} (built before from the same files)"
+        );
+        return Ok(tag);
+    }
+    tracing::info!(
+        "building the dev container's image {tag} from {} ({} bytes of context)",
+        dockerfile.display(),
+        tar.len()
+    );
+    let options = BuildImageOptions {
+        dockerfile: dockerfile_in_context.to_string_lossy().into_owned(),
+        t: Some(tag.clone()),
+        rm: true,
+        forcerm: true,
+        buildargs: Some(args.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+        target: target.unwrap_or_default().to_owned(),
+        labels: Some(HashMap::from([
+            (labels::MARK.to_owned(), "1".to_owned()),
+            ("bork-ci.devcontainer".to_owned(), digest.clone()),
+        ])),
+        ..Default::default()
+    };
+    let failed = |reason: String| SandboxError::ImageMissing {
+        image: tag.clone(),
+        reason: format!("building the dev container's Dockerfile failed: {reason}"),
+    };
+    let mut progress = docker.build_image(options, None, Some(bollard::body_full(tar.into())));
+    let mut last = Vec::new();
+    while let Some(item) = progress.next().await {
+        match item {
+            Ok(info) => {
+                if let Some(message) = info.error_detail.and_then(|detail| detail.message) {
+                    return Err(failed(format!("{message}; last lines: {}", last.join(" | "))));
+                }
+                if let Some(stream) = info.stream.filter(|s| !s.trim().is_empty()) {
+                    let line = crate::untrusted::one_line(stream.trim());
+                    tracing::debug!("dev container build: {line}");
+                    last.push(line);
+                    if last.len() > 5 {
+                        last.remove(0);
+                    }
+                }
+            }
+            Err(error) => return Err(failed(error.to_string())),
+        }
+    }
+    match docker.inspect_image(&tag).await {
+        Ok(_) => Ok(tag),
+        Err(error) => Err(failed(format!("the engine reported no error, but: {error}"))),
     }
 }
 

@@ -98,6 +98,8 @@ pub struct SummaryInput {
     /// Why the run was skipped or failed, when it was.
     pub reason: Option<String>,
     pub iterations: u32,
+    /// What the checker found on the approved tree before any edit (the preflight), if it ran.
+    pub baseline: Option<usize>,
     pub findings: Findings,
     pub tokens: (u64, u64, u64),
     pub cost_usd: Option<f64>,
@@ -143,6 +145,9 @@ pub fn render_summary(input: &SummaryInput) -> String {
     let _ = writeln!(out, "| | |\n|---|---|");
     let _ = writeln!(out, "| status | `{}` |", input.status.as_str());
     let _ = writeln!(out, "| iterations | {} |", input.iterations);
+    if let Some(baseline) = input.baseline {
+        let _ = writeln!(out, "| findings before any edit (preflight) | {baseline} |");
+    }
     let _ = writeln!(out, "| findings left | {} |", input.findings.len());
     let (tokens_in, tokens_out, cached) = input.tokens;
     let _ = writeln!(

@@ -45,6 +45,7 @@ pub fn write(report: &RunReport, to: &Destinations<'_>, checker: Option<&str>) -
             status: report.status,
             reason: Some(report.error.clone().unwrap_or_else(|| report.stop_reason.clone())),
             iterations: report.iterations.len() as u32,
+            baseline: report.baseline.as_ref().map(|baseline| baseline.findings.len()),
             findings: report.findings_left.clone(),
             tokens: (
                 report.usage.input_tokens,

@@ -1019,17 +1019,12 @@ impl Resolved {
         }
     }
 
-    fn validate(&self) -> Result<(), ConfigError> {
-        let config = &self.config;
-        if let Some(checker) = &config.correctness_checker
-            && let Some(problem) = repo_relative_problem(checker)
-        {
-            return Err(self.bad("correctness-checker", problem));
-        }
-        for glob in &config.edits_require_approval {
+    /// Gitignore-style globs of repository paths: `/` separators, no `..`, naming something.
+    fn validate_globs(&self, key: &str, globs: &[String]) -> Result<(), ConfigError> {
+        for glob in globs {
             if glob.contains('\\') || glob.split('/').any(|part| part == "..") {
                 return Err(self.bad(
-                    "edits-require-approval",
+                    key,
                     format!("{glob:?}: give globs with `/` separators and no `..` component"),
                 ));
             }
@@ -1037,9 +1032,21 @@ impl Resolved {
                 .trim_matches('/')
                 .is_empty()
             {
-                return Err(self.bad("edits-require-approval", format!("{glob:?} names nothing")));
+                return Err(self.bad(key, format!("{glob:?} names nothing")));
             }
         }
+        Ok(())
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let config = &self.config;
+        if let Some(checker) = &config.correctness_checker
+            && let Some(problem) = repo_relative_problem(checker)
+        {
+            return Err(self.bad("correctness-checker", problem));
+        }
+        self.validate_globs("edits-require-approval", &config.edits_require_approval)?;
+        self.validate_globs("judge-files", &config.judge_files)?;
         if config
             .llm
             .api_key_env
@@ -1184,20 +1191,6 @@ impl Resolved {
                 "sandbox.setup-timeout-secs",
                 format!("must be between 1 and {MAX_TIMEOUT_SECS}"),
             ));
-        }
-        for glob in &config.judge_files {
-            if glob.contains('\\') || glob.split('/').any(|part| part == "..") {
-                return Err(self.bad(
-                    "judge-files",
-                    format!("{glob:?}: give globs with `/` separators and no `..` component"),
-                ));
-            }
-            if crate::edit::policy::normalize_glob(glob)
-                .trim_matches('/')
-                .is_empty()
-            {
-                return Err(self.bad("judge-files", format!("{glob:?} names nothing")));
-            }
         }
         let rules = self
             .judge_rules()

@@ -547,3 +547,52 @@ fn a_dev_container_image_by_name_is_used_as_is() {
         outcome.stderr
     );
 }
+
+#[test]
+fn a_default_judge_file_is_exempted_only_by_name_and_with_a_reason() {
+    let repo = judged_repo(json!({"judge-files-exempt": {"setup.cfg": "only flake8 reads it here"}}));
+    let mut ctx = TestContext::on(&repo);
+    ctx.scripted(&[json!({"create-or-update": {
+        "setup.cfg": "[flake8]\nmax-line-length = 100\n",
+        "tox.ini": "[pytest]\naddopts = --co\n",
+        "src/app.txt": "DONE\n"
+    }})]);
+    let outcome = ctx.run(&[]);
+    assert_eq!(outcome.code, 3, "{}", outcome.stderr);
+    assert_eq!(pending_paths(&outcome.report), ["tox.ini"]);
+    assert_eq!(repo.read("setup.cfg"), "[flake8]\nmax-line-length = 100\n");
+    for (exempt, needle) in [
+        (json!({"setup.py": "why"}), "is not a default judge file"),
+        (json!({"setup.cfg": " "}), "needs a reason"),
+    ] {
+        let repo = judged_repo(json!({ "judge-files-exempt": exempt }));
+        let mut ctx = TestContext::on(&repo);
+        ctx.scripted(&[json!({"create-or-update": {"src/app.txt": "DONE\n"}})]);
+        let outcome = ctx.run(&[]);
+        assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+        assert!(
+            outcome.stderr.contains("judge-files-exempt") && outcome.stderr.contains(needle),
+            "{}",
+            outcome.stderr
+        );
+    }
+}
+
+#[test]
+fn judge_output_under_github_actions_issues_no_workflow_command() {
+    let hostile = "::error::planted\n##[add-mask]x\n::stop-commands::abc\nplain line\n";
+    let block = bork_ci::report::judge_output_block("checker `checks/run`: stderr", hostile, Some("tok123"));
+    let lines: Vec<&str> = block.lines().collect();
+    assert_eq!(lines.first(), Some(&"::group::checker `checks/run`: stderr"));
+    assert_eq!(lines.last(), Some(&"::endgroup::"));
+    let token_line = lines[1];
+    assert!(token_line.starts_with("::stop-commands::"), "{block}");
+    let token = token_line.trim_start_matches("::stop-commands::");
+    let end = lines
+        .iter()
+        .position(|line| *line == format!("::{token}::"))
+        .expect("the block ends");
+    // Inside the block commands are off; outside it only group markers stand.
+    assert_eq!(end, lines.len() - 2, "{block}");
+    assert!(block.contains("plain line"));
+}

@@ -339,6 +339,9 @@ pub fn artifact_env(paths: &JudgePaths<'_>) -> Vec<(String, String)> {
     [
         ("HOME", home.to_string()),
         ("TMPDIR", tmp.to_string()),
+        // Python's bytecode goes to the job's own temporary folder, never read from or written
+        // into the tree: a `__pycache__` a judge left there cannot stand in for the source.
+        ("PYTHONPYCACHEPREFIX", format!("{tmp}/pycache")),
         ("TEST_DB_PATH", format!("{run}/db")),
         ("SNAPSHOT_DIR", format!("{run}/build/snapshots")),
         ("AGENT_BUILD_DIR", format!("{run}/build")),

@@ -142,9 +142,10 @@ impl DockerSettings {
             cpus: Some(2.0),
             pids_limit: Some(512),
             user: "65534:65534".to_owned(),
-            artifact_dir,
             tmpfs_bytes: 256 << 20,
-            deps_identity: String::new(),
+            // Unless the caller names the repository: one dependency cache per artifact root.
+            deps_identity: artifact_dir.display().to_string(),
+            artifact_dir,
             setup_network: "bridge".to_owned(),
             setup_egress: super::SetupNetwork::default(),
         }

@@ -218,50 +218,50 @@ pub struct RepoArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct ConfigFlags {
     /// The branch the spec diff is taken against (`base`).
-    #[arg(long, value_name = "BRANCH")]
+    #[arg(long, help_heading = "Loop", value_name = "BRANCH")]
     pub base: Option<String>,
     /// The revision the spec diff is taken against, overriding `--base` and the push's own
     /// `before` commit (`diff-base`).
-    #[arg(long, value_name = "REV")]
+    #[arg(long, help_heading = "Loop", value_name = "REV")]
     pub diff_base: Option<String>,
     /// Iterations before asking for a human (`max-iterations`).
-    #[arg(long, value_name = "N")]
+    #[arg(long, help_heading = "Loop", value_name = "N")]
     pub max_iterations: Option<u32>,
     /// Path of the correctness checker, relative to the repository root (`correctness-checker`).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, help_heading = "Loop", value_name = "PATH")]
     pub correctness_checker: Option<String>,
     /// Checker timeout in seconds (`checker-timeout-secs`).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, help_heading = "Loop", value_name = "SECS")]
     pub checker_timeout_secs: Option<u64>,
     /// Wall-clock budget of the run in seconds (`run-timeout-secs`).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, help_heading = "Loop", value_name = "SECS")]
     pub run_timeout_secs: Option<u64>,
     /// Token budget of the packed prompt (`context-budget-tokens`).
-    #[arg(long, value_name = "TOKENS")]
+    #[arg(long, help_heading = "Loop", value_name = "TOKENS")]
     pub context_budget_tokens: Option<u64>,
-    /// LLM provider: openai, anthropic or scripted (`llm.provider`).
-    #[arg(long, value_name = "NAME")]
+    /// LLM provider: openai, anthropic, azure, bedrock, vertex or scripted (`llm.provider`).
+    #[arg(long, help_heading = "Model", value_name = "NAME")]
     pub provider: Option<String>,
     /// Model name (`llm.model`).
-    #[arg(long, value_name = "MODEL")]
+    #[arg(long, help_heading = "Model", value_name = "MODEL")]
     pub model: Option<String>,
     /// Endpoint root of the provider (`llm.base-url`).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, help_heading = "Model", value_name = "URL")]
     pub base_url: Option<String>,
     /// Name of the variable holding the API key (`llm.api-key-env`).
-    #[arg(long, value_name = "VAR")]
+    #[arg(long, help_heading = "Model", value_name = "VAR")]
     pub api_key_env: Option<String>,
     /// Token budget of the whole run (`llm.max-total-tokens`).
-    #[arg(long, value_name = "TOKENS")]
+    #[arg(long, help_heading = "Model", value_name = "TOKENS")]
     pub max_total_tokens: Option<u64>,
     /// Cost budget of the whole run in US dollars, priced with `llm.prices` (`llm.max-cost-usd`).
-    #[arg(long, value_name = "USD", value_parser = dollars)]
+    #[arg(long, help_heading = "Model", value_name = "USD", value_parser = dollars)]
     pub max_cost_usd: Option<f64>,
     /// The scripted model's file of canned answers (`llm.script`).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, help_heading = "Model", value_name = "FILE")]
     pub script: Option<String>,
     /// Where steps run: docker or none (`sandbox.kind`).
-    #[arg(long, value_enum, value_name = "KIND")]
+    #[arg(long, help_heading = "Sandbox", value_enum, value_name = "KIND")]
     pub sandbox: Option<SandboxKind>,
 }
 

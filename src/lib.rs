@@ -29,5 +29,6 @@ pub mod safe_fs;
 pub mod sandbox;
 pub mod sarif;
 pub mod secrets;
+pub mod strict_json;
 pub mod untrusted;
 pub mod verify;

@@ -58,25 +58,73 @@ pub fn init_logging(cli: &Cli) {
         args: child_args,
         filter: child_filter,
     });
+    let writer = move || -> Box<dyn std::io::Write> {
+        // Every log line is one line, escaped and redacted; on a terminal (colors) only
+        // redacted.
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            Box::new(crate::secrets::Redacting(std::io::stderr()))
+        } else if ansi {
+            Box::new(crate::untrusted::ColourLogWriter(std::io::stderr()))
+        } else {
+            Box::new(crate::untrusted::LogWriter(std::io::stderr()))
+        }
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(move || -> Box<dyn std::io::Write> {
-            // Every log line is one line, escaped and redacted; on a terminal (colors) only
-            // redacted.
-            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                Box::new(crate::secrets::Redacting(std::io::stderr()))
-            } else if ansi {
-                Box::new(crate::untrusted::ColourLogWriter(std::io::stderr()))
-            } else {
-                Box::new(crate::untrusted::LogWriter(std::io::stderr()))
-            }
-        })
+        .with_writer(writer)
         .with_target(false)
         .with_ansi(ansi);
     let _ = match cli.log_format {
-        LogFormat::Text => builder.without_time().try_init(),
+        // Text lines say it in words, with only the fields the words do not already say; every
+        // field is in `--log-format json`.
+        LogFormat::Text => builder.without_time().fmt_fields(MessageFirst).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+}
+
+/// The text log's fields: the message, then only the fields whose value it does not already
+/// hold (`iteration 1 of 5` needs no `iteration=1 max_iterations=5` after it).
+struct MessageFirst;
+
+impl<'writer> tracing_subscriber::fmt::FormatFields<'writer> for MessageFirst {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        mut writer: tracing_subscriber::fmt::format::Writer<'writer>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut collected = Fields::default();
+        fields.record(&mut collected);
+        write!(writer, "{}", collected.message)?;
+        for (name, value) in &collected.others {
+            if !collected.message.contains(value.as_str()) {
+                write!(writer, " {name}={value}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A log event's fields as text, the message apart.
+#[derive(Default)]
+struct Fields {
+    message: String,
+    others: Vec<(&'static str, String)>,
+}
+
+impl tracing::field::Visit for Fields {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        match field.name() {
+            "message" => self.message = value.to_owned(),
+            name => self.others.push((name, value.to_owned())),
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "message" => self.message = format!("{value:?}"),
+            name => self.others.push((name, format!("{value:?}"))),
+        }
+    }
 }
 
 /// Runs the parsed command and returns its exit code.
@@ -96,7 +144,7 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            tracing::error!("{error:#}");
+            tracing::error!("{}", crate::report::error_text(&error));
             ExitCode::Error
         }
     }

@@ -88,7 +88,7 @@ pub(super) async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
                     sandbox.kind().as_str().to_owned(),
                     resolved.config.max_iterations,
                 );
-                report.error = Some(format!("{error:#}"));
+                report.error = Some(crate::report::error_text(&error));
                 report.finish(report::RunStatus::Error, "error");
                 report
             }

@@ -825,7 +825,7 @@ pub fn load_with_trusted(
                 file: shown.clone(),
                 message: "not UTF-8".into(),
             })?;
-            let data: Value = serde_json::from_str(&text).map_err(|error| ConfigError::Invalid {
+            let data: Value = crate::strict_json::from_str(&text).map_err(|error| ConfigError::Invalid {
                 file: shown.clone(),
                 message: format!("not valid JSON: {error}"),
             })?;
@@ -857,7 +857,7 @@ pub fn load_with_trusted(
         }
     };
     if let Some(Some(text)) = trusted {
-        let mut base: Value = serde_json::from_str(text).map_err(|error| ConfigError::Invalid {
+        let mut base: Value = crate::strict_json::from_str(text).map_err(|error| ConfigError::Invalid {
             file: format!("the base branch's {CONFIG_PATH}"),
             message: format!("not valid JSON: {error}"),
         })?;
@@ -987,12 +987,29 @@ fn describe(error: &figment::Error, figment: &Figment) -> ConfigError {
         .unwrap_or_else(|| "configuration".into());
     let message = match &error.kind {
         figment::error::Kind::UnknownField(field, expected) => {
-            format!("unknown key `{field}`; known keys here: {}", expected.join(", "))
+            let closest = expected
+                .iter()
+                .map(|known| (strsim::jaro_winkler(field, known), known))
+                .filter(|(score, _)| *score > 0.7)
+                .max_by(|a, b| a.0.total_cmp(&b.0));
+            match closest {
+                Some((_, known)) => format!(
+                    "unknown key `{field}`; did you mean `{known}`? Known keys here: {}",
+                    expected.join(", ")
+                ),
+                None => format!("unknown key `{field}`; known keys here: {}", expected.join(", ")),
+            }
         }
         other => other.to_string(),
     };
+    // The error's path may end with the unknown key already: name it once.
     let key = match &error.kind {
         figment::error::Kind::UnknownField(field, _) if key.is_empty() => field.clone(),
+        figment::error::Kind::UnknownField(field, _)
+            if key == *field || key.ends_with(&format!(".{field}")) =>
+        {
+            key
+        }
         figment::error::Kind::UnknownField(field, _) => format!("{key}.{field}"),
         _ => key,
     };
@@ -1174,6 +1191,15 @@ impl Resolved {
         }
         if !["none", "bridge", "host"].contains(&config.sandbox.network.as_str()) {
             return Err(self.bad("sandbox.network", "must be one of none, bridge, host"));
+        }
+        if let Err(problem) = crate::sandbox::docker::parse_memory(&config.sandbox.memory) {
+            return Err(self.bad("sandbox.memory", problem));
+        }
+        if !(config.sandbox.cpus.is_finite() && config.sandbox.cpus > 0.0) {
+            return Err(self.bad("sandbox.cpus", "must be a number of CPUs greater than 0"));
+        }
+        if config.sandbox.pids_limit < 1 {
+            return Err(self.bad("sandbox.pids-limit", "must be a positive number"));
         }
         if !["none", "bridge", "host"].contains(&config.sandbox.setup_network.as_str()) {
             return Err(self.bad("sandbox.setup-network", "must be one of none, bridge, host"));

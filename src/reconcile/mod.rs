@@ -153,7 +153,7 @@ pub async fn run(
             (Err(error), Some(mut earlier)) => {
                 // A later round could not start (say the approved edits grew the prompt past
                 // its budget): the earlier rounds still count, and the report says why.
-                earlier.error = Some(format!("{error:#}"));
+                earlier.error = Some(crate::report::error_text(&error));
                 earlier.finish(RunStatus::Error, "error");
                 earlier
             }

@@ -723,7 +723,7 @@ async fn judge(
                 judgement.findings.extend(findings);
             }
             Err(error) => {
-                let reason = format!("{error:#}");
+                let reason = crate::report::error_text(&error);
                 judgement.verifier = Some(JudgeStatus::FailedToRun {
                     reason: reason.clone(),
                     stderr_tail: String::new(),
@@ -915,7 +915,7 @@ pub(super) async fn round(
         match error.downcast_ref::<BudgetExhausted>() {
             Some(budget) => report.finish(RunStatus::NeedsHuman, budget.to_string()),
             None => {
-                report.error = Some(format!("{error:#}"));
+                report.error = Some(crate::report::error_text(&error));
                 report.finish(RunStatus::Error, "error");
             }
         }

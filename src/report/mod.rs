@@ -315,6 +315,24 @@ pub fn write_json(report: &RunReport, path: &Path) -> std::io::Result<()> {
 pub const SHOWN_BYTES: usize = 64 * 1024;
 
 /// Renders one block of untrusted contents, bounded, with the sha256 of the whole.
+/// An error and its causes as one line of text, each cause once: a cause whose text the error
+/// (or an earlier cause) already says is not repeated (`thiserror` types often name their source
+/// in their own message, and `anyhow`'s `{:#}` would then print it twice).
+pub fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if part.is_empty() || text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
 /// A judge's output (its stderr tail) for people, on bork-ci's stderr: under GitHub Actions
 /// (`stop_token` given) a folded `::group::` whose lines sit inside a stop-commands block;
 /// elsewhere between marker lines, escaped.

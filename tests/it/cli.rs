@@ -313,3 +313,79 @@ fn on_a_terminal_auto_colours_unless_no_color_or_a_dumb_terminal() {
         &[("NO_COLOR", "1")]
     )));
 }
+
+/// `bork-ci config` on a repository whose configuration file is `config`.
+fn config_of(config: &str) -> Output {
+    let repo = Repo::new(&[(".config/bork.json", config)]);
+    bork()
+        .args(["config", "--repo"])
+        .arg(repo.path())
+        .output()
+        .expect("bork-ci runs")
+}
+
+#[test]
+fn a_misspelt_key_is_named_once_with_what_was_meant() {
+    let out = config_of(r#"{"llm": {"modle": "gpt-4.1"}}"#);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("`llm.modle`"), "{stderr}");
+    assert!(!stderr.contains("llm.modle.modle"), "{stderr}");
+    assert!(stderr.contains("did you mean `model`?"), "{stderr}");
+    let out = config_of(r#"{"max-iteration": 3}"#);
+    assert!(
+        text(&out.stderr).contains("did you mean `max-iterations`?"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn duplicate_keys_and_bad_sizes_are_refused_by_config() {
+    let out = config_of(r#"{"max-iterations": 3, "max-iterations": 9}"#);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("duplicate key `max-iterations`"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = config_of(r#"{"sandbox": {"memory": "2 gigs"}}"#);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("sandbox.memory") && stderr.contains("gigs"),
+        "{stderr}"
+    );
+    assert_eq!(
+        config_of(r#"{"sandbox": {"memory": "512m"}}"#).status.code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn an_errors_cause_is_printed_once_and_text_logs_carry_no_fields() {
+    let out = config_of("{not json");
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|line| line.contains("ERROR")).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    let cause = "not valid JSON";
+    assert_eq!(lines[0].matches(cause).count(), 1, "{stderr}");
+    // Text log lines say it in words; `key=value` fields are for the JSON log.
+    let run = converging_run(&[], &[]);
+    let stderr = text(&run.stderr);
+    assert!(stderr.contains("iteration 1 of"), "{stderr}");
+    assert!(!stderr.contains("max_iterations="), "{stderr}");
+    assert!(!stderr.contains("status=\""), "{stderr}");
+}
+
+#[test]
+fn the_provider_flag_lists_every_provider_under_its_heading() {
+    let out = bork().args(["run", "--help"]).output().expect("bork-ci runs");
+    let help = text(&out.stdout);
+    for provider in ["openai", "anthropic", "azure", "bedrock", "vertex", "scripted"] {
+        assert!(help.contains(provider), "{provider}: {help}");
+    }
+    for heading in ["Model:", "Loop:", "Sandbox:"] {
+        assert!(help.contains(heading), "{heading}: {help}");
+    }
+}

@@ -15,7 +15,6 @@ pub mod runner_image;
 pub mod transport;
 
 use std::collections::{HashMap, HashSet};
-use std::io::Write as _;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -517,7 +516,7 @@ impl DockerSandbox {
         Ok(self.transport(repo, &image).await)
     }
 
-    /// Makes sure `image` is present, pulling it as `sandbox.pull` says (progress on stderr).
+    /// Makes sure `image` is present, pulling it as `sandbox.pull` says (progress as log lines).
     pub async fn ensure_image(&self, image: &str) -> Result<(), SandboxError> {
         if self
             .images_ready
@@ -562,8 +561,9 @@ impl DockerSandbox {
             ..Default::default()
         };
         let mut progress = self.docker.create_image(Some(options), None, None);
-        let mut stderr = std::io::stderr();
-        let _ = writeln!(stderr, "pulling {image}");
+        tracing::info!(image, "pulling {image}");
+        // One line per layer and state, not per progress tick.
+        let mut said = HashSet::new();
         while let Some(item) = progress.next().await {
             match item {
                 Ok(info) => {
@@ -575,7 +575,9 @@ impl DockerSandbox {
                     }
                     let status = info.status.unwrap_or_default();
                     let id = info.id.unwrap_or_default();
-                    let _ = writeln!(stderr, "  {id} {status}");
+                    if said.insert((id.clone(), status.clone())) {
+                        tracing::debug!(image, layer = %id, "pulling {image}: {id} {status}");
+                    }
                 }
                 Err(error) => {
                     return Err(SandboxError::ImageMissing {

@@ -135,6 +135,13 @@ pub struct SandboxUnpackArgs {
     pub remove: Option<PathBuf>,
 }
 
+/// How `bork-ci config` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConfigFormat {
+    Text,
+    Json,
+}
+
 /// `bork-ci completions`.
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
@@ -376,6 +383,10 @@ pub struct PackArgs {
 /// `bork-ci config`.
 #[derive(Debug, Args)]
 pub struct ConfigArgs {
+    /// `text`: one line per key, `key = value  # source`; `json`: every key with its value
+    /// (`null` when unset) and source.
+    #[arg(long, value_enum, default_value_t = ConfigFormat::Text)]
+    pub format: ConfigFormat,
     #[command(flatten)]
     pub repo: RepoArgs,
     #[command(flatten)]

@@ -11,9 +11,11 @@ use crate::exit::ExitCode;
 pub(super) fn show_config(args: ConfigArgs) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
     let resolved = load_config(&repo, &args.repo, &args.flags)?;
+    let text = match args.format {
+        crate::cli::ConfigFormat::Text => resolved.explain(),
+        crate::cli::ConfigFormat::Json => format!("{:#}\n", resolved.explain_json()),
+    };
     let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(resolved.explain().as_bytes())
-        .context("writing to stdout")?;
+    stdout.write_all(text.as_bytes()).context("writing to stdout")?;
     Ok(ExitCode::Converged)
 }

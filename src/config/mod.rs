@@ -1036,6 +1036,41 @@ impl Resolved {
         }
     }
 
+    /// Every configuration key ([`every_key`]) with its resolved value (`null` when unset) and
+    /// the layer it came from.
+    pub fn every_value(&self) -> Vec<(String, Value, String)> {
+        let value = serde_json::to_value(&self.config).unwrap_or_default();
+        every_key()
+            .into_iter()
+            .map(|key| {
+                let found = key
+                    .split('.')
+                    .try_fold(&value, |node, part| node.get(part))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let source = self.source_of(&key);
+                (key, found, source)
+            })
+            .collect()
+    }
+
+    /// `bork-ci config --format json`: the file, and every key with its value and source.
+    pub fn explain_json(&self) -> Value {
+        let keys: Vec<Value> = self
+            .every_value()
+            .into_iter()
+            .map(|(key, value, source)| serde_json::json!({"key": key, "value": value, "source": source}))
+            .collect();
+        serde_json::json!({
+            "file": self.file.as_ref().map(|file| file.display().to_string()),
+            "keys": keys,
+            "llm.api-key": {
+                "variable": self.config.llm.key_env(),
+                "set": self.api_key.is_some(),
+            },
+        })
+    }
+
     /// Gitignore-style globs of repository paths: `/` separators, no `..`, naming something.
     fn validate_globs(&self, key: &str, globs: &[String]) -> Result<(), ConfigError> {
         for glob in globs {
@@ -1398,12 +1433,14 @@ impl Resolved {
     /// No secret is ever part of it: the key's variable name is, and whether it is set.
     pub fn explain(&self) -> String {
         let mut lines = Vec::new();
-        let value = serde_json::to_value(&self.config).unwrap_or_default();
-        let mut leaves = Vec::new();
-        flatten("", &value, &mut leaves);
-        let width = leaves.iter().map(|(key, _)| key.len()).max().unwrap_or(0);
-        for (key, value) in leaves {
-            let source = self.source_of(&key);
+        let leaves = self.every_value();
+        let width = leaves.iter().map(|(key, ..)| key.len()).max().unwrap_or(0);
+        for (key, value, source) in leaves {
+            let value = if value.is_null() {
+                "unset".to_owned()
+            } else {
+                value.to_string()
+            };
             lines.push(format!("{key:<width$} = {value}  # {source}"));
         }
         let key_env = self.config.llm.key_env();
@@ -1611,20 +1648,51 @@ impl Resolved {
     }
 }
 
-fn flatten(prefix: &str, value: &Value, out: &mut Vec<(String, String)>) {
-    match value {
-        Value::Object(map) if !map.is_empty() => {
-            for (key, inner) in map {
-                let path = if prefix.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{prefix}.{key}")
-                };
-                flatten(&path, inner, out);
+/// Every key the configuration accepts, as dotted paths (`llm.max-cost-usd`), set or not: the
+/// fields of each section as serde itself lists them (a probe with an unknown field asks it).
+pub fn every_key() -> Vec<String> {
+    fn fields<T: serde::de::DeserializeOwned>() -> Vec<&'static str> {
+        let probe = Figment::from(figment::providers::Serialized::defaults(
+            serde_json::json!({ "bork-ci-probe": true }),
+        ));
+        match probe.extract::<T>() {
+            Err(error) => match &error.kind {
+                figment::error::Kind::UnknownField(_, expected) => expected.to_vec(),
+                _ => Vec::new(),
+            },
+            Ok(_) => Vec::new(),
+        }
+    }
+    let sections: [(&str, Vec<&'static str>); 7] = [
+        ("", fields::<Config>()),
+        ("llm", fields::<LlmConfig>()),
+        ("llm.prices", fields::<Prices>()),
+        ("sandbox", fields::<SandboxConfig>()),
+        ("sandbox.ulimits", fields::<SandboxUlimits>()),
+        ("verification", fields::<VerificationConfig>()),
+        ("review", fields::<ReviewConfig>()),
+    ];
+    let github = fields::<GithubConfig>();
+    let nested: Vec<&str> = sections
+        .iter()
+        .map(|(prefix, _)| *prefix)
+        .chain(std::iter::once("github"))
+        .filter(|prefix| !prefix.is_empty())
+        .collect();
+    let mut keys = Vec::new();
+    for (prefix, names) in sections.iter().chain(std::iter::once(&("github", github))) {
+        for name in names {
+            let key = if prefix.is_empty() {
+                (*name).to_owned()
+            } else {
+                format!("{prefix}.{name}")
+            };
+            if !nested.contains(&key.as_str()) {
+                keys.push(key);
             }
         }
-        other => out.push((prefix.to_owned(), other.to_string())),
     }
+    keys
 }
 
 fn merge_json(mut base: Value, overlay: &Value) -> Value {

@@ -389,3 +389,51 @@ fn the_provider_flag_lists_every_provider_under_its_heading() {
         assert!(help.contains(heading), "{heading}: {help}");
     }
 }
+
+#[test]
+fn config_json_has_every_key_and_the_reference_documents_each() {
+    let repo = Repo::new(&[(".config/bork.json", r#"{"max-iterations": 3}"#)]);
+    let out = bork()
+        .args(["config", "--format", "json", "--repo"])
+        .arg(repo.path())
+        .output()
+        .expect("bork-ci runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let keys: Vec<&Value> = json["keys"].as_array().expect("keys").iter().collect();
+    let find = |name: &str| keys.iter().find(|key| key["key"] == name).copied();
+    let iterations = find("max-iterations").expect("max-iterations");
+    assert_eq!(iterations["value"], 3);
+    assert_eq!(iterations["source"], ".config/bork.json");
+    // Unset keys are there too, as null.
+    assert_eq!(find("diff-base").expect("an unset key")["value"], Value::Null);
+    assert!(find("llm.max-cost-usd").is_some());
+    // The reference has a row for every key, and no row for a key that does not exist.
+    let reference =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/specs/core/config-file.md"))
+            .expect("the reference");
+    let documented: std::collections::BTreeSet<String> = reference
+        .split("\n# Keys")
+        .nth(1)
+        .expect("a Keys part")
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|rest| rest.split('`').next())
+        .map(str::to_owned)
+        .collect();
+    let accepted: std::collections::BTreeSet<String> = keys
+        .iter()
+        .filter_map(|key| key["key"].as_str())
+        .map(str::to_owned)
+        .collect();
+    let undocumented: Vec<_> = accepted.difference(&documented).collect();
+    let unknown: Vec<_> = documented.difference(&accepted).collect();
+    assert!(
+        undocumented.is_empty(),
+        "keys with no row in the reference: {undocumented:?}"
+    );
+    assert!(
+        unknown.is_empty(),
+        "rows for keys bork-ci does not accept: {unknown:?}"
+    );
+}

@@ -367,6 +367,17 @@ pub struct RunArgs {
     /// Write the findings left at the end as SARIF 2.1.0 to this file (for code scanning).
     #[arg(long, value_name = "PATH")]
     pub sarif: Option<PathBuf>,
+    /// Outcomes that make the process fail, comma-separated: error, needs-human,
+    /// awaiting-approval. Others exit 0 (the report, outputs and summary still say what
+    /// happened); an error always fails. Unset: every outcome but converged fails (exit 1, 2, 3).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "OUTCOMES",
+        env = "BORK_FAIL_ON"
+    )]
+    pub fail_on: Vec<crate::exit::FailOn>,
     #[command(flatten)]
     pub github: crate::github::GithubFlags,
 }

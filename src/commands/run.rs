@@ -104,5 +104,13 @@ pub(super) async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
         },
         resolved.config.correctness_checker.as_deref(),
     )?;
-    Ok(ExitCode::from(report.status))
+    let code = crate::exit::run_exit(report.status, &args.fail_on);
+    if code != ExitCode::from(report.status) {
+        tracing::info!(
+            "the run ended {}; --fail-on does not name that outcome, so the process exits 0 (its own exit code is {})",
+            report.status.as_str(),
+            ExitCode::from(report.status).code()
+        );
+    }
+    Ok(code)
 }

@@ -1433,9 +1433,24 @@ impl Resolved {
     /// No secret is ever part of it: the key's variable name is, and whether it is set.
     pub fn explain(&self) -> String {
         let mut lines = Vec::new();
-        let leaves = self.every_value();
-        let width = leaves.iter().map(|(key, ..)| key.len()).max().unwrap_or(0);
-        for (key, value, source) in leaves {
+        // A section given as an object (`review.llm`, `llm.extra-headers`) shows its keys.
+        fn expand(key: String, value: Value, out: &mut Vec<(String, Value)>) {
+            match value {
+                Value::Object(map) if !map.is_empty() => {
+                    for (name, inner) in map {
+                        expand(format!("{key}.{name}"), inner, out);
+                    }
+                }
+                other => out.push((key, other)),
+            }
+        }
+        let mut leaves = Vec::new();
+        for (key, value, _) in self.every_value() {
+            expand(key, value, &mut leaves);
+        }
+        let width = leaves.iter().map(|(key, _)| key.len()).max().unwrap_or(0);
+        for (key, value) in leaves {
+            let source = self.source_of(&key);
             let value = if value.is_null() {
                 "unset".to_owned()
             } else {

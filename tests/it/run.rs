@@ -401,3 +401,32 @@ fn pack_and_config_need_no_model_settings_but_run_does() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("llm.script"));
 }
+
+#[test]
+fn fail_on_decides_which_outcomes_fail_the_process() {
+    // A run that needs a human: exit 1 by default; 0 when --fail-on names only errors, the
+    // report still saying needs-human; 1 again when --fail-on names it.
+    let repo = repo_with_checker("DONE");
+    let answers = [write_app("not yet\n")];
+    let needs_human = |extra: &[&str]| {
+        TestContext::on(&repo)
+            .scripted(&answers)
+            .env("BORK_MAX_ITERATIONS", "1")
+            .run(extra)
+    };
+    assert_eq!(needs_human(&[]).code, 1);
+    let green = needs_human(&["--fail-on", "error"]);
+    assert_eq!(green.code, 0, "{}", green.stderr);
+    assert_eq!(green.report["status"], "needs-human");
+    assert_eq!(green.report["exit-code"], 1);
+    assert_eq!(needs_human(&["--fail-on", "error,needs-human"]).code, 1);
+    // An error always fails.
+    let broken = Repo::new(&[
+        ("specs/app.md", SPEC),
+        (".config/bork.json", r#"{"max-iteration": 1}"#),
+    ]);
+    let error = TestContext::on(&broken)
+        .scripted(&answers)
+        .run(&["--fail-on", "needs-human"]);
+    assert_eq!(error.code, 2, "{}", error.stderr);
+}

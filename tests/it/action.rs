@@ -393,8 +393,10 @@ fn runner(action_dir: &Path, workspace: &Path, temp: &Path, action_ref: &str) ->
     for (name, value) in [
         ("CI", "true"),
         ("GITHUB_ACTIONS", "true"),
-        ("GITHUB_ACTION_REF", action_ref),
-        ("GITHUB_ACTION_REPOSITORY", "bork-ci/bork-ci"),
+        // As on GitHub's runner: empty in the `run` steps of a composite action
+        // (actions/runner#2473, #2525); the `github` context has them (below).
+        ("GITHUB_ACTION_REF", ""),
+        ("GITHUB_ACTION_REPOSITORY", ""),
         ("RUNNER_OS", "Linux"),
         ("RUNNER_ARCH", arch),
         ("BORK_SANDBOX_KIND", "none"),
@@ -408,7 +410,10 @@ fn runner(action_dir: &Path, workspace: &Path, temp: &Path, action_ref: &str) ->
         workspace: workspace.to_owned(),
         temp: temp.to_owned(),
         with: BTreeMap::new(),
-        github: BTreeMap::new(),
+        github: BTreeMap::from([
+            ("action_ref".to_owned(), action_ref.to_owned()),
+            ("action_repository".to_owned(), "bork-ci/bork-ci".to_owned()),
+        ]),
         env,
     }
 }

@@ -240,8 +240,12 @@ pub fn run_outputs(
     pr_url: Option<&str>,
     iterations: u32,
 ) -> Vec<(&'static str, String)> {
+    let exit_code = crate::report::RunStatus::parse(status)
+        .map(|status| crate::exit::ExitCode::from(status).code().to_string())
+        .unwrap_or_default();
     vec![
         ("status", status.to_owned()),
+        ("exit-code", exit_code),
         ("pr-number", pr_number.map(|n| n.to_string()).unwrap_or_default()),
         ("pr-url", pr_url.unwrap_or_default().to_owned()),
         ("iterations", iterations.to_string()),

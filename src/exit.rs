@@ -22,6 +22,19 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// The status named `text` (as [`RunStatus::as_str`] writes it).
+    pub fn parse(text: &str) -> Option<RunStatus> {
+        [
+            RunStatus::Converged,
+            RunStatus::NeedsHuman,
+            RunStatus::AwaitingApproval,
+            RunStatus::Error,
+            RunStatus::Skipped,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == text)
+    }
+
     /// The status as written in reports and outputs.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -108,6 +108,12 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Remove containers and volumes left behind by bork-ci runs that are gone.
     Gc(GcArgs),
+    /// Write `.config/bork.json`, a correctness checker for the repository's toolchain and, with
+    /// --ci, the pipeline file; never over an existing file without --force.
+    Init(InitArgs),
+    /// Check what a first run needs, one line each with the fix: git, config, key, endpoint,
+    /// engine, image, setup, the checker on this tree (exit 0 all passed, 2 otherwise).
+    Doctor(DoctorArgs),
     /// Print a shell completion script to stdout (bash, zsh, fish, powershell, elvish).
     Completions(CompletionsArgs),
     /// Print the man page (roff) to stdout, or write one page per command into a directory.
@@ -166,6 +172,35 @@ pub struct VerifyArgs {
     pub repo: RepoArgs,
     #[command(flatten)]
     pub flags: ConfigFlags,
+}
+
+/// `bork-ci init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// The toolchain to write a checker for; default: the first one found (rust, python, node,
+    /// go, make).
+    #[arg(long, value_enum)]
+    pub toolchain: Option<crate::init::Toolchain>,
+    /// Also write the pipeline file of this CI system.
+    #[arg(long, value_enum)]
+    pub ci: Option<crate::init::Ci>,
+    /// Replace files that exist.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `bork-ci doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    #[command(flatten)]
+    pub flags: ConfigFlags,
+    /// Also send the model one tiny request (paid): proves the key and the model name.
+    #[arg(long)]
+    pub call: bool,
 }
 
 /// `bork-ci gc`.

@@ -17,6 +17,7 @@ pub mod edit_step;
 pub mod exit;
 pub mod findings;
 pub mod github;
+pub mod init;
 pub mod llm;
 pub mod net;
 pub mod outputs;

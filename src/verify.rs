@@ -419,7 +419,7 @@ fn tail_lines(text: &str, lines: usize) -> String {
 }
 
 #[allow(clippy::disallowed_methods)] // a git runner: the verifier's manifest
-fn commit_sha(repo: &Path) -> String {
+pub(crate) fn commit_sha(repo: &Path) -> String {
     crate::blocking::run(|| commit_sha_now(repo))
 }
 

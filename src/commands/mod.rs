@@ -3,8 +3,10 @@
 //! exit codes come from `exit`. Errors are printed here, once, with their context chain.
 
 mod docs;
+mod doctor;
 mod edit_step;
 mod gc;
+mod init;
 mod pack;
 mod review;
 mod run;
@@ -135,6 +137,8 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
         Command::SandboxUnpack(args) => sandbox_unpack::sandbox_unpack(&args),
         Command::Verify(args) => verify::verify(args).await,
         Command::Gc(args) => gc::gc(args).await,
+        Command::Init(args) => init::init(args),
+        Command::Doctor(args) => doctor::doctor(args).await,
         Command::Pack(args) => pack::pack(args, cli.quiet),
         Command::Completions(args) => docs::completions(&args),
         Command::Man(args) => docs::man(&args),

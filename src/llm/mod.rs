@@ -614,6 +614,14 @@ impl Provider {
         }
     }
 
+    /// Whether the server answers at all (any HTTP status; no model call): the status.
+    pub async fn reachable(&self) -> Result<u16, String> {
+        match &self.inner {
+            Inner::Http(http) => http.reachable().await,
+            Inner::Scripted(_) => Ok(0),
+        }
+    }
+
     /// Whether a configured seed is sent (Anthropic Messages and Bedrock Converse have none).
     pub fn sends_seed(&self) -> bool {
         match &self.inner {

@@ -410,6 +410,23 @@ impl HttpProvider {
         self.endpoint.sends_seed()
     }
 
+    /// Whether the endpoint's server answers at all: a GET of its root without credentials;
+    /// any HTTP status counts (no model is called, nothing is paid). The status, or why not.
+    pub(super) async fn reachable(&self) -> Result<u16, String> {
+        let mut url = self.endpoint.url.clone();
+        url.set_path("/");
+        url.set_query(None);
+        url.set_fragment(None);
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        let limit = self.timeout.min(Duration::from_secs(15));
+        match tokio::time::timeout(limit, self.client.get(url).send()).await {
+            Ok(Ok(response)) => Ok(response.status().as_u16()),
+            Ok(Err(error)) => Err(crate::secrets::redact(&error.without_url().to_string()).into_owned()),
+            Err(_) => Err(format!("no answer within {} s", limit.as_secs())),
+        }
+    }
+
     pub(super) async fn handoff_env(&self) -> Result<Vec<(String, SecretString)>, LlmError> {
         self.endpoint
             .handoff_env(&self.client)

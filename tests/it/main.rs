@@ -14,6 +14,7 @@ mod ghsim;
 mod github;
 mod judge;
 mod llm;
+mod onboarding;
 mod pack;
 mod providers;
 mod review;

@@ -330,7 +330,10 @@ fn transport_and_ulimits_are_settings_shown_with_their_source() {
     assert!(
         line("sandbox.ulimits.nproc").contains("4096") && line("sandbox.ulimits.nproc").contains("default")
     );
-    assert!(line("sandbox.runner-image").contains("unset"), "an unset key is shown as unset");
+    assert!(
+        line("sandbox.runner-image").contains("unset"),
+        "an unset key is shown as unset"
+    );
     let bad = bork()
         .args(["config", "--repo"])
         .arg(repo.path())

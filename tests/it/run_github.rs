@@ -163,3 +163,48 @@ async fn on_pull_request_events_the_checker_comes_from_the_base_branch() {
     assert!(!marker.exists(), "the head's checker must not run");
     assert!(stderr.contains("ignoring `correctness-checker`"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_workflow_edit_a_token_may_not_push_is_reported_not_lost() {
+    let sim = GithubSim::start();
+    sim.setup(BOT_TOKEN).await;
+    // The bot's token may not change workflow files, as an App without `workflows: write`.
+    sim.call(
+        "POST",
+        "/_sim/users",
+        Some(json!({"login": "bork-bot", "token": BOT_TOKEN, "type": "User", "permissions": {"acme/widgets": "write"}, "workflows": false})),
+        None,
+    )
+    .await;
+    let workflow = "name: ci\non: push\njobs: {}\n";
+    let answers = [json!({"create-or-update": {
+        "src/widget.txt": "colour = blue\n",
+        ".github/workflows/ci.yml": workflow,
+        "specs/widget.md": "A widget is blue and round.\n"
+    }})];
+    let checkout = sim.checkout();
+    let outcome = job(&sim, &checkout, &answers).run(&[]);
+    assert_eq!(outcome.code, 3, "{}", outcome.stderr);
+    assert!(
+        outcome.stderr.contains("not delivered") && outcome.stderr.contains("permission-workflows: write"),
+        "{}",
+        outcome.stderr
+    );
+    // The rest of the run went on: the result pull request and the spec's approval exist.
+    let pulls = crate::ghsim::pulls_of(&sim.state().await);
+    assert_eq!(pulls.len(), 2, "{pulls:#?}");
+    // Not lost: the held content is in the report.
+    let held = outcome.report["pending-approvals"]
+        .as_array()
+        .expect("pending")
+        .iter()
+        .find(|edit| edit["path"] == ".github/workflows/ci.yml")
+        .cloned()
+        .expect("the workflow edit is pending");
+    assert_eq!(held["contents"], workflow);
+    assert!(
+        outcome.report["warnings"].to_string().contains("not delivered"),
+        "{}",
+        outcome.report["warnings"]
+    );
+}

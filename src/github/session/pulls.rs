@@ -176,6 +176,14 @@ impl Session {
                     "{}: the same change was rejected before; not proposed again",
                     edit.path
                 )),
+                Err(GithubError::PushRejected { detail, .. }) if refuses_workflows(&detail) => {
+                    let warning = format!(
+                        "approval pull request for {}: not delivered: GitHub refuses a push that changes a workflow file from a token without the `workflows` permission; give the GitHub App `workflows: write` (`permission-workflows: write` in the create-github-app-token step), or make the change by hand: its content is in the report",
+                        edit.path
+                    );
+                    tracing::warn!("{warning}");
+                    outcome.warnings.push(warning);
+                }
                 Err(error) => outcome
                     .warnings
                     .push(format!("approval pull request for {}: {error}", edit.path)),
@@ -344,4 +352,10 @@ fn content_matches(repo: &Path, commit: &str, edit: &PendingEdit, sha256: Option
         Ok(Some(bytes)) => !edit.delete && sha256 == Some(sha256_hex(&bytes).as_str()),
         Err(_) => false,
     }
+}
+
+/// Whether a refused push is GitHub's refusal of a workflow file from a token that may not
+/// change workflows (an App without `workflows`, an OAuth token without the `workflow` scope).
+fn refuses_workflows(detail: &str) -> bool {
+    detail.contains("refusing to allow") && detail.contains("workflow")
 }

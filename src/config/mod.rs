@@ -149,7 +149,7 @@ impl ProviderName {
             ProviderName::Anthropic => "claude-sonnet-4-5",
             // Azure: the deployment name; deployments are usually named after their model.
             ProviderName::Openai | ProviderName::Scripted | ProviderName::Azure => "gpt-4.1",
-            ProviderName::Bedrock => "anthropic.claude-sonnet-4-5-20250929-v1:0",
+            ProviderName::Bedrock => "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
             ProviderName::Vertex => "claude-sonnet-4-5@20250929",
         }
     }

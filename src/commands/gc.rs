@@ -40,14 +40,39 @@ pub(super) async fn gc(args: crate::cli::GcArgs) -> Result<ExitCode> {
             .map_err(anyhow::Error::new)
             .context("removing older runner images")?
     };
+    let builds = crate::blocking::run(|| stale_build_caches(&resolved.artifact_root(), ttl));
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(
         stdout,
-        "removed {} container(s), {} volume(s), {} unused cache volume(s) and {} older runner image(s)",
+        "removed {} container(s), {} volume(s), {} unused cache volume(s), {} older runner image(s) and {} build cache folder(s) of killed runs",
         report.containers.len(),
         report.volumes.len(),
         caches.len(),
-        images.len()
+        images.len(),
+        builds
     );
     Ok(ExitCode::Converged)
+}
+
+/// Removes the build caches (`<artifact root>/build/<run>`) a killed run left, those untouched
+/// for longer than `ttl` (a run removes its own at its end); returns how many went.
+fn stale_build_caches(root: &std::path::Path, ttl: std::time::Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(root.join("build")) else {
+        return 0;
+    };
+    let now = std::time::SystemTime::now();
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            entry.path().symlink_metadata().is_ok_and(|meta| {
+                meta.is_dir()
+                    && meta
+                        .modified()
+                        .ok()
+                        .and_then(|modified| now.duration_since(modified).ok())
+                        .is_some_and(|age| age > ttl)
+            })
+        })
+        .filter(|entry| std::fs::remove_dir_all(entry.path()).is_ok())
+        .count()
 }

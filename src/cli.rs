@@ -113,7 +113,7 @@ pub enum Command {
     Init(InitArgs),
     /// Check what a first run needs, one line each with the fix: git, config, key, endpoint,
     /// engine, image, setup, the checker on this tree (exit 0 all passed, 2 otherwise).
-    Doctor(DoctorArgs),
+    Doctor(Box<DoctorArgs>),
     /// Print a shell completion script to stdout (bash, zsh, fish, powershell, elvish).
     Completions(CompletionsArgs),
     /// Print the man page (roff) to stdout, or write one page per command into a directory.
@@ -201,6 +201,8 @@ pub struct DoctorArgs {
     /// Also send the model one tiny request (paid): proves the key and the model name.
     #[arg(long)]
     pub call: bool,
+    #[command(flatten)]
+    pub github: crate::github::GithubFlags,
 }
 
 /// `bork-ci gc`.

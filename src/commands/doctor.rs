@@ -99,6 +99,7 @@ pub(super) async fn doctor(args: crate::cli::DoctorArgs) -> Result<ExitCode> {
             format!("{error}; fix: set the variable or key it names (`bork-ci config` shows them)"),
         )),
     }
+    checks.extend(github(&args, &resolved).await);
     match resolved.config.correctness_checker.as_deref() {
         None => checks.push(Check::fail(
             "checker",
@@ -245,6 +246,52 @@ async fn judged(resolved: &crate::config::Resolved, repo: &std::path::Path, chec
     });
     sandbox.cleanup().await;
     checks
+}
+
+/// On GitHub (a token and a repository): what the token may do there. Pushing needs write
+/// access (`contents: write`); what an App token grants beyond that (pull requests, workflows)
+/// GitHub does not say here, so the line says what to grant.
+async fn github(args: &crate::cli::DoctorArgs, resolved: &crate::config::Resolved) -> Option<Check> {
+    let flags = crate::delivery::github_flags(&args.github, &resolved.config.github);
+    let ctx = match crate::delivery::github_context(&flags, &resolved.config.github) {
+        Ok(Some(ctx)) => ctx,
+        Ok(None) => return None,
+        Err(error) => return Some(Check::fail("github", crate::report::error_text(&error))),
+    };
+    Some(match crate::github::check_token_permissions(&ctx).await {
+        Ok(granted)
+            if granted
+                .iter()
+                .any(|name| name == "push" || name == "admin" || name == "maintain") =>
+        {
+            Check::pass(
+                "github",
+                format!(
+                    "the token may push to {}/{} ({}); an App token also needs pull requests: write, and workflows: write for held workflow edits",
+                    ctx.owner,
+                    ctx.repo,
+                    granted.join(", ")
+                ),
+            )
+        }
+        Ok(granted) => Check::fail(
+            "github",
+            format!(
+                "the token may not push to {}/{} ({}); fix: `permissions: contents: write, pull-requests: write` in the workflow, or an App token with them",
+                ctx.owner,
+                ctx.repo,
+                if granted.is_empty() {
+                    "no permission reported".to_owned()
+                } else {
+                    granted.join(", ")
+                }
+            ),
+        ),
+        Err(error) => Check::fail(
+            "github",
+            format!("{error}; fix: the token (`github-token`), the repository name"),
+        ),
+    })
 }
 
 /// Prints one line per check; exit 0 when all passed, 2 otherwise.

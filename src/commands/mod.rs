@@ -138,7 +138,7 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
         Command::Verify(args) => verify::verify(args).await,
         Command::Gc(args) => gc::gc(args).await,
         Command::Init(args) => init::init(args),
-        Command::Doctor(args) => doctor::doctor(args).await,
+        Command::Doctor(args) => doctor::doctor(*args).await,
         Command::Pack(args) => pack::pack(args, cli.quiet),
         Command::Completions(args) => docs::completions(&args),
         Command::Man(args) => docs::man(&args),

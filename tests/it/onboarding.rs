@@ -171,3 +171,32 @@ fn doctor_names_what_is_missing_with_the_fix() {
         "{report}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_reads_what_the_github_token_may_do() {
+    let sim = crate::ghsim::GithubSim::start();
+    sim.setup("t-bot-doctor").await;
+    let checkout = sim.checkout();
+    for (token, pushes) in [("t-bot-doctor", true), ("t-bob", false)] {
+        let mut ctx = TestContext::on(&checkout);
+        ctx.github(&sim, token).scripted(&[json!({})]);
+        let mut command = ctx.command("doctor");
+        command.arg("--repo").arg(checkout.path());
+        let doctor = tokio::task::spawn_blocking(move || command.output().expect("doctor"))
+            .await
+            .expect("join");
+        let report = String::from_utf8_lossy(&doctor.stdout);
+        let line = report
+            .lines()
+            .find(|line| line.contains("github"))
+            .unwrap_or_else(|| panic!("{report}{}", String::from_utf8_lossy(&doctor.stderr)));
+        if pushes {
+            assert!(line.starts_with("ok") && line.contains("may push"), "{report}");
+        } else {
+            assert!(
+                line.starts_with("FAIL") && line.contains("contents: write"),
+                "{report}"
+            );
+        }
+    }
+}

@@ -239,6 +239,7 @@ pub fn run_outputs(
     pr_number: Option<u64>,
     pr_url: Option<&str>,
     iterations: u32,
+    result: (Option<&str>, Option<&str>),
 ) -> Vec<(&'static str, String)> {
     let exit_code = crate::report::RunStatus::parse(status)
         .map(|status| crate::exit::ExitCode::from(status).code().to_string())
@@ -249,6 +250,8 @@ pub fn run_outputs(
         ("pr-number", pr_number.map(|n| n.to_string()).unwrap_or_default()),
         ("pr-url", pr_url.unwrap_or_default().to_owned()),
         ("iterations", iterations.to_string()),
+        ("result-branch", result.0.unwrap_or_default().to_owned()),
+        ("result-sha", result.1.unwrap_or_default().to_owned()),
     ]
 }
 
@@ -341,7 +344,7 @@ mod tests {
 
     #[test]
     fn outputs_use_random_delimiters() {
-        let text = render_outputs(&run_outputs("skipped", None, None, 0));
+        let text = render_outputs(&run_outputs("skipped", None, None, 0, (None, None)));
         assert!(text.starts_with("status<<ghadelimiter_"));
         assert!(text.contains("\nskipped\nghadelimiter_"));
         assert!(text.contains("pr-number<<"));

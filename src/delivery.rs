@@ -301,6 +301,8 @@ impl Delivery for Github<'_> {
 
 fn attach_prs(report: &mut RunReport, session: &github::Session, approvals: &[(String, github::PullRef)]) {
     if let Some(pr) = session.result_pr() {
+        report.result_branch = Some(session.branch().to_owned());
+        report.result_sha = session.remote_tip().map(str::to_owned);
         report.pull_requests.push(PullRequestRef {
             number: pr.number,
             url: pr.url.clone(),

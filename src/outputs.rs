@@ -72,6 +72,7 @@ pub fn write(report: &RunReport, to: &Destinations<'_>, checker: Option<&str>) -
             result_pr.map(|pr| pr.number),
             result_pr.map(|pr| pr.url.as_str()),
             report.iterations.len() as u32,
+            (report.result_branch.as_deref(), report.result_sha.as_deref()),
         );
         crate::actions::ActionsWriter::append(path, &crate::actions::render_outputs(&outputs))
             .with_context(|| format!("writing step outputs to {}", path.display()))?;

@@ -181,6 +181,11 @@ pub struct RunReport {
     /// the run's baseline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Baseline>,
+    /// On GitHub: bork-ci's branch with the result, and the commit it is at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_sha: Option<String>,
 }
 
 /// The checker on the approved tree, before any edit.
@@ -226,6 +231,8 @@ impl RunReport {
             duration_ms: 0,
             run_totals: Spent::default(),
             baseline: None,
+            result_branch: None,
+            result_sha: None,
         }
     }
 

@@ -41,6 +41,14 @@ async fn held_spec_edit_exit_three_then_resume_on_approval() {
     );
     let outputs = std::fs::read_to_string(first.scratch_file("github-output")).expect("outputs");
     assert!(outputs.contains("awaiting-approval"), "{outputs}");
+    // Where the result is, for SARIF and later steps: the branch and the commit pushed.
+    assert!(
+        outputs.contains("result-branch<<") && outputs.contains("\nbork/main\n"),
+        "{outputs}"
+    );
+    assert_eq!(outcome.report["result-branch"], "bork/main");
+    let sha = outcome.report["result-sha"].as_str().expect("result-sha");
+    assert!(sha.len() == 40 && outputs.contains(sha), "{outputs}");
     assert!(
         std::fs::read_to_string(first.scratch_file("step-summary"))
             .expect("summary")

@@ -150,6 +150,11 @@ impl Session {
         self.result_pr.as_ref()
     }
 
+    /// The commit bork-ci's branch is at on GitHub, as last pushed or found.
+    pub fn remote_tip(&self) -> Option<&str> {
+        self.remote_tip.as_deref()
+    }
+
     /// One commit for one iteration (bork-ci's identity, paths after `--`); `None` when the
     /// iteration changed nothing git sees.
     pub fn commit_iteration(

@@ -3,13 +3,15 @@
 //! In order: `GOOGLE_OAUTH_ACCESS_TOKEN` (used as is), else the credential file
 //! `GOOGLE_APPLICATION_CREDENTIALS` of type `external_account` (workload identity federation, as
 //! written by `google-github-actions/auth` or `gcloud iam workload-identity-pools
-//! create-cred-config`): the subject token is read from `credential_source.file` (text, or JSON
-//! with `credential_source.format.subject_token_field_name`), exchanged at the file's `token_url`
+//! create-cred-config`): the subject token is read from `credential_source.file`, or fetched
+//! from `credential_source.url` with its `headers` (what `google-github-actions/auth` writes for
+//! GitHub's OIDC token), as text or JSON with `credential_source.format.subject_token_field_name`,
+//! exchanged at the file's `token_url`
 //! (Google STS, RFC 8693 token exchange), and, when the file names a
 //! `service_account_impersonation_url`, exchanged once more there for the service account's
 //! token. Tokens are cached until shortly before they expire. Not supported: service-account
 //! key files (`type: service_account`, which need a signed JWT), `authorized_user` files,
-//! `credential_source.url` / `executable`, and the metadata server.
+//! `credential_source.executable`, and the metadata server.
 
 use std::time::{Duration, Instant};
 
@@ -45,6 +47,11 @@ struct ExternalAccount {
 struct CredentialSource {
     #[serde(default)]
     file: Option<String>,
+    /// A URL the subject token is fetched from (GET), with these headers.
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     format: Option<SourceFormat>,
 }
@@ -60,7 +67,10 @@ struct SourceFormat {
 #[derive(Debug)]
 enum Source {
     Fixed(SecretString),
-    External { path: String, account: ExternalAccount },
+    External {
+        path: String,
+        account: Box<ExternalAccount>,
+    },
 }
 
 /// Where Vertex's bearer token comes from.
@@ -107,16 +117,15 @@ impl TokenSource {
                     || account
                         .credential_source
                         .as_ref()
-                        .and_then(|source| source.file.as_ref())
-                        .is_none()
+                        .is_none_or(|source| source.file.is_none() && source.url.is_none())
                 {
                     return Err(settings_error(format!(
-                        "{path} (GOOGLE_APPLICATION_CREDENTIALS) needs `token_url` and `credential_source.file`; other credential sources are not supported"
+                        "{path} (GOOGLE_APPLICATION_CREDENTIALS) needs `token_url` and `credential_source.file` or `credential_source.url`; `executable` sources are not supported"
                     )));
                 }
                 Source::External {
                     path: path.clone(),
-                    account,
+                    account: Box::new(account),
                 }
             }
             _ => {
@@ -144,7 +153,7 @@ impl TokenSource {
         {
             return Ok(token.clone());
         }
-        let subject = read_subject_token(path, account)?;
+        let subject = read_subject_token(client, path, account).await?;
         let mut scrub = vec![subject.clone()];
         let result = exchange(client, account, &subject, &mut scrub).await;
         if let Ok(mut fetched) = self.fetched.lock() {
@@ -169,16 +178,66 @@ impl TokenSource {
     }
 }
 
-fn read_subject_token(path: &str, account: &ExternalAccount) -> Result<SecretString, LlmError> {
+/// Largest subject token answer read from a `credential_source.url`.
+const MAX_SUBJECT_BYTES: usize = 64 * 1024;
+
+async fn read_subject_token(
+    client: &Client,
+    path: &str,
+    account: &ExternalAccount,
+) -> Result<SecretString, LlmError> {
     let source = account.credential_source.as_ref();
-    let file = source
-        .and_then(|source| source.file.as_deref())
-        .unwrap_or_default();
-    let text = std::fs::read_to_string(file).map_err(|error| {
-        settings_error(format!(
-            "reading the subject token file {file} (credential_source.file of {path}): {error}"
-        ))
-    })?;
+    let (text, from) = match source.and_then(|source| source.url.as_deref()) {
+        Some(url) => {
+            let headers = source.map(|source| &source.headers);
+            let shown = super::endpoint::shown_url_text(url);
+            let parsed = Url::parse(url).map_err(|error| {
+                settings_error(format!("credential_source.url of {path} is not a URL: {error}"))
+            })?;
+            let mut request = client.get(parsed);
+            for (name, value) in headers.into_iter().flatten() {
+                request = request.header(name.as_str(), value.as_str());
+            }
+            let response = request.send().await.map_err(|error| {
+                settings_error(format!(
+                    "fetching the subject token from {shown} (credential_source.url of {path}): {}",
+                    error.without_url()
+                ))
+            })?;
+            let status = response.status();
+            let bytes = response.bytes().await.map_err(|error| {
+                settings_error(format!(
+                    "reading the subject token from {shown}: {}",
+                    error.without_url()
+                ))
+            })?;
+            if !status.is_success() {
+                return Err(settings_error(format!(
+                    "fetching the subject token from {shown} (credential_source.url of {path}) answered HTTP {}",
+                    status.as_u16()
+                )));
+            }
+            if bytes.len() > MAX_SUBJECT_BYTES {
+                return Err(settings_error(format!(
+                    "the subject token from {shown} is larger than {MAX_SUBJECT_BYTES} bytes"
+                )));
+            }
+            (String::from_utf8_lossy(&bytes).into_owned(), shown)
+        }
+        None => {
+            let file = source
+                .and_then(|source| source.file.as_deref())
+                .unwrap_or_default();
+            let text = crate::safe_fs::read_regular(std::path::Path::new(file), MAX_SUBJECT_BYTES as u64)
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                .map_err(|error| {
+                    settings_error(format!(
+                        "reading the subject token file {file} (credential_source.file of {path}): {error}"
+                    ))
+                })?;
+            (text, format!("the subject token file {file}"))
+        }
+    };
     let token = match source.and_then(|source| source.format.as_ref()) {
         Some(format) if format.kind == "json" => {
             let field = format.subject_token_field_name.as_deref().unwrap_or_default();
@@ -187,14 +246,14 @@ fn read_subject_token(path: &str, account: &ExternalAccount) -> Result<SecretStr
                 .and_then(|value| value.get(field)?.as_str().map(str::to_owned))
                 .ok_or_else(|| {
                     settings_error(format!(
-                        "the subject token file {file} has no string field `{field}` (credential_source.format of {path})"
+                        "{from} has no string field `{field}` (credential_source.format of {path})"
                     ))
                 })?
         }
         _ => text.trim().to_owned(),
     };
     if token.is_empty() {
-        return Err(settings_error(format!("the subject token file {file} is empty")));
+        return Err(settings_error(format!("{from} gave an empty subject token")));
     }
     Ok(SecretString::from(token))
 }

@@ -386,8 +386,24 @@ async fn vertex_claude_goes_through_raw_predict_with_the_access_token() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn vertex_gemini_uses_the_openai_endpoint_with_a_workload_identity_token() {
+    // Both sources google-github-actions/auth and gcloud write: a file, and GitHub's OIDC
+    // endpoint (a URL with an Authorization header, the token in a JSON field `value`).
+    for source in ["file", "url"] {
+        vertex_with_workload_identity_from(source).await;
+    }
+}
+
+async fn vertex_with_workload_identity_from(source: &str) {
     let fake = Fake::start(|seen| {
-        if seen.path == "/sts/v1/token" {
+        if seen.path == "/oidc" {
+            if seen.header("authorization") == Some("Bearer gh-request-token-77")
+                && seen.query.as_deref().is_some_and(|query| query.contains("audience="))
+            {
+                ResponseTemplate::new(200).set_body_json(json!({"count": 1, "value": "oidc-subject-token-123"}))
+            } else {
+                ResponseTemplate::new(403).set_body_json(json!({"message": "bad request token"}))
+            }
+        } else if seen.path == "/sts/v1/token" {
             let form = String::from_utf8_lossy(&seen.body).into_owned();
             if form.contains("subject_token=oidc-subject-token-123")
                 && form.contains("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange")
@@ -411,6 +427,14 @@ async fn vertex_gemini_uses_the_openai_endpoint_with_a_workload_identity_token()
     let subject = dir.path().join("oidc-token");
     std::fs::write(&subject, "oidc-subject-token-123\n").expect("write");
     let credentials = dir.path().join("external.json");
+    let credential_source = match source {
+        "file" => json!({"file": subject.display().to_string()}),
+        _ => json!({
+            "url": format!("{}/oidc?api-version=2.0&audience=https%3A%2F%2Fiam.googleapis.com%2Fpool", fake.url),
+            "headers": {"Authorization": "Bearer gh-request-token-77"},
+            "format": {"type": "json", "subject_token_field_name": "value"}
+        }),
+    };
     std::fs::write(
         &credentials,
         json!({
@@ -418,7 +442,7 @@ async fn vertex_gemini_uses_the_openai_endpoint_with_a_workload_identity_token()
             "audience": "//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/pool/providers/gh",
             "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
             "token_url": format!("{}/sts/v1/token", fake.url),
-            "credential_source": {"file": subject.display().to_string()}
+            "credential_source": credential_source
         })
         .to_string(),
     )
@@ -442,7 +466,7 @@ async fn vertex_gemini_uses_the_openai_endpoint_with_a_workload_identity_token()
     let seen = fake.seen();
     let chat: Vec<&Seen> = seen
         .iter()
-        .filter(|seen| !seen.path.starts_with("/sts"))
+        .filter(|seen| !seen.path.starts_with("/sts") && seen.path != "/oidc")
         .collect();
     assert_eq!(chat.len(), 1, "{seen:?}");
     assert_eq!(

@@ -593,6 +593,57 @@ fn action_refuses_a_release_asset_whose_sum_differs() {
     assert_eq!(tree_hash(repo.path()), before, "the repository is unchanged");
 }
 
+/// A run that needs a human leaves the step green by default (`fail-on: error`), with the
+/// outcome in the outputs; `fail-on: error,needs-human` makes the same run fail the step.
+#[test]
+fn action_fail_on_decides_whether_an_outcome_fails_the_step() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let (asset, bytes, sum) = release_asset(scratch.path());
+    let assets = serve(BTreeMap::from([(format!("/v{VERSION}/{asset}"), bytes)]));
+    let action = action_copy(scratch.path(), &[format!("{VERSION} {asset} {sum}")]);
+    for (fail_on, code) in [("", 0), ("error,needs-human", 1)] {
+        let repo = Repo::new(&[
+            ("specs/app.md", "The app says DONE.\n"),
+            ("src/app.txt", "not yet\n"),
+            (
+                "check.sh",
+                &crate::support::checker_wanting("src/app.txt", "DONE"),
+            ),
+            (
+                ".config/bork.json",
+                r#"{"correctness-checker": "check.sh", "max-iterations": 1, "llm": {"provider": "scripted"}}"#,
+            ),
+        ]);
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            repo.path().join("check.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .expect("chmod");
+        repo.commit("a checker");
+        let answers = script(
+            scratch.path(),
+            &[json!({"create-or-update": {"src/app.txt": "still not\n"}})],
+        );
+        let temp = scratch.path().join(format!("runner-temp-{code}"));
+        let mut runner = runner(&action, repo.path(), &temp, &format!("v{VERSION}"));
+        runner
+            .with
+            .insert("release-url".into(), format!("{}/v{VERSION}", assets.url));
+        if !fail_on.is_empty() {
+            runner.with.insert("fail-on".into(), fail_on.into());
+        }
+        runner
+            .env
+            .insert("BORK_LLM_SCRIPT".into(), answers.display().to_string());
+        runner.github.insert("token".into(), String::new());
+        let outcome = runner.run();
+        assert_eq!(outcome.code, code, "fail-on {fail_on:?}: {}", outcome.log);
+        assert_eq!(outcome.outputs["status"], "needs-human", "{}", outcome.log);
+        assert_eq!(outcome.outputs["exit-code"], "1", "{}", outcome.log);
+    }
+}
+
 #[test]
 fn action_at_any_commit_installs_the_newest_pinned_release() {
     // The action used at a commit (not a tag) that pins an older and a newer release: the

@@ -27,6 +27,20 @@ pub(super) fn init(args: crate::cli::InitArgs) -> Result<ExitCode> {
             );
         }
     }
+    // Only through real folders: a symlinked `.config` or `checks` would carry a write out of
+    // the repository.
+    for file in &files {
+        let mut at = repo.clone();
+        for part in std::path::Path::new(&file.path).components() {
+            at.push(part);
+            if std::fs::symlink_metadata(&at).is_ok_and(|meta| meta.file_type().is_symlink()) {
+                bail!(
+                    "{} is a symbolic link; `bork-ci init` writes only through real folders, and nothing was written",
+                    at.strip_prefix(&repo).unwrap_or(&at).display()
+                );
+            }
+        }
+    }
     for file in &files {
         let path = repo.join(&file.path);
         if let Some(parent) = path.parent() {

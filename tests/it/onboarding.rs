@@ -200,3 +200,35 @@ async fn doctor_reads_what_the_github_token_may_do() {
         }
     }
 }
+
+#[test]
+fn init_never_writes_through_a_symlink_or_over_a_file() {
+    let outside = tempfile::tempdir().expect("outside");
+    let repo = fresh(&[("Cargo.toml", "[package]\nname = \"x\"\nversion = \"0.1.0\"\n")]);
+    std::os::unix::fs::symlink(outside.path(), repo.path().join("checks")).expect("symlink");
+    let ctx = TestContext::on(&repo);
+    for extra in [&[][..], &["--force"][..]] {
+        let out = ctx
+            .command("init")
+            .arg("--repo")
+            .arg(repo.path())
+            .args(extra)
+            .output()
+            .expect("init");
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("symbolic link"),
+            "{extra:?}"
+        );
+        assert!(
+            std::fs::read_dir(outside.path())
+                .expect("outside")
+                .next()
+                .is_none()
+        );
+        assert!(
+            !repo.path().join(".config/bork.json").exists(),
+            "nothing was written"
+        );
+    }
+}

@@ -549,6 +549,39 @@ impl JudgeGuard {
     }
 }
 
+/// Runs the checker once (`limits`: its timeout, and whether with an empty build cache of its
+/// own), with a heartbeat while it runs, and shows its stderr afterwards; `label` prefixes what
+/// is said about it (`preflight: `).
+async fn run_checker(
+    sandbox: &Sandbox,
+    repo: &Path,
+    resolved: &Resolved,
+    checker_path: &str,
+    (timeout, fresh_build): (Duration, bool),
+    stop_token: Option<&str>,
+    label: &str,
+) -> Result<checker::CheckerRun> {
+    let run = with_heartbeat(
+        &format!("{label}the correctness checker"),
+        checker::run(
+            sandbox,
+            repo,
+            checker_path,
+            timeout,
+            &resolved.secret_env_names(),
+            fresh_build,
+        ),
+    )
+    .await
+    .with_context(|| format!("{label}running the correctness checker"))?;
+    show_judge_output(
+        &format!("{label}correctness checker `{checker_path}`: stderr (last lines)"),
+        &run.stderr_tail,
+        stop_token,
+    );
+    Ok(run)
+}
+
 /// How often a line says that a judge is still running.
 const HEARTBEAT: Duration = Duration::from_secs(30);
 
@@ -634,24 +667,16 @@ async fn judge(
                 stderr_tail: String::new(),
             },
             None => {
-                let run = with_heartbeat(
-                    "the correctness checker",
-                    checker::run(
-                        sandbox,
-                        repo,
-                        checker_path,
-                        timeout,
-                        &resolved.secret_env_names(),
-                        fresh_build,
-                    ),
-                )
-                .await
-                .context("running the correctness checker")?;
-                show_judge_output(
-                    &format!("correctness checker `{checker_path}`: stderr (last lines)"),
-                    &run.stderr_tail,
+                let run = run_checker(
+                    sandbox,
+                    repo,
+                    resolved,
+                    checker_path,
+                    (timeout, fresh_build),
                     stop_token,
-                );
+                    "",
+                )
+                .await?;
                 run.verdict
             }
         };
@@ -1283,24 +1308,16 @@ pub(super) async fn before_first_call(
     tracing::info!("preflight: running the correctness checker on the approved tree");
     let started = Instant::now();
     let timeout = Duration::from_secs(config.checker_timeout_secs);
-    let run = with_heartbeat(
-        "the correctness checker (preflight)",
-        checker::run(
-            sandbox,
-            repo,
-            checker_path,
-            timeout,
-            &resolved.secret_env_names(),
-            false,
-        ),
-    )
-    .await
-    .context("preflight: running the correctness checker")?;
-    show_judge_output(
-        &format!("preflight: correctness checker `{checker_path}`: stderr (last lines)"),
-        &run.stderr_tail,
+    let run = run_checker(
+        sandbox,
+        repo,
+        resolved,
+        checker_path,
+        (timeout, false),
         stop_token,
-    );
+        "preflight: ",
+    )
+    .await?;
     let findings = match &run.verdict {
         Verdict::FailedToRun { reason, .. } => {
             let fix = checker::likely_fix(

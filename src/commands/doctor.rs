@@ -173,21 +173,8 @@ async fn judged(resolved: &crate::config::Resolved, repo: &std::path::Path, chec
             None => "none: the checker runs as a local process".to_owned(),
         },
     ));
-    let commands: Vec<Vec<String>> = resolved
-        .config
-        .sandbox
-        .setup
-        .iter()
-        .map(|command| vec!["sh".to_owned(), "-c".to_owned(), command.clone()])
-        .collect();
+    let (job, commands) = crate::reconcile::setup_job(resolved);
     if !commands.is_empty() {
-        let mut job = crate::sandbox::Job::new(
-            crate::sandbox::JobKind::Setup,
-            Vec::new(),
-            std::time::Duration::from_secs(resolved.config.sandbox.setup_timeout_secs),
-            1 << 20,
-        );
-        job.secret_env = resolved.secret_env_names();
         match sandbox.run_sequence(repo, &job, &commands).await {
             Ok(outputs) => match outputs
                 .iter()

@@ -22,7 +22,7 @@ use anyhow::{Context, Result};
 
 pub use round::{
     BudgetExhausted, IterationHook, ReviewAnswer, RunError, estimate, initial_prompt, review_once,
-    review_provider, review_with, secret_in_prompt,
+    review_provider, review_with, secret_in_prompt, setup_job,
 };
 
 use crate::budget::{self, Spent};

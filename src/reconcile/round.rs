@@ -1349,14 +1349,11 @@ pub(super) async fn before_first_call(
 
 /// Runs the setup commands once, one after another in one job of the judge's image, on the
 /// approved revision, with `sandbox.setup-network`; they alone write the dependency cache.
-async fn run_setup(
-    resolved: &Resolved,
-    sandbox: &Sandbox,
-    repo: &Path,
-    stop_token: Option<&str>,
-) -> Result<()> {
-    let config = &resolved.config;
-    let commands: Vec<Vec<String>> = config
+/// The setup commands (`sandbox.setup`) as one job of the judges' image: each command as
+/// `sh -c`, all within `sandbox.setup-timeout-secs`, no secret in their environment.
+pub fn setup_job(resolved: &Resolved) -> (Job, Vec<Vec<String>>) {
+    let commands = resolved
+        .config
         .sandbox
         .setup
         .iter()
@@ -1365,10 +1362,21 @@ async fn run_setup(
     let mut job = Job::new(
         JobKind::Setup,
         Vec::new(),
-        Duration::from_secs(config.sandbox.setup_timeout_secs),
+        Duration::from_secs(resolved.config.sandbox.setup_timeout_secs),
         1 << 20,
     );
     job.secret_env = resolved.secret_env_names();
+    (job, commands)
+}
+
+async fn run_setup(
+    resolved: &Resolved,
+    sandbox: &Sandbox,
+    repo: &Path,
+    stop_token: Option<&str>,
+) -> Result<()> {
+    let config = &resolved.config;
+    let (job, commands) = setup_job(resolved);
     tracing::info!(
         commands = commands.len(),
         network = %config.sandbox.setup_network,

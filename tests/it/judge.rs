@@ -114,6 +114,16 @@ fn judged_repo(extra_config: serde_json::Value) -> Repo {
     repo
 }
 
+/// Replaces the repository's checker (`checks/run`, executable) with `text`; not committed.
+fn with_checker(repo: &Repo, text: &str) {
+    repo.write("checks/run", text);
+    std::fs::set_permissions(
+        repo.path().join("checks/run"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod");
+}
+
 /// What the approved checker says on the tree as it is now: its exit code.
 fn approved_checker_exit(repo: &Repo) -> i32 {
     let home = tempfile::tempdir().expect("home");
@@ -349,12 +359,7 @@ async fn a_checker_whose_toolchain_is_missing_stops_the_run_before_any_model_cal
         )])
         .await;
         let repo = judged_repo(json!({}));
-        repo.write("checks/run", checker);
-        std::fs::set_permissions(
-            repo.path().join("checks/run"),
-            std::fs::Permissions::from_mode(0o755),
-        )
-        .expect("chmod");
+        with_checker(&repo, checker);
         repo.commit("a cargo checker");
         let mut ctx = context(&repo, profile);
         ctx.openai(&fake).env("PATH", "/usr/bin:/bin");
@@ -406,12 +411,7 @@ fn setup_fills_the_dependency_cache_that_judges_read_but_cannot_write() {
             "setup": ["echo fetched > \"$BORK_DEPS_DIR/marker\"", "test -s \"$BORK_DEPS_DIR/marker\""],
             "setup-network": "none"
         }}));
-        repo.write("checks/run", &checker);
-        std::fs::set_permissions(
-            repo.path().join("checks/run"),
-            std::fs::Permissions::from_mode(0o755),
-        )
-        .expect("chmod");
+        with_checker(&repo, &checker);
         repo.commit("a checker that needs its dependencies");
         let mut ctx = context(&repo, profile);
         ctx.scripted(&[json!({"create-or-update": {"src/app.txt": "DONE\n"}})]);
@@ -484,12 +484,7 @@ fn the_judges_run_in_the_repositorys_dev_container() {
     );
     for profile in docker_profiles() {
         let repo = judged_repo(json!({"sandbox": {"pull": "never", "image": "devcontainer"}}));
-        repo.write("checks/run", &checker);
-        std::fs::set_permissions(
-            repo.path().join("checks/run"),
-            std::fs::Permissions::from_mode(0o755),
-        )
-        .expect("chmod");
+        with_checker(&repo, &checker);
         // A dev container built from a Dockerfile, its context its own folder, with comments
         // and trailing commas as the specification allows.
         repo.write(

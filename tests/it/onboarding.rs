@@ -26,6 +26,16 @@ fn ensure_example_images() {
     });
 }
 
+/// `bork-ci VERB --repo REPO extra...` in the context, to its end.
+fn verb(ctx: &TestContext<'_>, repo: &Repo, verb: &str, extra: &[&str]) -> std::process::Output {
+    ctx.command(verb)
+        .arg("--repo")
+        .arg(repo.path())
+        .args(extra)
+        .output()
+        .unwrap_or_else(|error| panic!("bork-ci {verb}: {error}"))
+}
+
 fn fresh(files: &[(&str, &str)]) -> Repo {
     let repo = Repo::new(files);
     std::fs::set_permissions(repo.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
@@ -36,13 +46,7 @@ fn fresh(files: &[(&str, &str)]) -> Repo {
 fn init_doctor_run(repo: &Repo, image: &str, answer: serde_json::Value, toolchain: &str) {
     let mut ctx = TestContext::on(repo);
     ctx.docker(image).scripted(&[answer]);
-    let init = ctx
-        .command("init")
-        .arg("--repo")
-        .arg(repo.path())
-        .args(["--ci", "github"])
-        .output()
-        .expect("init");
+    let init = verb(&ctx, repo, "init", &["--ci", "github"]);
     let stdout = String::from_utf8_lossy(&init.stdout);
     assert_eq!(
         init.status.code(),
@@ -59,21 +63,11 @@ fn init_doctor_run(repo: &Repo, image: &str, answer: serde_json::Value, toolchai
         assert!(repo.path().join(path).is_file(), "{path}");
     }
     // Never over an existing file without --force; nothing is written then.
-    let again = ctx
-        .command("init")
-        .arg("--repo")
-        .arg(repo.path())
-        .output()
-        .expect("init");
+    let again = verb(&ctx, repo, "init", &[]);
     assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains(".config/bork.json"));
     repo.commit("bork-ci init");
-    let doctor = ctx
-        .command("doctor")
-        .arg("--repo")
-        .arg(repo.path())
-        .output()
-        .expect("doctor");
+    let doctor = verb(&ctx, repo, "doctor", &[]);
     let report = String::from_utf8_lossy(&doctor.stdout);
     assert_eq!(
         doctor.status.code(),
@@ -150,12 +144,7 @@ fn doctor_names_what_is_missing_with_the_fix() {
         ),
     ]);
     let ctx = TestContext::on(&repo);
-    let doctor = ctx
-        .command("doctor")
-        .arg("--repo")
-        .arg(repo.path())
-        .output()
-        .expect("doctor");
+    let doctor = verb(&ctx, &repo, "doctor", &[]);
     let report = String::from_utf8_lossy(&doctor.stdout);
     assert_eq!(doctor.status.code(), Some(2), "{report}");
     assert!(
@@ -208,13 +197,7 @@ fn init_never_writes_through_a_symlink_or_over_a_file() {
     std::os::unix::fs::symlink(outside.path(), repo.path().join("checks")).expect("symlink");
     let ctx = TestContext::on(&repo);
     for extra in [&[][..], &["--force"][..]] {
-        let out = ctx
-            .command("init")
-            .arg("--repo")
-            .arg(repo.path())
-            .args(extra)
-            .output()
-            .expect("init");
+        let out = verb(&ctx, &repo, "init", extra);
         assert_eq!(out.status.code(), Some(2), "{extra:?}");
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("symbolic link"),

@@ -514,7 +514,7 @@ impl Endpoint {
             DynamicAuth::None => {}
             DynamicAuth::Aws(aws) => aws.sign(client, &self.url, &mut headers, body).await?,
             DynamicAuth::Google(google) => {
-                let token = google.token(client).await?;
+                let token = google.token().await?;
                 let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose_secret().trim()))
                     .map_err(|_| LlmError::Settings {
                         provider: self.kind,
@@ -577,7 +577,7 @@ impl Endpoint {
             DynamicAuth::Google(google) => {
                 env.push((
                     "GOOGLE_OAUTH_ACCESS_TOKEN".to_owned(),
-                    google.token(client).await?,
+                    google.token().await?,
                 ));
             }
         }

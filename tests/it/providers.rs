@@ -386,9 +386,10 @@ async fn vertex_claude_goes_through_raw_predict_with_the_access_token() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn vertex_gemini_uses_the_openai_endpoint_with_a_workload_identity_token() {
-    // Both sources google-github-actions/auth and gcloud write: a file, and GitHub's OIDC
-    // endpoint (a URL with an Authorization header, the token in a JSON field `value`).
-    for source in ["file", "url"] {
+    // Every source google-github-actions/auth and gcloud write: a file, GitHub's OIDC endpoint
+    // (a URL with an Authorization header, the token in a JSON field `value`), and an
+    // executable (Google's executable-sourced credentials protocol).
+    for source in ["file", "url", "executable"] {
         vertex_with_workload_identity_from(source).await;
     }
 }
@@ -427,8 +428,23 @@ async fn vertex_with_workload_identity_from(source: &str) {
     let subject = dir.path().join("oidc-token");
     std::fs::write(&subject, "oidc-subject-token-123\n").expect("write");
     let credentials = dir.path().join("external.json");
+    let tool = dir.path().join("token-tool.sh");
+    let expires = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+        + 3600;
+    std::fs::write(
+        &tool,
+        format!(
+            "#!/bin/sh\nprintf '%s' '{{\"version\":1,\"success\":true,\"token_type\":\"urn:ietf:params:oauth:token-type:jwt\",\"id_token\":\"oidc-subject-token-123\",\"expiration_time\":{expires}}}'\n"
+        ),
+    )
+    .expect("write");
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
     let credential_source = match source {
         "file" => json!({"file": subject.display().to_string()}),
+        "executable" => json!({"executable": {"command": tool.display().to_string(), "timeout_millis": 5000}}),
         _ => json!({
             "url": format!("{}/oidc?api-version=2.0&audience=https%3A%2F%2Fiam.googleapis.com%2Fpool", fake.url),
             "headers": {"Authorization": "Bearer gh-request-token-77"},
@@ -459,6 +475,7 @@ async fn vertex_with_workload_identity_from(source: &str) {
                 &credentials.display().to_string(),
             ),
             ("GOOGLE_CLOUD_PROJECT", "proj-from-env"),
+            ("GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES", "1"),
         ],
     )
     .await;
@@ -477,6 +494,106 @@ async fn vertex_with_workload_identity_from(source: &str) {
     assert!(seen.iter().any(|seen| seen.path == "/sts/v1/token"));
     for text in [&outcome.stderr, &outcome.report_text] {
         assert!(!text.contains("ya29.exchanged-token") && !text.contains("oidc-subject-token-123"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn vertex_with_a_service_account_key_sends_a_jwt_signed_by_that_key() {
+    // A key file from `gcloud iam service-accounts keys create`: Google's libraries sign a
+    // self-signed JWT with the key (no token endpoint); the test checks its claims and verifies
+    // its signature with openssl against the key's public half.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("key.pem");
+    let public = dir.path().join("public.pem");
+    for args in [
+        vec!["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out"],
+        vec!["pkey", "-pubout", "-in"],
+    ] {
+        let mut command = Command::new("openssl");
+        command.args(&args);
+        if args[0] == "genpkey" {
+            command.arg(&key);
+        } else {
+            command.arg(&key).arg("-out").arg(&public);
+        }
+        assert!(command.status().expect("openssl").success());
+    }
+    let fake = Fake::start(|seen| {
+        let claims = seen
+            .header("authorization")
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .and_then(|jwt| jwt.split('.').nth(1))
+            .and_then(|payload| {
+                use base64::Engine as _;
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).ok()
+            })
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
+        match claims {
+            Some(claims)
+                if claims["iss"] == "bork@proj.iam.gserviceaccount.com"
+                    && claims["scope"]
+                        .as_str()
+                        .is_some_and(|scope| scope.contains("https://www.googleapis.com/auth/cloud-platform")) =>
+            {
+                openai_answer(ANSWER)
+            }
+            _ => ResponseTemplate::new(401).set_body_json(json!({"error": {"code": 401, "message": "Request had invalid authentication credentials.", "status": "UNAUTHENTICATED"}})),
+        }
+    })
+    .await;
+    let credentials = dir.path().join("sa.json");
+    std::fs::write(
+        &credentials,
+        json!({
+            "type": "service_account",
+            "project_id": "proj",
+            "private_key_id": "kid-1",
+            "private_key": std::fs::read_to_string(&key).expect("key"),
+            "client_email": "bork@proj.iam.gserviceaccount.com",
+            "client_id": "1",
+            "token_uri": format!("{}/token", fake.url),
+        })
+        .to_string(),
+    )
+    .expect("write");
+    let repo = repo_with(&format!(
+        r#"{{"correctness-checker": "check.sh", "llm": {{"provider": "vertex", "model": "gemini-2.0-flash", "region": "global", "project": "proj", "base-url": "{}"}}}}"#,
+        fake.url
+    ));
+    let outcome = run(
+        &repo,
+        &[("GOOGLE_APPLICATION_CREDENTIALS", &credentials.display().to_string())],
+    )
+    .await;
+    assert_converged(&outcome, &repo);
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let jwt = seen[0]
+        .header("authorization")
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .expect("bearer")
+        .to_owned();
+    let (signed, signature) = jwt.rsplit_once('.').expect("jwt");
+    use base64::Engine as _;
+    std::fs::write(dir.path().join("signed"), signed).expect("write");
+    std::fs::write(
+        dir.path().join("signature"),
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(signature)
+            .expect("signature"),
+    )
+    .expect("write");
+    let verified = Command::new("openssl")
+        .args(["dgst", "-sha256", "-verify"])
+        .arg(&public)
+        .arg("-signature")
+        .arg(dir.path().join("signature"))
+        .arg(dir.path().join("signed"))
+        .output()
+        .expect("openssl");
+    assert!(verified.status.success(), "{}", String::from_utf8_lossy(&verified.stdout));
+    for text in [&outcome.stderr, &outcome.report_text] {
+        assert!(!text.contains(&jwt) && !text.contains("PRIVATE KEY"));
     }
 }
 

@@ -38,7 +38,13 @@ pub fn init_logging(cli: &Cli) {
         .get("BORK_LOG")
         .filter(|value| !value.trim().is_empty())
         .filter(|value| tracing_subscriber::EnvFilter::try_new(value.as_str()).is_ok());
-    let filter = tracing_subscriber::EnvFilter::new(from_env.map_or(level, String::as_str));
+    // The credential crates' own chatter (each source of a chain they try) only under -v:
+    // bork-ci reports their outcome in its own words.
+    let quiet_crates = match cli.verbose {
+        0 => format!("{level},aws_config=error,aws_smithy_runtime=error,google_cloud_auth=error"),
+        _ => level.to_owned(),
+    };
+    let filter = tracing_subscriber::EnvFilter::new(from_env.map_or(quiet_crates.as_str(), String::as_str));
     let child_filter = from_env
         .cloned()
         .or_else(|| (cli.quiet || cli.verbose > 0).then(|| level.to_owned()));

@@ -112,7 +112,7 @@ pub enum ProviderName {
     Scripted,
     /// Azure OpenAI: `llm.base-url` is the resource endpoint, `llm.model` the deployment.
     Azure,
-    /// AWS Bedrock's Converse API, SigV4-signed with the standard AWS environment credentials.
+    /// AWS Bedrock's Converse API, SigV4-signed with credentials from AWS's standard chain.
     Bedrock,
     /// Google Vertex AI: Claude models through `rawPredict`, others through its
     /// OpenAI-compatible endpoint.

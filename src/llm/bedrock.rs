@@ -8,11 +8,9 @@
 //! answer is that tool's `input`, kept raw. Usage: `inputTokens`, `outputTokens`,
 //! `cacheReadInputTokens`, `cacheWriteInputTokens`.
 //!
-//! Credentials, in order: `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY` (+ `AWS_SESSION_TOKEN`),
-//! else web identity: `AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN` exchanged at STS
-//! (`AssumeRoleWithWebIdentity`, an unsigned call; `llm.sts-url` overrides
-//! `https://sts.{region}.amazonaws.com`) for temporary credentials, cached until shortly before
-//! they expire. Not supported: profiles and `~/.aws` files, SSO, instance and container metadata.
+//! Credentials: AWS's standard chain (`aws_credentials`): the environment, profiles (keys, SSO,
+//! `credential_process`), web identity, ECS/EKS container credentials, IMDSv2. Temporary
+//! credentials are cached until shortly before they expire.
 //! Streaming (`converse-stream`) is not used: its answer is AWS's binary event stream.
 
 use std::time::{Duration, Instant, SystemTime};
@@ -28,6 +26,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
+use super::aws_credentials;
 use super::endpoint::Credentials;
 use super::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
 use super::{Role, Usage};
@@ -208,20 +207,14 @@ struct Keys {
     session_token: Option<SecretString>,
 }
 
-#[derive(Debug)]
-struct WebIdentity {
-    token_file: String,
-    role_arn: String,
-    session_name: String,
-    sts_url: String,
-}
-
-/// SigV4 signing with static or web-identity credentials.
+/// SigV4 signing with credentials from the environment, else the standard chain
+/// (`aws_credentials`).
 #[derive(Debug)]
 pub(super) struct AwsAuth {
     region: String,
     fixed: Option<Keys>,
-    web_identity: Option<WebIdentity>,
+    web_identity: Option<aws_credentials::WebIdentity>,
+    chain: tokio::sync::OnceCell<aws_credentials::Chain>,
     cached: Mutex<Option<(Keys, Instant)>>,
     /// Temporary credentials fetched so far, to scrub from messages.
     fetched: std::sync::Mutex<Vec<SecretString>>,
@@ -268,7 +261,7 @@ impl AwsAuth {
             _ => None,
         };
         let web_identity = match (plain("AWS_WEB_IDENTITY_TOKEN_FILE"), plain("AWS_ROLE_ARN")) {
-            (Some(token_file), Some(role_arn)) => Some(WebIdentity {
+            (Some(token_file), Some(role_arn)) => Some(aws_credentials::WebIdentity {
                 token_file,
                 role_arn,
                 session_name: plain("AWS_ROLE_SESSION_NAME").unwrap_or_else(|| "bork-ci".to_owned()),
@@ -278,15 +271,11 @@ impl AwsAuth {
             }),
             _ => None,
         };
-        if fixed.is_none() && web_identity.is_none() {
-            return Err(settings_error(
-                "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), or AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN".to_owned(),
-            ));
-        }
         Ok(Self {
             region,
             fixed,
             web_identity,
+            chain: tokio::sync::OnceCell::new(),
             cached: Mutex::new(None),
             fetched: std::sync::Mutex::new(Vec::new()),
         })
@@ -296,22 +285,39 @@ impl AwsAuth {
         if let Some(keys) = &self.fixed {
             return Ok(keys.clone());
         }
-        let Some(identity) = &self.web_identity else {
-            return Err(settings_error("no AWS credentials".to_owned()));
-        };
         let mut cached = self.cached.lock().await;
         if let Some((keys, until)) = cached.as_ref()
             && Instant::now() < *until
         {
             return Ok(keys.clone());
         }
-        let (keys, lifetime) = assume_role_with_web_identity(client, identity).await?;
+        let chain = self
+            .chain
+            .get_or_init(|| async {
+                aws_credentials::Chain::new(client, &self.region, self.web_identity.clone())
+            })
+            .await;
+        let found = chain.credentials().await.map_err(|message| LlmError::Settings {
+            provider: PROVIDER,
+            message: self.scrub(&message),
+        })?;
+        let keys = Keys {
+            access_key_id: SecretString::from(found.access_key_id().to_owned()),
+            secret_access_key: SecretString::from(found.secret_access_key().to_owned()),
+            session_token: found
+                .session_token()
+                .map(|token| SecretString::from(token.to_owned())),
+        };
         if let Ok(mut fetched) = self.fetched.lock() {
             fetched.push(keys.secret_access_key.clone());
             if let Some(token) = &keys.session_token {
                 fetched.push(token.clone());
             }
         }
+        let lifetime = found
+            .expiry()
+            .map(super::endpoint::until)
+            .unwrap_or(Duration::from_secs(3600));
         *cached = Some((keys.clone(), super::endpoint::refresh_at(lifetime)));
         Ok(keys)
     }
@@ -407,95 +413,6 @@ impl AwsAuth {
     }
 }
 
-/// The text of the first `<tag>…</tag>` in `xml`, entities decoded.
-fn xml_text(xml: &str, tag: &str) -> Option<String> {
-    let open = format!("<{tag}>");
-    let close = format!("</{tag}>");
-    let start = xml.find(&open)? + open.len();
-    let end = start + xml[start..].find(&close)?;
-    Some(
-        xml[start..end]
-            .trim()
-            .replace("&lt;", "<")
-            .replace("&gt;", ">")
-            .replace("&quot;", "\"")
-            .replace("&apos;", "'")
-            .replace("&amp;", "&"),
-    )
-}
-
-async fn assume_role_with_web_identity(
-    client: &Client,
-    identity: &WebIdentity,
-) -> Result<(Keys, Duration), LlmError> {
-    let token = std::fs::read_to_string(&identity.token_file).map_err(|error| {
-        settings_error(format!(
-            "reading the web identity token from {} (AWS_WEB_IDENTITY_TOKEN_FILE): {error}",
-            identity.token_file
-        ))
-    })?;
-    let token = SecretString::from(token.trim().to_owned());
-    let body = super::endpoint::form(&[
-        ("Action", "AssumeRoleWithWebIdentity"),
-        ("Version", "2011-06-15"),
-        ("RoleArn", &identity.role_arn),
-        ("RoleSessionName", &identity.session_name),
-        ("WebIdentityToken", token.expose_secret()),
-    ]);
-    let url = Url::parse(&identity.sts_url).map_err(|error| {
-        settings_error(format!(
-            "llm.sts-url `{}` is not a URL: {error}",
-            identity.sts_url
-        ))
-    })?;
-    let shown = super::endpoint::shown_url(&url);
-    let failed = |message: String| LlmError::Transport {
-        provider: PROVIDER,
-        model: "(AssumeRoleWithWebIdentity)".to_owned(),
-        attempts: 1,
-        message: message.replace(token.expose_secret(), "[redacted]"),
-    };
-    let response = client
-        .post(url)
-        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(body)
-        .send()
-        .await
-        .map_err(|error| failed(format!("POST {shown}: {}", error.without_url())))?;
-    let status = response.status();
-    let text = response
-        .text()
-        .await
-        .map_err(|error| failed(format!("POST {shown}: {}", error.without_url())))?;
-    if !status.is_success() {
-        let code = xml_text(&text, "Code").unwrap_or_default();
-        let message = xml_text(&text, "Message").unwrap_or_else(|| crate::untrusted::excerpt(&text, 300));
-        return Err(LlmError::Status {
-            provider: PROVIDER,
-            model: "(AssumeRoleWithWebIdentity)".to_owned(),
-            status: status.as_u16(),
-            attempts: 1,
-            message: format!(
-                "POST {shown}: {code}: {}",
-                message.replace(token.expose_secret(), "[redacted]")
-            ),
-        });
-    }
-    let field = |tag: &str| {
-        xml_text(&text, tag).ok_or_else(|| failed(format!("POST {shown}: the STS answer has no <{tag}>")))
-    };
-    let keys = Keys {
-        access_key_id: SecretString::from(field("AccessKeyId")?),
-        secret_access_key: SecretString::from(field("SecretAccessKey")?),
-        session_token: Some(SecretString::from(field("SessionToken")?)),
-    };
-    let lifetime = xml_text(&text, "Expiration")
-        .and_then(|when| humantime::parse_rfc3339_weak(when.trim_end_matches('Z')).ok())
-        .map(super::endpoint::until)
-        .unwrap_or(Duration::from_secs(900));
-    Ok((keys, lifetime))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,13 +452,5 @@ mod tests {
         assert_eq!(completion.usage.input_tokens, 15);
         assert_eq!(completion.usage.cached_input_tokens, 5);
         assert_eq!(completion.usage.output_tokens, 3);
-    }
-
-    #[test]
-    fn sts_xml_fields() {
-        let xml = "<R><Credentials><AccessKeyId>ASIA1</AccessKeyId><SecretAccessKey>s&amp;k</SecretAccessKey></Credentials></R>";
-        assert_eq!(xml_text(xml, "AccessKeyId").as_deref(), Some("ASIA1"));
-        assert_eq!(xml_text(xml, "SecretAccessKey").as_deref(), Some("s&k"));
-        assert_eq!(xml_text(xml, "SessionToken"), None);
     }
 }

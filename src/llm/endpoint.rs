@@ -86,13 +86,19 @@ impl Credentials {
 pub fn credential_env(kind: ProviderKind) -> (&'static [&'static str], &'static [&'static str]) {
     match kind {
         ProviderKind::Bedrock => (
-            &["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"],
+            &[
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN",
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+            ],
             &[
                 "AWS_REGION",
                 "AWS_DEFAULT_REGION",
                 "AWS_WEB_IDENTITY_TOKEN_FILE",
                 "AWS_ROLE_ARN",
                 "AWS_ROLE_SESSION_NAME",
+                "AWS_PROFILE",
             ],
         ),
         ProviderKind::Vertex => (
@@ -165,7 +171,7 @@ pub(super) enum WireFormat {
 #[derive(Debug)]
 enum DynamicAuth {
     None,
-    Aws(bedrock::AwsAuth),
+    Aws(Box<bedrock::AwsAuth>),
     Google(google::TokenSource),
 }
 
@@ -394,11 +400,11 @@ impl Endpoint {
         }
 
         let dynamic = match kind {
-            ProviderKind::Bedrock => DynamicAuth::Aws(bedrock::AwsAuth::new(
+            ProviderKind::Bedrock => DynamicAuth::Aws(Box::new(bedrock::AwsAuth::new(
                 region.clone().unwrap_or_default(),
                 extra.sts_url.clone(),
                 &extra.credentials,
-            )?),
+            )?)),
             ProviderKind::Vertex => DynamicAuth::Google(google::TokenSource::new(&extra.credentials)?),
             _ => DynamicAuth::None,
         };
@@ -575,10 +581,7 @@ impl Endpoint {
             DynamicAuth::None => {}
             DynamicAuth::Aws(aws) => env.extend(aws.handoff_env(client).await?),
             DynamicAuth::Google(google) => {
-                env.push((
-                    "GOOGLE_OAUTH_ACCESS_TOKEN".to_owned(),
-                    google.token().await?,
-                ));
+                env.push(("GOOGLE_OAUTH_ACCESS_TOKEN".to_owned(), google.token().await?));
             }
         }
         Ok(env)

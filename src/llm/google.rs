@@ -58,7 +58,11 @@ fn settings_error(message: String) -> LlmError {
 
 fn build(path: &str, json: Value) -> Result<AccessTokenCredentials, LlmError> {
     let scopes = [SCOPE];
-    let kind = json.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let kind = json
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     let built = match kind.as_str() {
         "external_account" => external_account::Builder::new(json)
             .with_scopes(scopes)
@@ -100,7 +104,9 @@ impl TokenSource {
             (None, Some(path)) if !path.trim().is_empty() => {
                 let bytes = crate::safe_fs::read_regular(std::path::Path::new(path), MAX_FILE_BYTES)
                     .map_err(|error| {
-                        settings_error(format!("reading {path} (GOOGLE_APPLICATION_CREDENTIALS): {error}"))
+                        settings_error(format!(
+                            "reading {path} (GOOGLE_APPLICATION_CREDENTIALS): {error}"
+                        ))
                     })?;
                 let json: Value = serde_json::from_slice(&bytes).map_err(|error| {
                     settings_error(format!(
@@ -136,7 +142,9 @@ impl TokenSource {
     pub(super) async fn token(&self) -> Result<SecretString, LlmError> {
         let (path, credentials) = match &self.source {
             Source::Fixed(token) => return Ok(token.clone()),
-            Source::File { path, credentials, .. } => (path, credentials),
+            Source::File {
+                path, credentials, ..
+            } => (path, credentials),
         };
         check_subject_file(&self.source)?;
         let token = tokio::time::timeout(FETCH_TIMEOUT, credentials.access_token())
@@ -161,7 +169,9 @@ impl TokenSource {
             })?;
         let token = SecretString::from(token.token);
         if let Ok(mut fetched) = self.fetched.lock()
-            && !fetched.iter().any(|seen| seen.expose_secret() == token.expose_secret())
+            && !fetched
+                .iter()
+                .any(|seen| seen.expose_secret() == token.expose_secret())
         {
             fetched.push(token.clone());
         }

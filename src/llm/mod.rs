@@ -17,6 +17,7 @@
 //! followed, so a key header never reaches a second host.
 
 mod anthropic;
+mod aws_credentials;
 mod bedrock;
 pub mod endpoint;
 mod google;

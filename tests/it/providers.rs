@@ -444,7 +444,9 @@ async fn vertex_with_workload_identity_from(source: &str) {
     std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
     let credential_source = match source {
         "file" => json!({"file": subject.display().to_string()}),
-        "executable" => json!({"executable": {"command": tool.display().to_string(), "timeout_millis": 5000}}),
+        "executable" => {
+            json!({"executable": {"command": tool.display().to_string(), "timeout_millis": 5000}})
+        }
         _ => json!({
             "url": format!("{}/oidc?api-version=2.0&audience=https%3A%2F%2Fiam.googleapis.com%2Fpool", fake.url),
             "headers": {"Authorization": "Bearer gh-request-token-77"},
@@ -506,7 +508,14 @@ async fn vertex_with_a_service_account_key_sends_a_jwt_signed_by_that_key() {
     let key = dir.path().join("key.pem");
     let public = dir.path().join("public.pem");
     for args in [
-        vec!["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out"],
+        vec![
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+            "-out",
+        ],
         vec!["pkey", "-pubout", "-in"],
     ] {
         let mut command = Command::new("openssl");
@@ -562,7 +571,10 @@ async fn vertex_with_a_service_account_key_sends_a_jwt_signed_by_that_key() {
     ));
     let outcome = run(
         &repo,
-        &[("GOOGLE_APPLICATION_CREDENTIALS", &credentials.display().to_string())],
+        &[(
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            &credentials.display().to_string(),
+        )],
     )
     .await;
     assert_converged(&outcome, &repo);
@@ -591,7 +603,11 @@ async fn vertex_with_a_service_account_key_sends_a_jwt_signed_by_that_key() {
         .arg(dir.path().join("signed"))
         .output()
         .expect("openssl");
-    assert!(verified.status.success(), "{}", String::from_utf8_lossy(&verified.stdout));
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stdout)
+    );
     for text in [&outcome.stderr, &outcome.report_text] {
         assert!(!text.contains(&jwt) && !text.contains("PRIVATE KEY"));
     }
@@ -755,6 +771,157 @@ async fn bedrock_wrong_secret_is_a_403_exit_two_without_retrying() {
         "{shown}"
     );
     assert!(!shown.contains("a-wrong-secret-0002"), "{shown}");
+}
+
+/// A Bedrock run whose credentials come from one source of AWS's standard chain, set up in
+/// `home` by `env`; the fake grants that source's keys, and botocore checks the signature.
+async fn bedrock_chain_run(kind: &str, fake: &FakeBedrock, home: &Path, env: &[(&str, &str)]) {
+    let repo = bedrock_repo(fake, r#", "region": "us-east-1""#);
+    let home_text = home.display().to_string();
+    let mut all: Vec<(&str, &str)> = vec![("HOME", &home_text), ("AWS_EC2_METADATA_DISABLED", "true")];
+    all.retain(|(name, _)| !env.iter().any(|(set, _)| set == name));
+    all.extend_from_slice(env);
+    let before = fake.requests().len();
+    let outcome = run(&repo, &all).await;
+    assert_converged(&outcome, &repo);
+    let requests: Vec<Value> = fake.requests().into_iter().skip(before).collect();
+    let converse: Vec<&Value> = requests
+        .iter()
+        .filter(|request| request["kind"] == "converse")
+        .collect();
+    assert_eq!(converse.len(), 1, "{requests:?}");
+    assert_eq!(converse[0]["verdict"], "ok", "{requests:?}");
+    if kind == "profile" {
+        assert_eq!(converse[0]["headers"]["x-amz-security-token"], Value::Null);
+    } else {
+        assert_eq!(
+            converse[0]["headers"]["x-amz-security-token"],
+            format!("{kind}-chain-session"),
+            "{requests:?}"
+        );
+    }
+    for text in [&outcome.stderr, &outcome.report_text] {
+        assert!(
+            !text.contains(&format!("{kind}-chain-secret")) && !text.contains("profile-secret-0009"),
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bedrock_reads_every_source_of_the_standard_aws_chain() {
+    // Profile with static keys (AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE).
+    let fake = FakeBedrock::start(json!({
+        "region": "us-east-1",
+        "keys": {"AKIAPROFILE0009": {"secret": "profile-secret-0009", "token": null}},
+        "container_token": "ecs-authorization-token-7",
+        "sso_access_token": "sso-cached-access-token-5",
+        "answers": [ANSWER]
+    }));
+    let home = tempfile::tempdir().expect("tempdir");
+    let aws = home.path().join(".aws");
+    std::fs::create_dir_all(aws.join("sso/cache")).expect("mkdir");
+    std::fs::write(
+        aws.join("credentials"),
+        "[default]\naws_access_key_id = AKIAWRONGDEFAULT\naws_secret_access_key = nope\n\n[bork]\naws_access_key_id = AKIAPROFILE0009\naws_secret_access_key = profile-secret-0009\n",
+    )
+    .expect("write");
+    bedrock_chain_run("profile", &fake, home.path(), &[("AWS_PROFILE", "bork")]).await;
+
+    // IAM Identity Center: a profile naming an SSO start URL, the token `aws sso login` cached
+    // under ~/.aws/sso/cache/<sha1 of the start URL>.json, the portal at AWS_ENDPOINT_URL_SSO.
+    let start_url = "https://bork-test.awsapps.com/start";
+    std::fs::write(
+        aws.join("config"),
+        format!("[profile sso-dev]\nsso_start_url = {start_url}\nsso_region = us-east-1\nsso_account_id = 123456789012\nsso_role_name = BorkDeveloper\nregion = us-east-1\n"),
+    )
+    .expect("write");
+    let digest = Command::new("sh")
+        .arg("-c")
+        .arg(format!("printf '%s' '{start_url}' | sha1sum | cut -d' ' -f1"))
+        .output()
+        .expect("sha1sum");
+    let digest = String::from_utf8_lossy(&digest.stdout).trim().to_owned();
+    std::fs::write(
+        aws.join(format!("sso/cache/{digest}.json")),
+        json!({"startUrl": start_url, "region": "us-east-1", "accessToken": "sso-cached-access-token-5", "expiresAt": "2099-01-01T00:00:00Z"}).to_string(),
+    )
+    .expect("write");
+    bedrock_chain_run(
+        "sso",
+        &fake,
+        home.path(),
+        &[("AWS_PROFILE", "sso-dev"), ("AWS_ENDPOINT_URL_SSO", &fake.url)],
+    )
+    .await;
+    let sso: Vec<Value> = fake
+        .requests()
+        .into_iter()
+        .filter(|request| request["kind"] == "sso")
+        .collect();
+    assert_eq!(sso.len(), 1, "{sso:?}");
+    assert_eq!(sso[0]["query"]["role_name"][0], "BorkDeveloper");
+    assert_eq!(sso[0]["query"]["account_id"][0], "123456789012");
+
+    // ECS / EKS Pod Identity: a full URI on loopback with an authorization token.
+    let empty_home = tempfile::tempdir().expect("tempdir");
+    let ecs_uri = format!("{}/ecs-credentials", fake.url);
+    bedrock_chain_run(
+        "ecs",
+        &fake,
+        empty_home.path(),
+        &[
+            ("AWS_CONTAINER_CREDENTIALS_FULL_URI", &ecs_uri),
+            ("AWS_CONTAINER_AUTHORIZATION_TOKEN", "ecs-authorization-token-7"),
+        ],
+    )
+    .await;
+
+    // EC2 instance metadata, IMDSv2: a session token first, then the role's credentials.
+    let imds = format!("{}/", fake.url);
+    bedrock_chain_run(
+        "imds",
+        &fake,
+        empty_home.path(),
+        &[
+            ("AWS_EC2_METADATA_DISABLED", "false"),
+            ("AWS_EC2_METADATA_SERVICE_ENDPOINT", &imds),
+        ],
+    )
+    .await;
+    let metadata: Vec<Value> = fake
+        .requests()
+        .into_iter()
+        .filter(|request| request["kind"] == "imds")
+        .collect();
+    assert_eq!(metadata[0]["method"], "PUT", "{metadata:?}");
+    assert!(
+        metadata
+            .iter()
+            .filter(|request| request["method"] == "GET")
+            .all(|request| request["session"] == "imds-session-token-1"),
+        "{metadata:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bedrock_without_any_credentials_is_exit_two_naming_every_source() {
+    let fake = FakeBedrock::start(json!({"region": "us-east-1", "keys": {}, "answers": [ANSWER]}));
+    let home = tempfile::tempdir().expect("tempdir");
+    let repo = bedrock_repo(&fake, r#", "region": "us-east-1""#);
+    let home_text = home.path().display().to_string();
+    let outcome = run(
+        &repo,
+        &[("HOME", &home_text), ("AWS_EC2_METADATA_DISABLED", "true")],
+    )
+    .await;
+    assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+    assert!(
+        outcome.stderr.contains("no AWS credentials") && outcome.stderr.contains("AWS_PROFILE"),
+        "{}",
+        outcome.stderr
+    );
+    assert!(fake.requests().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]

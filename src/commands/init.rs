@@ -63,6 +63,16 @@ pub(super) fn init(args: crate::cli::InitArgs) -> Result<ExitCode> {
     writeln!(stdout, "bork-ci init: {found}; checker for {used}")?;
     for file in &files {
         writeln!(stdout, "  wrote {}", file.path)?;
+        if file
+            .text
+            .contains("bork-ci/bork-ci@0000000000000000000000000000000000000000")
+        {
+            writeln!(
+                stdout,
+                "  {}: replace the placeholder commit in `uses: bork-ci/bork-ci@0000…` with a commit of the action that pins a release (README: GitHub in ten lines)",
+                file.path
+            )?;
+        }
     }
     writeln!(
         stdout,

@@ -774,3 +774,93 @@ fn action_builds_from_source_at_an_unreleased_ref() {
     assert_eq!(outcome.outputs["status"], "converged", "{}", outcome.log);
     assert_eq!(repo.read("src/app.txt"), "HELLO\n");
 }
+
+#[test]
+fn release_follow_up_pins_the_sums_then_writes_that_commit_into_the_copy_me_workflows() {
+    // The release workflow's follow-up, as its two jobs run it: ci/pin-release.sh with the
+    // release's own .sha256 files, then (once that lands) ci/pin-copy-me.sh with the commit.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let copy = dir.path().join("action");
+    std::fs::create_dir_all(copy.join("ci/workflows")).expect("mkdir");
+    for name in ["pin-release.sh", "pin-copy-me.sh", "release-sums.txt"] {
+        std::fs::copy(root.join("ci").join(name), copy.join("ci").join(name)).expect("copy");
+    }
+    let workflows: Vec<String> = std::fs::read_dir(root.join("ci/workflows"))
+        .expect("workflows")
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".yml"))
+        .collect();
+    assert!(workflows.len() >= 3, "{workflows:?}");
+    for name in &workflows {
+        std::fs::copy(
+            root.join("ci/workflows").join(name),
+            copy.join("ci/workflows").join(name),
+        )
+        .expect("copy");
+    }
+    let dist = dir.path().join("dist");
+    std::fs::create_dir_all(&dist).expect("mkdir");
+    let assets = [
+        "bork-ci-x86_64-unknown-linux-musl.tar.gz",
+        "bork-ci-aarch64-unknown-linux-musl.tar.gz",
+        "bork-ci-x86_64-apple-darwin.tar.gz",
+        "bork-ci-aarch64-apple-darwin.tar.gz",
+    ];
+    for (index, asset) in assets.iter().enumerate() {
+        let sum = format!("{index}").repeat(64);
+        std::fs::write(dist.join(format!("{asset}.sha256")), format!("{sum}  {asset}\n")).expect("write");
+    }
+    let script = |name: &str, args: &[&str]| {
+        Command::new("bash")
+            .arg(copy.join("ci").join(name))
+            .args(args)
+            .output()
+            .expect("bash")
+    };
+    let pinned = script("pin-release.sh", &["v9.9.9", &dist.display().to_string()]);
+    assert!(
+        pinned.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pinned.stderr)
+    );
+    let sums = std::fs::read_to_string(copy.join("ci/release-sums.txt")).expect("sums");
+    for (index, asset) in assets.iter().enumerate() {
+        assert!(
+            sums.lines()
+                .any(|line| line == format!("9.9.9 {asset} {}", format!("{index}").repeat(64))),
+            "{sums}"
+        );
+    }
+
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let written = script("pin-copy-me.sh", &[commit]);
+    assert!(
+        written.status.success(),
+        "{}",
+        String::from_utf8_lossy(&written.stderr)
+    );
+    for name in &workflows {
+        let text = std::fs::read_to_string(copy.join("ci/workflows").join(name)).expect("read");
+        let uses: Vec<&str> = text
+            .lines()
+            .filter(|line| line.contains("bork-ci/bork-ci@"))
+            .collect();
+        assert!(!uses.is_empty(), "{name}");
+        for line in uses {
+            assert!(
+                line.trim_start()
+                    .trim_start_matches("- ")
+                    .starts_with(&format!("uses: bork-ci/bork-ci@{commit} # installs v9.9.9")),
+                "{name}: {line}"
+            );
+        }
+        assert!(
+            !text.contains("0000000000000000000000000000000000000000"),
+            "{name}"
+        );
+    }
+    let refused = script("pin-copy-me.sh", &["main"]);
+    assert_eq!(refused.status.code(), Some(2));
+}

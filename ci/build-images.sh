@@ -7,14 +7,16 @@
 # the same way with Debian's packages added by `debootstrap --include` (no registry is pulled):
 #   bork-ci-example/rust:bookworm    ca-certificates, cargo-web (cargo and rustc 1.85), libc6-dev
 #   bork-ci-example/python:bookworm  ca-certificates, python3, python3-pytest
+#   bork-ci-example/tools:bookworm   ca-certificates, make, nodejs, golang-go, then npm by apt in
+#                                    the new root (init's node, go and make checkers, onboarding.rs)
 # Idempotent: an image that already exists is not rebuilt unless BORK_REBUILD_IMAGES=1; a rootfs
 # tarball in the cache is reused (its name carries a digest of its package list), so a rebuild
 # after `docker rmi` is an import of a few seconds. DEBIAN_MIRROR overrides the mirror.
 # Measured on 2 cores (first build, mostly downloading / import of the cached tarball / image
 # present): debian 45 s / 4 s / 0.1 s, rust 2 min (830 MB) / 7 s / 0.1 s, python 45 s / 5 s / 0.1 s.
-# Usage: ci/build-images.sh [busybox|debian|rust|python|all|examples]... (default: all)
+# Usage: ci/build-images.sh [busybox|debian|rust|python|tools|all|examples]... (default: all)
 #   all       busybox and debian (what the tests use)
-#   examples  rust and python (the examples also use debian)
+#   examples  rust, python and tools (the examples also use debian)
 set -eu
 
 [ "$#" -gt 0 ] || set -- all
@@ -111,6 +113,16 @@ debootstrap_image() {
             tail -n 20 "$log" >&2
             die "debootstrap failed (log: $log); cannot build $image"
         fi
+        if [ -n "${apt_extra:-}" ]; then
+            # Packages whose dependency graph debootstrap's resolver cannot order (npm's
+            # node-* libraries): apt installs them in the new root.
+            say "apt-get install $apt_extra (in the new root)"
+            if ! chroot "$rootfs" sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $apt_extra" \
+                >>"$log" 2>&1; then
+                tail -n 20 "$log" >&2
+                die "apt-get install $apt_extra failed (log: $log); cannot build $image"
+            fi
+        fi
         rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
         tar -C "$rootfs" -cf "$tarball.partial" .
         mv "$tarball.partial" "$tarball"
@@ -158,14 +170,22 @@ build_python() {
         -c 'ENV LANG=C.UTF-8' -c 'ENV PYTHONDONTWRITEBYTECODE=1'
 }
 
+build_tools() {
+    include=ca-certificates,make,nodejs,golang-go
+    apt_extra=npm
+    debootstrap_image bork-ci-example/tools:bookworm "$(tarball_name tools "$include+$apt_extra")" "$include" \
+        -c 'ENV LANG=C.UTF-8' -c 'ENV PATH=/usr/lib/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+}
+
 for what in "$@"; do
     case "$what" in
         busybox) build_busybox ;;
         debian) build_debian ;;
         rust) build_rust ;;
         python) build_python ;;
+        tools) build_tools ;;
         all) build_busybox; build_debian ;;
-        examples) build_rust; build_python ;;
-        *) die "unknown image set '$what' (busybox|debian|rust|python|all|examples)" ;;
+        examples) build_rust; build_python; build_tools ;;
+        *) die "unknown image set '$what' (busybox|debian|rust|python|tools|all|examples)" ;;
     esac
 done

@@ -783,8 +783,16 @@ fn release_follow_up_pins_the_sums_then_writes_that_commit_into_the_copy_me_work
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let copy = dir.path().join("action");
     std::fs::create_dir_all(copy.join("ci/workflows")).expect("mkdir");
-    let templates = ["gitlab-ci.yml", "gitlab-ci-dind.yml", "buildkite.yml", "Jenkinsfile"];
-    for name in ["pin-release.sh", "pin-copy-me.sh", "release-sums.txt"].iter().chain(&templates) {
+    let templates = [
+        "gitlab-ci.yml",
+        "gitlab-ci-dind.yml",
+        "buildkite.yml",
+        "Jenkinsfile",
+    ];
+    for name in ["pin-release.sh", "pin-copy-me.sh", "release-sums.txt"]
+        .iter()
+        .chain(&templates)
+    {
         std::fs::copy(root.join("ci").join(name), copy.join("ci").join(name)).expect("copy");
     }
     let workflows: Vec<String> = std::fs::read_dir(root.join("ci/workflows"))

@@ -135,6 +135,65 @@ fn init_doctor_and_run_on_a_fresh_rust_repository() {
 }
 
 #[test]
+fn init_doctor_and_run_on_a_fresh_node_repository() {
+    ensure_example_images();
+    let test = "const assert = require('node:assert');\nconst { triple } = require('./index.js');\nassert.strictEqual(triple(2), 6);\nconsole.log('ok');\n";
+    let repo = fresh(&[
+        ("specs/triple.md", "triple(x) returns three times x.\n"),
+        (
+            "package.json",
+            "{\"name\": \"triple\", \"version\": \"1.0.0\", \"private\": true, \"scripts\": {\"test\": \"node test.js\"}}\n",
+        ),
+        ("index.js", "exports.triple = (x) => x;\n"),
+        ("test.js", test),
+    ]);
+    init_doctor_run(
+        &repo,
+        "bork-ci-example/tools:bookworm",
+        json!({"create-or-update": {"index.js": "exports.triple = (x) => x * 3;\n"}}),
+        "node",
+    );
+}
+
+#[test]
+fn init_doctor_and_run_on_a_fresh_go_repository() {
+    ensure_example_images();
+    let repo = fresh(&[
+        ("specs/half.md", "Half(x) returns x divided by two.\n"),
+        ("go.mod", "module example.com/half\n\ngo 1.19\n"),
+        ("half.go", "package half\n\nfunc Half(x int) int { return x }\n"),
+        (
+            "half_test.go",
+            "package half\n\nimport \"testing\"\n\nfunc TestHalf(t *testing.T) {\n\tif Half(8) != 4 {\n\t\tt.Fatalf(\"Half(8) = %d\", Half(8))\n\t}\n}\n",
+        ),
+    ]);
+    init_doctor_run(
+        &repo,
+        "bork-ci-example/tools:bookworm",
+        json!({"create-or-update": {"half.go": "package half\n\nfunc Half(x int) int { return x / 2 }\n"}}),
+        "go",
+    );
+}
+
+#[test]
+fn init_doctor_and_run_on_a_fresh_make_repository() {
+    ensure_example_images();
+    let repo = fresh(&[
+        ("specs/answer.md", "answer.txt holds 42.\n"),
+        ("Makefile", "all:\n\ttrue\n\ncheck:\n\tgrep -qx 42 answer.txt\n"),
+        ("answer.txt", "41\n"),
+    ]);
+    init_doctor_run(
+        &repo,
+        "bork-ci-example/tools:bookworm",
+        json!({"create-or-update": {"answer.txt": "42\n"}}),
+        "make",
+    );
+    let checker = repo.read("checks/bork-check");
+    assert!(checker.contains("make check"), "{checker}");
+}
+
+#[test]
 fn doctor_names_what_is_missing_with_the_fix() {
     let repo = fresh(&[
         ("specs/a.md", "a\n"),

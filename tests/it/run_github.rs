@@ -63,6 +63,12 @@ async fn held_spec_edit_exit_three_then_resume_on_approval() {
         .cloned()
         .expect("approval PR into the result branch");
     let number = approval["number"].as_u64().expect("number");
+    readme_picture_is_true(
+        &std::fs::read_to_string(first.scratch_file("step-summary")).expect("summary"),
+        &sim.url,
+        approval["title"].as_str().expect("title"),
+        approval["body"].as_str().expect("body"),
+    );
     let head_ref = approval["head"]["ref"]
         .as_str()
         .or(approval["head"].as_str())
@@ -215,4 +221,36 @@ async fn a_held_workflow_edit_a_token_may_not_push_is_reported_not_lost() {
         "{}",
         outcome.report["warnings"]
     );
+}
+
+/// The README's "What a finished run looks like" quotes this run's job summary and approval pull
+/// request: every line, with the simulator's address as github.com and token counts as digits.
+fn readme_picture_is_true(summary: &str, sim_url: &str, title: &str, body: &str) {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let start = readme
+        .find("### What a finished run looks like")
+        .expect("the README's picture");
+    let picture = &readme[start..start + readme[start..].find("\n## ").unwrap_or(readme.len() - start)];
+    let digits = |text: &str| -> String {
+        text.chars()
+            .map(|c| if c.is_ascii_digit() { '0' } else { c })
+            .collect()
+    };
+    let quoted = digits(picture);
+    for line in summary
+        .replace(sim_url, "https://github.com")
+        .lines()
+        .chain(body.lines())
+    {
+        let want = if line.is_empty() {
+            ">".to_owned()
+        } else {
+            format!("> {line}")
+        };
+        assert!(
+            quoted.lines().any(|have| have == digits(&want)),
+            "README's picture lacks the line {want:?}; update it from this run"
+        );
+    }
+    assert!(picture.contains(&format!("titled \"{title}\"")), "{title}");
 }

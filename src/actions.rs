@@ -66,7 +66,7 @@ pub fn annotations(findings: &Findings) -> Vec<String> {
         .into_iter()
         .take(MAX_ANNOTATIONS)
         .map(|(_, (file, text))| {
-            let mut properties = format!("file={}", escape_property(file));
+            let mut properties = format!("file={}", escape_property(&crate::untrusted::escape(file)));
             if let Some(line) = crate::findings::line_hint(text) {
                 let _ = write!(properties, ",line={line}");
             }

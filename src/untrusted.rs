@@ -13,7 +13,8 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 /// Escapes control, bidirectional and invisible characters (other than newline and tab) as
-/// `\u{..}` so they cannot drive a terminal or a log parser.
+/// `\u{..}` so they cannot drive a terminal or a log parser, and defuses the Actions runner's
+/// legacy command form (`##[`), which it accepts anywhere in a line.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -23,7 +24,17 @@ pub fn escape(text: &str) -> String {
             out.push(c);
         }
     }
-    out
+    defuse_legacy(out)
+}
+
+/// The Actions runner's legacy command form, `##[command]`, is accepted anywhere in a line, not
+/// only at its start: every `##[` bork-ci prints is shown as `#\u{23}[`.
+fn defuse_legacy(text: String) -> String {
+    if text.contains("##[") {
+        text.replace("##[", "#\\u{23}[")
+    } else {
+        text
+    }
 }
 
 /// Bidirectional overrides and isolates, zero-width and other invisible format characters.

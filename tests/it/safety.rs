@@ -643,6 +643,50 @@ fn untrusted_text_never_issues_a_workflow_command() {
     }
 }
 
+/// Lines of `log` outside stop-commands blocks.
+fn lines_outside_blocks(log: &str) -> Vec<&str> {
+    let mut stopped: Option<String> = None;
+    let mut outside = Vec::new();
+    for line in log.split('\n') {
+        let trimmed = line.trim_start();
+        if let Some(token) = &stopped {
+            if trimmed == format!("::{token}::") {
+                stopped = None;
+            }
+            continue;
+        }
+        if let Some(token) = trimmed.strip_prefix("::stop-commands::") {
+            stopped = Some(token.trim_end_matches('\r').to_owned());
+            continue;
+        }
+        outside.push(line);
+    }
+    outside
+}
+
+#[test]
+fn the_legacy_command_form_is_defused_in_held_refused_and_finding_paths() {
+    // The runner accepts `##[command]` anywhere in a line: a held path, a refused path and a
+    // finding's file name carry it; no line bork-ci prints outside a stop-commands block does.
+    let checker = "#!/bin/sh\nif grep -q DONE src/app.txt; then echo '{\"per_file_findings\":[],\"overall_findings\":[]}'; exit 0; fi\necho '{\"per_file_findings\":[{\"provenance\":\"code-review\",\"file\":\"src/##[add-mask]LEGACY.txt\",\"finding\":\"##[error]LEGACY finding\"}],\"overall_findings\":[]}'\nexit 1\n";
+    let repo = base_repo(checker_config("check.sh"), &[("check.sh", checker)]);
+    let answers = [json!({"create-or-update": {
+        "specs/##[stop-commands]LEGACY.md": "held\n",
+        ".git/##[error]LEGACY": "refused",
+        "src/app.txt": "not yet\n",
+    }})];
+    let outcome = run_with(&repo, &answers, &[("GITHUB_ACTIONS", "true")], &[]);
+    assert_ne!(outcome.code, 0, "{}", outcome.stderr);
+    for (what, log) in [("stdout", &outcome.stdout), ("stderr", &outcome.stderr)] {
+        for line in lines_outside_blocks(log) {
+            assert!(!line.contains("##["), "{what}: {line:?}\n{log}");
+        }
+    }
+    // The paths are still shown, defused.
+    let both = format!("{}{}", outcome.stdout, outcome.stderr);
+    assert!(both.contains("specs/#\\u{23}[stop-commands]LEGACY.md"), "{both}");
+}
+
 #[test]
 fn a_run_sweeps_temporary_files_a_killed_one_left() {
     let wanting = checker_wanting("src/app.txt", "DONE");

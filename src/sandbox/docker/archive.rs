@@ -561,6 +561,7 @@ pub fn unpack_tree(archive: &Path, delete: Option<&Path>, dest: &Path) -> std::i
     // Relative paths from inside `dest`: no lookup goes through the container's root
     // filesystem (a FUSE mount on some engines) for each file.
     std::env::set_current_dir(dest)?;
+    let root = cap_std::fs::Dir::open_ambient_dir(".", cap_std::ambient_authority())?;
     for raw in listed.split(|b| *b == 0).filter(|raw| !raw.is_empty()) {
         let Ok(relative) = std::str::from_utf8(raw) else {
             continue;
@@ -568,12 +569,7 @@ pub fn unpack_tree(archive: &Path, delete: Option<&Path>, dest: &Path) -> std::i
         if !plain_relative(relative) {
             continue;
         }
-        let result = match std::fs::symlink_metadata(relative) {
-            Ok(metadata) if metadata.is_dir() => std::fs::remove_dir_all(relative),
-            Ok(_) => std::fs::remove_file(relative),
-            Err(_) => Ok(()),
-        };
-        result?;
+        remove_listed(&root, Path::new(relative))?;
     }
     let mut unpacker = tar::Archive::new(std::io::BufReader::with_capacity(1 << 20, file));
     unpacker.set_preserve_permissions(true);
@@ -585,6 +581,32 @@ pub fn unpack_tree(archive: &Path, delete: Option<&Path>, dest: &Path) -> std::i
         std::fs::remove_file(list)?;
     }
     Ok(())
+}
+
+/// Removes `relative` (a file, a symlink, or a folder with everything in it) under `root`,
+/// never following a symlink at any component: each folder on the way is opened with
+/// `O_NOFOLLOW`, and a symlink on the way means the listed path is not there (nothing is
+/// removed through it).
+fn remove_listed(root: &cap_std::fs::Dir, relative: &Path) -> std::io::Result<()> {
+    use cap_fs_ext::DirExt;
+    let mut parts: Vec<&std::ffi::OsStr> = relative.iter().collect();
+    let Some(last) = parts.pop() else {
+        return Ok(());
+    };
+    let mut folder = root.try_clone()?;
+    for part in parts {
+        match folder.open_dir_nofollow(part) {
+            Ok(next) => folder = next,
+            // Absent, not a folder, or a symlink: the listed path is not in the tree.
+            Err(_) => return Ok(()),
+        }
+    }
+    match folder.symlink_metadata(last) {
+        Ok(metadata) if metadata.is_dir() => folder.remove_dir_all(last),
+        Ok(_) => folder.remove_file(last),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
+    }
 }
 
 /// Wraps the file `inner` as the entry `name` (mode 0600) of a new archive, with the entry
@@ -627,6 +649,38 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn removing_listed_paths_never_follows_a_symlink_at_any_component() {
+        let dest = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::fs::write(outside.path().join("victim"), "keep").expect("write");
+        std::fs::create_dir_all(outside.path().join("deep/er")).expect("mkdir");
+        std::fs::write(outside.path().join("deep/er/victim"), "keep").expect("write");
+        std::os::unix::fs::symlink(outside.path(), dest.path().join("link")).expect("symlink");
+        std::fs::create_dir_all(dest.path().join("real/sub")).expect("mkdir");
+        std::os::unix::fs::symlink(outside.path().join("deep"), dest.path().join("real/sub/hop"))
+            .expect("symlink");
+        std::fs::write(dest.path().join("real/gone"), "x").expect("write");
+        let root = cap_std::fs::Dir::open_ambient_dir(dest.path(), cap_std::ambient_authority()).expect("dir");
+        for listed in ["link/victim", "link/deep", "real/sub/hop/er/victim", "real/sub/hop/er", "real/gone"] {
+            remove_listed(&root, Path::new(listed)).expect(listed);
+        }
+        assert_eq!(std::fs::read_to_string(outside.path().join("victim")).expect("kept"), "keep");
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("deep/er/victim")).expect("kept"),
+            "keep"
+        );
+        assert!(!dest.path().join("real/gone").exists());
+        // The symlink itself, when listed, goes; its target stays.
+        remove_listed(&root, Path::new("link")).expect("link");
+        assert!(std::fs::symlink_metadata(dest.path().join("link")).is_err());
+        assert!(outside.path().join("victim").exists());
+        // A listed folder goes with its contents, a symlink in it removed, not followed.
+        remove_listed(&root, Path::new("real")).expect("real");
+        assert!(!dest.path().join("real").exists());
+        assert!(outside.path().join("deep/er/victim").exists());
     }
 
     #[test]

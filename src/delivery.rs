@@ -51,9 +51,10 @@ pub async fn trusted_config(
     repo_args: &crate::cli::RepoArgs,
     flags: &crate::cli::ConfigFlags,
     env: &BTreeMap<String, String>,
-    checkout: &Resolved,
 ) -> Result<Resolved> {
-    let base = ctx.base_branch().unwrap_or_else(|| checkout.config.base.clone());
+    let base = ctx
+        .base_branch()
+        .context("a pull-request event whose payload names no base branch")?;
     let path = repo_args
         .config
         .as_ref()

@@ -13,15 +13,20 @@ pub(super) async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
     let env = config::process_env();
     let in_actions = env.get("GITHUB_ACTIONS").is_some_and(|value| value == "true");
-    let resolved = load_config(&repo, &args.repo, &args.flags)?;
+    // Whether GitHub started this run for a pull request does not depend on the configuration:
+    // on such events the checkout's file is not trusted, and the security keys (`github.*`,
+    // where bork-ci pushes and what it labels, among them) come from the base branch's file.
+    let defaults = config::GithubConfig::default();
+    let event =
+        crate::delivery::github_context(&crate::delivery::github_flags(&args.github, &defaults), &defaults)?;
+    let resolved = match &event {
+        Some(ctx) if ctx.is_pull_request_event() => {
+            crate::delivery::trusted_config(ctx, &repo, &args.repo, &args.flags, &env).await?
+        }
+        _ => load_config(&repo, &args.repo, &args.flags)?,
+    };
     let github_flags = crate::delivery::github_flags(&args.github, &resolved.config.github);
     let github = crate::delivery::github_context(&github_flags, &resolved.config.github)?;
-    let resolved = match &github {
-        Some(ctx) if ctx.is_pull_request_event() => {
-            crate::delivery::trusted_config(ctx, &repo, &args.repo, &args.flags, &env, &resolved).await?
-        }
-        _ => resolved,
-    };
     if in_actions {
         crate::actions::mask_secrets(
             resolved

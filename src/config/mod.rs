@@ -732,6 +732,32 @@ pub fn load(
     load_with_trusted(repo_root, config_path, env, flags, None)
 }
 
+/// Why `prefix` cannot start bork-ci's branch names, if it cannot: it must be a folder of its
+/// own (`bork/`), so that no result branch (`<prefix><base>`) can be the base branch itself or
+/// any other branch people push to.
+pub fn branch_prefix_problem(prefix: &str) -> Option<String> {
+    let valid = !prefix.is_empty()
+        && prefix.ends_with('/')
+        && prefix.len() >= 2
+        && !prefix.starts_with('/')
+        && !prefix.starts_with('-')
+        && !prefix.starts_with("refs/")
+        && !prefix.contains("..")
+        && !prefix.contains("//")
+        && !prefix.contains("/.")
+        && !prefix.starts_with('.')
+        && !prefix.contains(".lock/")
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.'));
+    (!valid).then(|| {
+        format!(
+            "`{}` is not a branch folder: use letters, digits, `-`, `_` or `.`, ending in `/` (the default is `bork/`), so that bork-ci's branches never name the base branch or another one people push to",
+            crate::untrusted::one_line(prefix)
+        )
+    })
+}
+
 /// Keys that decide where secrets go, what runs with the repository, and what needs approval.
 /// On pull-request events they come from the base branch's file, never from the checkout's.
 pub const SECURITY_KEYS: &[&str] = &[
@@ -753,6 +779,8 @@ pub const SECURITY_KEYS: &[&str] = &[
     "sandbox.network",
     "sandbox.setup",
     "sandbox.setup-network",
+    // Where bork-ci pushes, what it labels, whom it commits as.
+    "github",
 ];
 
 fn take_key(data: &mut Value, path: &str) -> Option<Value> {
@@ -1092,6 +1120,12 @@ impl Resolved {
 
     fn validate(&self) -> Result<(), ConfigError> {
         let config = &self.config;
+        if let Some(problem) = branch_prefix_problem(&config.github.branch_prefix) {
+            return Err(self.bad("github.branch-prefix", &problem));
+        }
+        if config.github.label.trim().is_empty() {
+            return Err(self.bad("github.label", "must not be empty"));
+        }
         if let Some(checker) = &config.correctness_checker
             && let Some(problem) = repo_relative_problem(checker)
         {

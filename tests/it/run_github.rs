@@ -254,3 +254,59 @@ fn readme_picture_is_true(summary: &str, sim_url: &str, title: &str, body: &str)
     }
     assert!(picture.contains(&format!("titled \"{title}\"")), "{title}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_pull_request_events_where_bork_ci_pushes_comes_from_the_base_branch() {
+    // The pull request's head asks bork-ci to push its result onto `main` itself (an empty
+    // prefix) and to label with its own label: both are ignored, the base branch decides.
+    for prefix in ["", "hijack/"] {
+        let sim = GithubSim::start();
+        sim.setup(BOT_TOKEN).await;
+        let checkout = sim.checkout();
+        let mut context = job(
+            &sim,
+            &checkout,
+            &[json!({"create-or-update": {"src/widget.txt": "colour = blue\n"}})],
+        );
+        checkout.write(
+            ".config/bork.json",
+            &json!({"github": {"branch-prefix": prefix, "label": "hijacked"}}).to_string(),
+        );
+        context.event(
+            "pull_request",
+            &json!({"pull_request": {"number": 7, "base": {"ref": "main"},
+                   "head": {"ref": "feature", "repo": {"full_name": "acme/widgets"}}}}),
+        );
+        let outcome = context.run(&[]);
+        let stderr = &outcome.stderr;
+        assert_eq!(outcome.code, 0, "{prefix:?}: {stderr}");
+        assert!(stderr.contains("ignoring `github`"), "{stderr}");
+        assert_eq!(outcome.report["result-branch"], "bork/main", "{prefix:?}");
+        let state = sim.state().await;
+        let pulls = crate::ghsim::pulls_of(&state);
+        assert!(
+            pulls
+                .iter()
+                .all(|pull| pull["head"]["ref"] != "main" && pull["head"]["ref"] != "hijack/main"),
+            "{pulls:#?}"
+        );
+    }
+}
+
+#[test]
+fn an_empty_or_unsafe_branch_prefix_is_a_configuration_error() {
+    for prefix in ["", "bork", "/x/", "refs/heads/", "a..b/", "-x/", "a b/"] {
+        let repo = Repo::new(&[(
+            ".config/bork.json",
+            &json!({"correctness-checker": "check.sh", "github": {"branch-prefix": prefix}}).to_string(),
+        )]);
+        let context = TestContext::on(&repo);
+        let outcome = context.run(&[]);
+        assert_eq!(outcome.code, 2, "{prefix:?}: {}", outcome.stderr);
+        assert!(
+            outcome.stderr.contains("github.branch-prefix"),
+            "{prefix:?}: {}",
+            outcome.stderr
+        );
+    }
+}

@@ -663,11 +663,21 @@ mod tests {
         std::os::unix::fs::symlink(outside.path().join("deep"), dest.path().join("real/sub/hop"))
             .expect("symlink");
         std::fs::write(dest.path().join("real/gone"), "x").expect("write");
-        let root = cap_std::fs::Dir::open_ambient_dir(dest.path(), cap_std::ambient_authority()).expect("dir");
-        for listed in ["link/victim", "link/deep", "real/sub/hop/er/victim", "real/sub/hop/er", "real/gone"] {
+        let root =
+            cap_std::fs::Dir::open_ambient_dir(dest.path(), cap_std::ambient_authority()).expect("dir");
+        for listed in [
+            "link/victim",
+            "link/deep",
+            "real/sub/hop/er/victim",
+            "real/sub/hop/er",
+            "real/gone",
+        ] {
             remove_listed(&root, Path::new(listed)).expect(listed);
         }
-        assert_eq!(std::fs::read_to_string(outside.path().join("victim")).expect("kept"), "keep");
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("victim")).expect("kept"),
+            "keep"
+        );
         assert_eq!(
             std::fs::read_to_string(outside.path().join("deep/er/victim")).expect("kept"),
             "keep"

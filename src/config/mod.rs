@@ -669,6 +669,9 @@ pub fn process_env() -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Largest event payload read (GitHub's own webhook payloads are capped at 25 MB).
+const MAX_EVENT_BYTES: u64 = 32 * 1024 * 1024;
+
 /// The push a CI job was started by: on GitHub Actions a `push` event (`GITHUB_EVENT_NAME`)
 /// whose payload (`GITHUB_EVENT_PATH`) has `before`; on GitLab `CI_COMMIT_BEFORE_SHA` in a
 /// `push` pipeline (`CI_PIPELINE_SOURCE`, or when that is not set). `None` elsewhere, and when
@@ -681,9 +684,9 @@ pub fn push_event(env: &BTreeMap<String, String>) -> Option<crate::pack::PushEve
     };
     if get("GITHUB_EVENT_NAME") == Some("push") {
         let path = get("GITHUB_EVENT_PATH")?;
-        let event: Value = match std::fs::read_to_string(path)
+        let event: Value = match crate::safe_fs::read_regular(Path::new(path), MAX_EVENT_BYTES)
             .map_err(|error| error.to_string())
-            .and_then(|text| serde_json::from_str(&text).map_err(|error| error.to_string()))
+            .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|error| error.to_string()))
         {
             Ok(event) => event,
             Err(error) => {

@@ -770,3 +770,99 @@ fn a_signal_ends_the_checkers_whole_process_group() {
         assert_eq!(repo.read(".bork-tmp-x"), "<absent>");
     }
 }
+
+/// Runs `bork-ci run` on `repo` with `envs` and a scripted model. Returns the exit code and
+/// stderr, or panics when it is still running 30 s in (a read blocked on a FIFO would be).
+fn run_bounded(repo: &Repo, envs: &[(&str, &str)]) -> (Option<i32>, String) {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let answers = script(scratch.path(), &[write("src/app.txt", "DONE\n")]);
+    let stderr_file = scratch.path().join("stderr");
+    let mut command = bork();
+    command
+        .args(["run", "--repo"])
+        .arg(repo.path())
+        .env("BORK_LLM_SCRIPT", &answers)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr_file).expect("stderr file"));
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().expect("spawn");
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let stderr = std::fs::read_to_string(&stderr_file).unwrap_or_default();
+            return (status.code(), stderr);
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!(
+                "bork-ci still runs after 30 s: {}",
+                std::fs::read_to_string(&stderr_file).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_fifo_or_device_as_a_file_read_from_outside_never_hangs() {
+    let wanting = checker_wanting("src/app.txt", "DONE");
+    let fifos = tempfile::tempdir().expect("tempdir");
+    let fifo = fifos.path().join("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    let fifo_text = fifo.display().to_string();
+    // A credential file whose subject token file is the FIFO.
+    let external = fifos.path().join("external.json");
+    std::fs::write(
+        &external,
+        json!({"type": "external_account", "audience": "//iam.googleapis.com/x",
+               "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+               "token_url": "http://127.0.0.1:9/token",
+               "credential_source": {"file": fifo_text}})
+        .to_string(),
+    )
+    .expect("write");
+    let external_text = external.display().to_string();
+    for file in [fifo_text.as_str(), "/dev/zero"] {
+        // The push event's payload: a warning, and the run goes on.
+        let repo = base_repo(checker_config("check.sh"), &[("check.sh", &wanting)]);
+        let (code, stderr) = run_bounded(
+            &repo,
+            &[("GITHUB_EVENT_NAME", "push"), ("GITHUB_EVENT_PATH", file)],
+        );
+        assert_eq!(code, Some(0), "{file}: {stderr}");
+        assert!(stderr.contains("push event payload cannot be read"), "{stderr}");
+
+        // Cloud credentials: a clear error (exit 2), never a hang.
+        let bedrock = base_repo(
+            json!({"correctness-checker": "check.sh", "llm": {"provider": "bedrock", "region": "us-east-1", "base-url": "http://127.0.0.1:9"}}),
+            &[("check.sh", &wanting)],
+        );
+        let (code, stderr) = run_bounded(
+            &bedrock,
+            &[
+                ("AWS_WEB_IDENTITY_TOKEN_FILE", file),
+                ("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/x"),
+                ("AWS_EC2_METADATA_DISABLED", "true"),
+            ],
+        );
+        assert_eq!(code, Some(2), "{file}: {stderr}");
+        assert!(stderr.contains("not a regular file"), "{stderr}");
+        let vertex = base_repo(
+            json!({"correctness-checker": "check.sh", "llm": {"provider": "vertex", "region": "global", "project": "p", "base-url": "http://127.0.0.1:9"}}),
+            &[("check.sh", &wanting)],
+        );
+        for credentials in [file, external_text.as_str()] {
+            let (code, stderr) = run_bounded(&vertex, &[("GOOGLE_APPLICATION_CREDENTIALS", credentials)]);
+            assert_eq!(code, Some(2), "{credentials}: {stderr}");
+            assert!(stderr.contains("not a regular file"), "{stderr}");
+        }
+    }
+}

@@ -552,10 +552,13 @@ pub fn read_single<R: Read>(reader: R, name: &str, limit: u64) -> std::io::Resul
 /// Removes the paths listed (NUL-separated, relative) in `delete` from `dest`, then unpacks the
 /// tree archive at `archive` (one `write_tree` made) into it, keeping modes and modification
 /// times, then removes both files. Runs inside a helper container.
+/// Largest list of paths to remove that `sandbox-unpack` reads.
+const MAX_REMOVE_LIST_BYTES: u64 = 256 * 1024 * 1024;
+
 pub fn unpack_tree(archive: &Path, delete: Option<&Path>, dest: &Path) -> std::io::Result<()> {
     let file = std::fs::File::open(archive)?;
     let listed = match delete {
-        Some(list) => std::fs::read(list)?,
+        Some(list) => crate::safe_fs::read_regular(list, MAX_REMOVE_LIST_BYTES)?,
         None => Vec::new(),
     };
     // Relative paths from inside `dest`: no lookup goes through the container's root

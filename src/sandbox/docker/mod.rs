@@ -1469,10 +1469,16 @@ fn process_alive(pid: i32) -> bool {
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|name| name.trim().to_owned())
-        .unwrap_or_else(|_| "unknown".to_owned())
+    let name = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .trim()
+        .to_owned();
+    if name.is_empty() {
+        "unknown".to_owned()
+    } else {
+        name
+    }
 }
 
 pub(super) async fn remove_container(docker: &Docker, id: &str) {

@@ -15,5 +15,7 @@ fn main() -> ProcessExit {
         }
     };
     let code = runtime.block_on(bork_ci::commands::dispatch(cli));
+    // A task still blocked (a third-party crate's plain read, say) never holds the exit up.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     ProcessExit::from(u8::try_from(code.code()).unwrap_or(2))
 }

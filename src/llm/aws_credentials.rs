@@ -107,6 +107,20 @@ impl Chain {
     }
 }
 
+/// Largest shared config or credentials file read.
+const MAX_PROFILE_BYTES: u64 = 1024 * 1024;
+
+/// A shared config or credentials file, when present, must be a small regular file: `aws-config`
+/// reads it with a plain read, which a FIFO would block.
+pub(super) fn check_profile_file(file: &std::path::Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(file) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        _ => crate::safe_fs::read_regular(file, MAX_PROFILE_BYTES)
+            .map(drop)
+            .map_err(|error| format!("reading the AWS shared file {}: {error}", file.display())),
+    }
+}
+
 /// An error and its sources, each once.
 fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();

@@ -214,6 +214,8 @@ pub(super) struct AwsAuth {
     region: String,
     fixed: Option<Keys>,
     web_identity: Option<aws_credentials::WebIdentity>,
+    /// The shared config and credentials files the profile step reads, checked first.
+    profile_files: Vec<std::path::PathBuf>,
     chain: tokio::sync::OnceCell<aws_credentials::Chain>,
     cached: Mutex<Option<(Keys, Instant)>>,
     /// Temporary credentials fetched so far, to scrub from messages.
@@ -271,10 +273,16 @@ impl AwsAuth {
             }),
             _ => None,
         };
+        let home = std::env::home_dir().unwrap_or_default();
+        let profile_files = vec![
+            plain("AWS_CONFIG_FILE").map_or_else(|| home.join(".aws/config"), Into::into),
+            plain("AWS_SHARED_CREDENTIALS_FILE").map_or_else(|| home.join(".aws/credentials"), Into::into),
+        ];
         Ok(Self {
             region,
             fixed,
             web_identity,
+            profile_files,
             chain: tokio::sync::OnceCell::new(),
             cached: Mutex::new(None),
             fetched: std::sync::Mutex::new(Vec::new()),
@@ -290,6 +298,9 @@ impl AwsAuth {
             && Instant::now() < *until
         {
             return Ok(keys.clone());
+        }
+        for file in &self.profile_files {
+            aws_credentials::check_profile_file(file).map_err(settings_error)?;
         }
         let chain = self
             .chain

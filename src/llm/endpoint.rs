@@ -99,6 +99,8 @@ pub fn credential_env(kind: ProviderKind) -> (&'static [&'static str], &'static 
                 "AWS_ROLE_ARN",
                 "AWS_ROLE_SESSION_NAME",
                 "AWS_PROFILE",
+                "AWS_CONFIG_FILE",
+                "AWS_SHARED_CREDENTIALS_FILE",
             ],
         ),
         ProviderKind::Vertex => (

@@ -117,14 +117,16 @@ impl TokenSource {
                     .pointer("/credential_source/file")
                     .and_then(Value::as_str)
                     .map(PathBuf::from);
+                // Checked before the crate sees it: building may start a refresh that reads it.
+                if let Some(file) = &subject_file {
+                    check_subject_token(path, file)?;
+                }
                 let credentials = build(path, json)?;
-                let source = Source::File {
+                Source::File {
                     path: path.clone(),
                     subject_file,
                     credentials,
-                };
-                check_subject_file(&source)?;
-                source
+                }
             }
             _ => {
                 return Err(settings_error(
@@ -146,7 +148,13 @@ impl TokenSource {
                 path, credentials, ..
             } => (path, credentials),
         };
-        check_subject_file(&self.source)?;
+        if let Source::File {
+            subject_file: Some(file),
+            ..
+        } = &self.source
+        {
+            check_subject_token(path, file)?;
+        }
         let token = tokio::time::timeout(FETCH_TIMEOUT, credentials.access_token())
             .await
             .map_err(|_| LlmError::Transport {
@@ -193,21 +201,15 @@ impl TokenSource {
 }
 
 /// A subject token file must stay a small regular file: the crate reads it with a plain read.
-fn check_subject_file(source: &Source) -> Result<(), LlmError> {
-    if let Source::File {
-        path,
-        subject_file: Some(file),
-        ..
-    } = source
-    {
-        crate::safe_fs::read_regular(file, MAX_FILE_BYTES).map_err(|error| {
+fn check_subject_token(path: &str, file: &std::path::Path) -> Result<(), LlmError> {
+    crate::safe_fs::read_regular(file, MAX_FILE_BYTES)
+        .map(drop)
+        .map_err(|error| {
             settings_error(format!(
                 "reading the subject token file {} (credential_source.file of {path}): {error}",
                 file.display()
             ))
-        })?;
-    }
-    Ok(())
+        })
 }
 
 /// An error and its sources, each once.

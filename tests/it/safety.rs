@@ -855,6 +855,14 @@ fn a_fifo_or_device_as_a_file_read_from_outside_never_hangs() {
         );
         assert_eq!(code, Some(2), "{file}: {stderr}");
         assert!(stderr.contains("not a regular file"), "{stderr}");
+        for variable in ["AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"] {
+            let (code, stderr) = run_bounded(
+                &bedrock,
+                &[(variable, file), ("AWS_EC2_METADATA_DISABLED", "true")],
+            );
+            assert_eq!(code, Some(2), "{variable}={file}: {stderr}");
+            assert!(stderr.contains("not a regular file"), "{stderr}");
+        }
         let vertex = base_repo(
             json!({"correctness-checker": "check.sh", "llm": {"provider": "vertex", "region": "global", "project": "p", "base-url": "http://127.0.0.1:9"}}),
             &[("check.sh", &wanting)],

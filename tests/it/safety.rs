@@ -874,3 +874,105 @@ fn a_fifo_or_device_as_a_file_read_from_outside_never_hangs() {
         }
     }
 }
+
+/// RFC 4648 base32 without padding, written here independently of bork-ci's.
+fn base32_of(bytes: &[u8]) -> String {
+    let alphabet: Vec<char> = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".chars().collect();
+    let bits: String = bytes.iter().map(|byte| format!("{byte:08b}")).collect();
+    bits.as_bytes()
+        .chunks(5)
+        .map(|chunk| {
+            let mut group = String::from_utf8_lossy(chunk).into_owned();
+            while group.len() < 5 {
+                group.push('0');
+            }
+            alphabet[usize::from_str_radix(&group, 2).expect("bits")]
+        })
+        .collect()
+}
+
+/// Each spelling of `key` a leak could take: hex (both cases), reversed, base32 (both cases,
+/// two alignments), split across lines, JSON `\u` escapes, a long prefix.
+fn spellings_of(key: &str) -> Vec<(&'static str, String)> {
+    let (head, tail) = key.split_at(key.len() / 2);
+    vec![
+        ("hex", hex_of(key.as_bytes())),
+        ("HEX", hex_of(key.as_bytes()).to_ascii_uppercase()),
+        ("reversed", key.chars().rev().collect::<String>()),
+        ("base32", base32_of(key.as_bytes())),
+        (
+            "base32 lower case",
+            base32_of(format!("ab{key}").as_bytes()).to_ascii_lowercase(),
+        ),
+        ("split across lines", format!("\"{head}\"\n    \"{tail}\"")),
+        (
+            "JSON \\u escapes",
+            key.chars()
+                .map(|c| format!("\\u{:04x}", c as u32))
+                .collect::<String>(),
+        ),
+        ("a long prefix", key[..key.len() * 3 / 4].to_owned()),
+    ]
+}
+
+#[test]
+fn every_encoding_of_a_secret_in_a_repository_file_keeps_that_file_from_the_model() {
+    let wanting = checker_wanting("src/app.txt", "DONE");
+    for (what, spelled) in spellings_of(TOKEN) {
+        let repo = base_repo(
+            checker_config("check.sh"),
+            &[
+                ("check.sh", &wanting),
+                ("notes.txt", &format!("copied:\n{spelled}\n")),
+            ],
+        );
+        let packed = bork()
+            .args(["pack", "--repo"])
+            .arg(repo.path())
+            .env("GITHUB_TOKEN", TOKEN)
+            .output()
+            .expect("pack runs");
+        let stdout = String::from_utf8_lossy(&packed.stdout);
+        let stderr = String::from_utf8_lossy(&packed.stderr);
+        assert!(!stdout.contains(&spelled), "{what}: packed");
+        assert!(
+            stderr.contains("notes.txt") && stderr.contains("GITHUB_TOKEN"),
+            "{what}: {stderr}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_encoding_of_the_key_in_an_answer_is_refused_whole() {
+    // An endpoint that echoes the model's key, under any spelling: the answer is refused, nothing
+    // of it reaches the tree, and the report and logs never show it.
+    const KEY: &str = "sk-live-ECHOEDKEY-0123456789abcdefghijKLMN";
+    let wanting = checker_wanting("src/app.txt", "DONE");
+    for (what, spelled) in spellings_of(KEY) {
+        let answer = json!({"create-or-update": {"src/app.txt": format!("DONE\n{spelled}\n")}});
+        let fake =
+            crate::fake_llm::FakeLlm::openai(vec![crate::fake_llm::Reply::Answer(answer.to_string())]).await;
+        let repo = base_repo(checker_config("check.sh"), &[("check.sh", &wanting)]);
+        let mut context = TestContext::on(&repo);
+        context
+            .openai(&fake)
+            .env("OPENAI_API_KEY", KEY)
+            .env("BORK_MAX_ITERATIONS", "1");
+        let outcome = context.run_async(&[]).await;
+        assert_ne!(outcome.code, 0, "{what}: {}", outcome.stderr);
+        assert!(!repo.read("src/app.txt").contains(&spelled), "{what}: written");
+        let report = outcome.report.to_string();
+        for text in [&report, &outcome.stderr, &outcome.stdout] {
+            assert!(!text.contains(&spelled), "{what}: {text}");
+        }
+        assert!(
+            format!("{}{report}", outcome.stderr).contains("OPENAI_API_KEY"),
+            "{what}: the refusal names the secret: {}",
+            outcome.stderr
+        );
+    }
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}

@@ -102,6 +102,8 @@ pub struct SummaryInput {
     pub baseline: Option<usize>,
     pub findings: Findings,
     pub tokens: (u64, u64, u64),
+    /// Answers whose usage the server did not report (their tokens are estimated).
+    pub estimated_answers: u64,
     pub cost_usd: Option<f64>,
     pub pull_requests: Vec<SummaryLink>,
     /// Long logs (checker output, refused contents), folded.
@@ -150,9 +152,13 @@ pub fn render_summary(input: &SummaryInput) -> String {
     }
     let _ = writeln!(out, "| findings left | {} |", input.findings.len());
     let (tokens_in, tokens_out, cached) = input.tokens;
+    let estimated = match input.estimated_answers {
+        0 => String::new(),
+        n => format!(" (estimated for {n} answer(s): the server reported no usage)"),
+    };
     let _ = writeln!(
         out,
-        "| tokens | {tokens_in} in, {tokens_out} out, {cached} cached |"
+        "| tokens | {tokens_in} in, {tokens_out} out, {cached} cached{estimated} |"
     );
     if let Some(cost) = input.cost_usd {
         let _ = writeln!(out, "| cost | ${cost:.4} |");

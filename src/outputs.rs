@@ -52,6 +52,7 @@ pub fn write(report: &RunReport, to: &Destinations<'_>, checker: Option<&str>) -
                 report.usage.output_tokens,
                 report.usage.cached_input_tokens,
             ),
+            estimated_answers: report.usage.estimated_answers + report.review_usage.estimated_answers,
             cost_usd: report.cost_usd,
             pull_requests: report
                 .pull_requests

@@ -164,6 +164,7 @@ fn usage_of(usage: &WireUsage) -> Usage {
             .saturating_add(read),
         output_tokens: usage.output_tokens.unwrap_or(0),
         cached_input_tokens: read,
+        estimated_answers: 0,
     }
 }
 
@@ -485,7 +486,8 @@ mod tests {
             Usage {
                 input_tokens: 100,
                 output_tokens: 5,
-                cached_input_tokens: 90
+                cached_input_tokens: 90,
+                estimated_answers: 0,
             }
         );
     }

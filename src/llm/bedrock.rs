@@ -149,6 +149,7 @@ pub(super) fn read_completion(
                     .saturating_add(usage.cache_write_input_tokens.unwrap_or(0)),
                 output_tokens: usage.output_tokens.unwrap_or(0),
                 cached_input_tokens: read,
+                estimated_answers: 0,
             }
         })
         .unwrap_or_default();

@@ -119,9 +119,29 @@ pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cached_input_tokens: u64,
+    /// How many of the answers counted here came without usage from the server, so that their
+    /// tokens are bork-ci's estimate (request and answer sizes, see [`Usage::estimate`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub estimated_answers: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 impl Usage {
+    /// An answer's usage when the server reported none (llama.cpp's server ignores
+    /// `stream_options.include_usage`, for one): about one token per four bytes of the request
+    /// body and of the answer, marked as estimated.
+    pub fn estimate(request_bytes: usize, answer_bytes: usize) -> Usage {
+        Usage {
+            input_tokens: (request_bytes as u64).div_ceil(4),
+            output_tokens: (answer_bytes as u64).div_ceil(4).max(1),
+            cached_input_tokens: 0,
+            estimated_answers: 1,
+        }
+    }
+
     /// Input plus output tokens: what a per-run token budget counts.
     pub fn total_tokens(&self) -> u64 {
         self.input_tokens.saturating_add(self.output_tokens)
@@ -136,6 +156,7 @@ impl Add for Usage {
             input_tokens: self.input_tokens.saturating_add(other.input_tokens),
             output_tokens: self.output_tokens.saturating_add(other.output_tokens),
             cached_input_tokens: self.cached_input_tokens.saturating_add(other.cached_input_tokens),
+            estimated_answers: self.estimated_answers.saturating_add(other.estimated_answers),
         }
     }
 }
@@ -150,6 +171,7 @@ impl Usage {
             cached_input_tokens: self
                 .cached_input_tokens
                 .saturating_sub(earlier.cached_input_tokens),
+            estimated_answers: self.estimated_answers.saturating_sub(earlier.estimated_answers),
         }
     }
 }
@@ -735,18 +757,21 @@ mod tests {
             input_tokens: 10,
             output_tokens: 2,
             cached_input_tokens: 4,
+            estimated_answers: 0,
         };
         total += Usage {
             input_tokens: 5,
             output_tokens: 1,
             cached_input_tokens: 5,
+            estimated_answers: 0,
         };
         assert_eq!(
             total,
             Usage {
                 input_tokens: 15,
                 output_tokens: 3,
-                cached_input_tokens: 9
+                cached_input_tokens: 9,
+                estimated_answers: 0,
             }
         );
         assert_eq!(total.total_tokens(), 18);
@@ -758,6 +783,7 @@ mod tests {
             input_tokens: 2_000_000,
             output_tokens: 1_000_000,
             cached_input_tokens: 1_000_000,
+            estimated_answers: 0,
         };
         let prices = Prices {
             input_per_mtok: 3.0,

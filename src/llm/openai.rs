@@ -148,6 +148,7 @@ fn usage_of(usage: Option<WireUsage>) -> Usage {
                 .prompt_tokens_details
                 .and_then(|details| details.cached_tokens)
                 .unwrap_or(0),
+            estimated_answers: 0,
         })
         .unwrap_or_default()
 }
@@ -381,7 +382,8 @@ mod tests {
             Usage {
                 input_tokens: 100,
                 output_tokens: 7,
-                cached_input_tokens: 64
+                cached_input_tokens: 64,
+                estimated_answers: 0,
             }
         );
     }

@@ -74,6 +74,7 @@ impl ScriptedProvider {
             input_tokens: estimate_tokens(input_bytes),
             output_tokens: estimate_tokens(text.len()),
             cached_input_tokens: 0,
+            estimated_answers: 0,
         };
         *self.spent.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) += usage;
         Ok(Completion {

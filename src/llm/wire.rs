@@ -659,7 +659,14 @@ impl HttpProvider {
             attempts += 1;
             let failure = match self.attempt(body, shape, tool_format).await {
                 Attempt::Answer(result) => {
-                    let result = result.map_err(|error| self.scrub_error(error));
+                    let mut result = result.map_err(|error| self.scrub_error(error));
+                    // A server that reports no usage (llama.cpp's ignores
+                    // `stream_options.include_usage`) must not make the budgets blind.
+                    if let Ok(completion) = &mut result
+                        && completion.usage.total_tokens() == 0
+                    {
+                        completion.usage = Usage::estimate(body.len(), completion.text.len());
+                    }
                     self.count(match &result {
                         Ok(completion) => completion.usage,
                         Err(error) => error.usage(),

@@ -967,12 +967,24 @@ const COST_BUDGET_SPENT: &str = "the run's cost budget (`llm.max-cost-usd`) ran 
 
 /// What the whole run has cost so far (earlier rounds and jobs, then this round's model calls),
 /// when the model's prices are known.
+/// Warns, once a run, that a server reported no usage and the figures (which the budgets count)
+/// are estimated; the report and the summary mark them too.
+fn warn_if_first_estimate(report: &mut RunReport, added: Usage) {
+    let before = report.usage.estimated_answers + report.review_usage.estimated_answers;
+    if added.estimated_answers > 0 && before == 0 {
+        let message = "the model's server reported no token usage for an answer: bork-ci estimates it (about 4 bytes a token of the request and the answer), the budgets count the estimate, and the report marks it as estimated";
+        tracing::warn!("{message}");
+        report.warnings.push(message.to_owned());
+    }
+}
+
 fn run_cost(config: &crate::config::Config, spent: &Spent, report: &RunReport) -> Option<f64> {
     let prices = config.llm.prices?;
     let mut usage = Usage {
         input_tokens: spent.input_tokens,
         output_tokens: spent.output_tokens,
         cached_input_tokens: spent.cached_input_tokens,
+        estimated_answers: 0,
     };
     usage += report.usage;
     Some(llm::cost(
@@ -1050,6 +1062,7 @@ async fn iterate(
         .await?;
         Lessons::add(&options.learned.model, learned);
         // Counted before anything else, so a step that failed still adds what it cost.
+        warn_if_first_estimate(report, step.usage);
         report.usage += step.usage;
         if let Some(error) = &step.error {
             bail!("{error}");
@@ -1185,6 +1198,7 @@ async fn iterate(
             iteration.verifier = judgement.verifier.clone();
             iteration.review_usage = judgement.review_usage;
             iteration.durations.review_ms = judgement.review_ms;
+            warn_if_first_estimate(report, judgement.review_usage);
             report.review_usage += judgement.review_usage;
             report.warnings.extend(judgement.warnings.iter().cloned());
             iteration.findings = judgement.findings.clone();

@@ -297,6 +297,9 @@ impl RunReport {
             self.usage.output_tokens,
             self.usage.cached_input_tokens,
         );
+        if self.usage.estimated_answers > 0 {
+            line.push_str(" (estimated: the server reported no usage)");
+        }
         if let Some(cost) = self.cost_usd {
             line.push_str(&format!(", cost ${cost:.4}"));
         }

@@ -313,3 +313,56 @@ async fn a_round_that_cannot_start_keeps_the_earlier_rounds_in_the_report() {
     assert_eq!(fake.requests().len(), 1);
     assert_run_totals(report, &fake, 1, 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamed_answer_without_usage_is_estimated_and_the_token_budget_still_stops_the_run() {
+    // Like llama-cpp-python's server: streamed answers carry no usage whatever is asked. The
+    // answer never satisfies the checker; a budget smaller than one prompt must stop the run.
+    let fake = FakeLlm::openai_with(
+        vec![Reply::json(
+            &json!({"create-or-update": {"src/app.txt": "not yet\n"}}),
+        )],
+        crate::fake_llm::Quirks {
+            ignores_include_usage: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    let repo = Repo::new(&[
+        ("specs/app.md", "The app prints DONE.\n"),
+        ("src/app.txt", "nothing\n"),
+        (
+            "check.sh",
+            &crate::support::checker_wanting("src/app.txt", "DONE"),
+        ),
+        (".config/bork.json", r#"{"correctness-checker": "check.sh"}"#),
+    ]);
+    repo.write("specs/app.md", "The app prints DONE, loudly.\n");
+    let summary = tempfile::tempdir().expect("tempdir");
+    let summary_file = summary.path().join("summary.md");
+    let mut context = TestContext::on(&repo);
+    context
+        .openai(&fake)
+        .env("BORK_LLM_STREAM", "true")
+        .env("BORK_LLM_MAX_TOTAL_TOKENS", "100")
+        .env("GITHUB_STEP_SUMMARY", &summary_file);
+    let outcome = context.run_async(&[]).await;
+    let report = &outcome.report;
+    assert_eq!(outcome.code, 1, "{}", outcome.stderr);
+    assert_stopped_by(report, "llm.max-total-tokens");
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "one answer, then the budget stops the run"
+    );
+    assert!(fake.requests()[0]["stream"] == true, "the answer was streamed");
+    let usage = &report["usage"];
+    assert!(usage["input-tokens"].as_u64().unwrap_or(0) > 100, "{usage}");
+    assert!(usage["output-tokens"].as_u64().unwrap_or(0) > 0, "{usage}");
+    assert_eq!(usage["estimated-answers"], 1, "{usage}");
+    assert_eq!(report["iterations"][0]["usage"]["estimated-answers"], 1);
+    let warned = outcome.stderr.matches("reported no token usage").count();
+    assert_eq!(warned, 1, "warned once: {}", outcome.stderr);
+    let summary = std::fs::read_to_string(&summary_file).expect("summary");
+    assert!(summary.contains("estimated"), "{summary}");
+}

@@ -134,6 +134,9 @@ pub struct Quirks {
     /// Like servers that refuse to stream: a request with `stream: true` gets a 400 naming it.
     /// Such requests consume no reply.
     pub rejects_stream: bool,
+    /// Like llama-cpp-python's server: a streamed answer never carries a usage chunk, whatever
+    /// `stream_options.include_usage` asks.
+    pub ignores_include_usage: bool,
 }
 
 /// The body llama-cpp-python's server answers a `json_schema` request with (HTTP 500):
@@ -337,7 +340,8 @@ impl Respond for Responder {
             prompt_tokens,
             cached,
             stream: body["stream"] == true && !state.quirks.ignores_stream,
-            include_usage: body["stream_options"]["include_usage"] == true,
+            include_usage: body["stream_options"]["include_usage"] == true
+                && !state.quirks.ignores_include_usage,
         };
         render(state.api, &reply, &context)
     }

@@ -74,7 +74,8 @@ async fn a_slow_stream_longer_than_the_silence_limit_succeeds() {
         Usage {
             input_tokens: 100,
             output_tokens: 8,
-            cached_input_tokens: 0
+            cached_input_tokens: 0,
+            estimated_answers: 0,
         },
         "usage from the stream's last chunk"
     );

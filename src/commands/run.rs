@@ -16,14 +16,22 @@ pub(super) async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
     // Whether GitHub started this run for a pull request does not depend on the configuration:
     // on such events the checkout's file is not trusted, and the security keys (`github.*`,
     // where bork-ci pushes and what it labels, among them) come from the base branch's file.
+    let pull_request = args
+        .github
+        .github_event_name
+        .as_deref()
+        .is_some_and(|name| name.starts_with("pull_request"));
     let defaults = config::GithubConfig::default();
-    let event =
-        crate::delivery::github_context(&crate::delivery::github_flags(&args.github, &defaults), &defaults)?;
+    let event = match pull_request {
+        true => crate::delivery::github_context(
+            &crate::delivery::github_flags(&args.github, &defaults),
+            &defaults,
+        )?,
+        false => None,
+    };
     let resolved = match &event {
-        Some(ctx) if ctx.is_pull_request_event() => {
-            crate::delivery::trusted_config(ctx, &repo, &args.repo, &args.flags, &env).await?
-        }
-        _ => load_config(&repo, &args.repo, &args.flags)?,
+        Some(ctx) => crate::delivery::trusted_config(ctx, &repo, &args.repo, &args.flags, &env).await?,
+        None => load_config(&repo, &args.repo, &args.flags)?,
     };
     let github_flags = crate::delivery::github_flags(&args.github, &resolved.config.github);
     let github = crate::delivery::github_context(&github_flags, &resolved.config.github)?;

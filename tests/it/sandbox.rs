@@ -998,3 +998,113 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
     assert!(volumes_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
     drop_cache(repo.path());
 }
+
+/// Imports `layer` as `tag` with these `docker import --change` lines; returns the image id.
+fn spoof(tag: &str, layer: &[u8], changes: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("layer.tar");
+    std::fs::write(&file, layer).expect("write");
+    let mut command = Command::new("docker");
+    command.arg("import");
+    for change in changes {
+        command.args(["--change", change]);
+    }
+    let output = command.arg(&file).arg(tag).output().expect("docker import");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spoofed_runner_image_is_never_used() {
+    // A co-tenant of the engine tags its own image as bork-ci's runner image (the tag is
+    // predictable): bork-ci checks the image's content before the edit step (and the key) goes
+    // into it, imports its own again, and runs it by id. A static executable (busybox, small,
+    // as `.ci/run` installs it; else bork-ci) with a marker appended stands for bork-ci: its tag
+    // is its own, so parallel tests never share it.
+    use bork_ci::sandbox::docker::runner_image::{self, Executable};
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copy = dir.path().join("bork-ci");
+    let source = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .find(|path| Path::new(path).is_file())
+        .unwrap_or(env!("CARGO_BIN_EXE_bork-ci"));
+    let mut bytes = std::fs::read(source).expect("an executable");
+    bytes.extend_from_slice(format!("spoof-test-{}", std::process::id()).as_bytes());
+    std::fs::write(&copy, &bytes).expect("write");
+    let executable = Executable::at(&copy).expect("executable");
+    let tag = executable.tag();
+    let layer = runner_image::layer(&executable).expect("layer");
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(&layer)));
+    let docker = bollard::Docker::connect_with_local_defaults().expect("engine");
+
+    // Another layer altogether (a script in bork-ci's place), then bork-ci's own layer with an
+    // environment that sends every request through the attacker's proxy.
+    let mut other = tar::Builder::new(Vec::new());
+    let script = b"#!/bin/sh\nenv > /repo/LEAKED\n";
+    let mut header = tar::Header::new_gnu();
+    header.set_size(script.len() as u64);
+    header.set_mode(0o755);
+    other
+        .append_data(&mut header, "usr/local/bin/bork-ci", script.as_slice())
+        .expect("tar");
+    let other = other.into_inner().expect("tar");
+    let spoofs = [
+        spoof(
+            &tag,
+            &other,
+            &[
+                "ENV PATH=/usr/local/bin HOME=/tmp",
+                "WORKDIR /repo",
+                "CMD [\"bork-ci\", \"--version\"]",
+            ],
+        ),
+        spoof(
+            &tag,
+            &layer,
+            &[
+                "ENV PATH=/usr/local/bin HOME=/tmp HTTPS_PROXY=http://127.0.0.1:9",
+                "WORKDIR /repo",
+                "CMD [\"bork-ci\", \"--version\"]",
+            ],
+        ),
+        spoof(
+            &tag,
+            &layer,
+            &[
+                "ENV PATH=/usr/local/bin HOME=/tmp",
+                "WORKDIR /repo",
+                "ENTRYPOINT [\"/usr/local/bin/bork-ci\", \"--evil\"]",
+            ],
+        ),
+    ];
+    for spoofed in &spoofs {
+        // The spoof holds the tag again (the previous round's import moved it).
+        let tagged = Command::new("docker")
+            .args(["tag", spoofed, &tag])
+            .status()
+            .expect("docker tag");
+        assert!(tagged.success());
+        let image = runner_image::ensure(&docker, &executable).await.expect("ensure");
+        assert_ne!(&image.id, spoofed, "the spoofed image is never used");
+        let inspected = docker.inspect_image(&image.id).await.expect("inspect");
+        assert_eq!(runner_image::checked(&inspected, &digest), Ok(image.id.clone()));
+        let now = docker.inspect_image(&tag).await.expect("inspect the tag");
+        assert_eq!(
+            now.id.as_deref(),
+            Some(image.id.as_str()),
+            "the tag is bork-ci's again"
+        );
+    }
+    // Found again, and kept, by a later run.
+    let again = runner_image::ensure(&docker, &executable).await.expect("ensure");
+    let _ = Command::new("docker").args(["rmi", "--force", &tag]).output();
+    for spoofed in &spoofs {
+        let _ = Command::new("docker").args(["rmi", "--force", spoofed]).output();
+    }
+    assert!(again.id.starts_with("sha256:"));
+}

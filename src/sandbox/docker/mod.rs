@@ -251,7 +251,7 @@ pub struct DockerSandbox {
     /// What `auto` resolved to, once a probe ran.
     resolved_transport: tokio::sync::OnceCell<Transport>,
     /// The tag of the edit step's image built from this executable, once built or found.
-    built_runner: tokio::sync::OnceCell<String>,
+    built_runner: tokio::sync::OnceCell<runner_image::RunnerImage>,
     /// Over `copy`: the working tree's volume and what is in it.
     tree: tokio::sync::Mutex<Option<transport::TreeVolume>>,
     /// Taken for writing while the tree volume is updated, for reading while a job uses it.
@@ -417,7 +417,7 @@ impl DockerSandbox {
             }
             JobKind::EditStep => match (&self.settings.runner_image, self.built_runner.get()) {
                 (Some(image), _) => image.clone(),
-                (None, Some(tag)) => tag.clone(),
+                (None, Some(built)) => built.tag.clone(),
                 (None, None) => format!("{}:<sha256 of bork-ci>", runner_image::REPOSITORY),
             },
         }
@@ -429,7 +429,7 @@ impl DockerSandbox {
     pub async fn ready_image(&self, kind: JobKind) -> Result<String, SandboxError> {
         match (kind, &self.settings.runner_image) {
             (JobKind::EditStep, None) => {
-                let tag = self
+                let built = self
                     .built_runner
                     .get_or_try_init(|| async {
                         let binary = self.settings.runner_binary.clone();
@@ -442,7 +442,8 @@ impl DockerSandbox {
                         runner_image::ensure(&self.docker, &executable).await
                     })
                     .await?;
-                Ok(tag.clone())
+                // By id: a tag moved after the check changes nothing.
+                Ok(built.id.clone())
             }
             _ => {
                 let image = self.image_for(kind);

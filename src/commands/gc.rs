@@ -27,7 +27,7 @@ pub(super) async fn gc(args: crate::cli::GcArgs) -> Result<ExitCode> {
     let caches = if args.keep_caches {
         Vec::new()
     } else {
-        crate::sandbox::docker::gc_caches(&docker)
+        crate::sandbox::docker::gc_caches(&docker, ttl)
             .await
             .map_err(anyhow::Error::new)
             .context("removing unused cache volumes")?

@@ -1542,6 +1542,10 @@ impl Resolved {
         let sandbox = &self.config.sandbox;
         let mut settings = DockerSettings::new(self.artifact_root());
         settings.host = self.docker_host.clone();
+        if self.config.run_timeout_secs > 0 {
+            settings.lease = std::time::Duration::from_secs(self.config.run_timeout_secs)
+                + crate::sandbox::docker::LEASE_GRACE;
+        }
         settings.image = sandbox.image.clone();
         settings.runner_image = sandbox.runner_image.clone();
         settings.transport =

@@ -588,12 +588,17 @@ async fn sequence_over(artifacts: &Path, repo: &tempfile::TempDir, transport: Tr
 
 /// Child mode of the signal tests: start a long checker, and on SIGTERM remove this run's
 /// containers and exit 143 (what the CLI's handler does). `BORK_TEST_CHILD_RUN` is the run id.
+/// The lease of a child run's objects (see `bork_ci::sandbox::docker::labels::LEASE`).
+const CHILD_LEASE: Duration = Duration::from_secs(3);
+
 async fn child_run(run_id: &str, artifacts: &Path) {
     let repo = repo();
     ensure_test_image();
     let mut settings = settings(artifacts);
     // No probe container first: the parent waits for the checker's.
     settings.transport = any_transport();
+    // A short lease: once the parent kills this process, what it left is soon expired.
+    settings.lease = CHILD_LEASE;
     let sandbox = DockerSandbox::connect(settings, run_id).await.expect("connects");
     let mut term =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
@@ -703,7 +708,7 @@ async fn sigterm_mid_check_leaves_no_container() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gc_reaps_a_killed_runs_leftovers_only() {
+async fn gc_reaps_a_killed_runs_leftovers_once_their_lease_ends() {
     if child_mode().await {
         return;
     }
@@ -712,7 +717,7 @@ async fn gc_reaps_a_killed_runs_leftovers_only() {
     let killed_run = run_id("killed");
     let killed_label = format!("bork-ci.run={killed_run}");
     let mut child = spawn_child(
-        "sandbox::gc_reaps_a_killed_runs_leftovers_only",
+        "sandbox::gc_reaps_a_killed_runs_leftovers_once_their_lease_ends",
         &killed_run,
         artifacts.path(),
     );
@@ -720,6 +725,11 @@ async fn gc_reaps_a_killed_runs_leftovers_only() {
     child.kill().expect("SIGKILL");
     let _ = child.wait();
     assert_eq!(containers_with(&killed_label).len(), 1, "kill -9 leaves it");
+    // Within its lease nothing removes it, whatever the process table says.
+    let early = sandbox(artifacts.path(), "early-reaper").await;
+    docker::gc(&early, Duration::from_secs(0)).await.expect("gc runs");
+    assert_eq!(containers_with(&killed_label).len(), 1, "its lease still runs");
+    tokio::time::sleep(CHILD_LEASE + Duration::from_secs(2)).await;
 
     // An unlabelled container and a live run's container must survive.
     let unlabelled = Command::new("docker")
@@ -895,7 +905,7 @@ async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
         .await
         .expect("gc runs");
     assert!(!report.volumes.contains(&cache_volume), "a run's gc keeps caches");
-    let report = docker::gc_caches(&reaper).await.expect("gc runs");
+    let report = docker::gc_caches(&reaper, Duration::ZERO).await.expect("gc runs");
     assert!(report.contains(&cache_volume), "{report:?}");
     assert!(volumes_with(&format!("bork-ci.repo={}", repo_path.display())).is_empty());
 }

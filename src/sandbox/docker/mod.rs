@@ -65,7 +65,11 @@ pub mod labels {
     pub const RUN: &str = "bork-ci.run";
     pub const STEP: &str = "bork-ci.step";
     pub const CREATED: &str = "bork-ci.created";
-    pub const PID: &str = "bork-ci.pid";
+    /// Unix seconds until which the object's run may still use it: the run's own deadline
+    /// (`run-timeout-secs`) plus a grace, set when the object is created. Any bork-ci, on any
+    /// host or in any namespace, judges ownership from this label alone (see [`super::gc`]).
+    pub const LEASE: &str = "bork-ci.lease-until";
+    /// The host that created the object: for people reading `docker ps`, never for decisions.
     pub const HOST: &str = "bork-ci.host";
 }
 
@@ -81,6 +85,12 @@ pub enum PullPolicy {
     /// Never pull; a missing image is an error.
     Never,
 }
+
+/// The lease of a run's objects when the run names no time budget: a day.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(24 * 3600);
+/// Added to a run's time budget for its lease: the time a run may still need after its budget
+/// ran out (stopping, the report, removing its containers).
+pub const LEASE_GRACE: Duration = Duration::from_secs(15 * 60);
 
 /// The `sandbox.*` settings the docker backend needs, as plain values.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,6 +133,9 @@ pub struct DockerSettings {
     pub setup_network: String,
     /// The runner's proxy variables and CA bundle, passed into the setup job.
     pub setup_egress: super::SetupNetwork,
+    /// How long what this run creates is leased for, from its creation: the run's time budget
+    /// plus a grace (see [`labels::LEASE`]).
+    pub lease: Duration,
 }
 
 impl DockerSettings {
@@ -134,6 +147,7 @@ impl DockerSettings {
             runner_image: None,
             runner_binary: None,
             transport: Transport::Auto,
+            lease: DEFAULT_LEASE,
             ulimits: Ulimits::default(),
             pull: PullPolicy::Missing,
             network: "none".to_owned(),
@@ -246,6 +260,9 @@ pub struct DockerSandbox {
     endpoint: String,
     run_id: String,
     host_label: String,
+    /// The container that holds this run's cache volumes while it lives (created, never
+    /// started), so that no `gc` finds them unused between two jobs.
+    anchor: tokio::sync::OnceCell<()>,
     images_ready: Mutex<HashSet<String>>,
     live: Arc<Mutex<HashSet<String>>>,
     /// What `auto` resolved to, once a probe ran.
@@ -370,6 +387,7 @@ impl DockerSandbox {
             endpoint,
             run_id: run_id.to_owned(),
             host_label: hostname(),
+            anchor: tokio::sync::OnceCell::new(),
             images_ready: Mutex::new(HashSet::new()),
             live: Arc::new(Mutex::new(HashSet::new())),
             resolved_transport: tokio::sync::OnceCell::new(),
@@ -439,7 +457,13 @@ impl DockerSandbox {
                         })
                         .await
                         .map_err(|e| SandboxError::Backend(e.to_string()))??;
-                        runner_image::ensure(&self.docker, &executable).await
+                        let built = runner_image::ensure(&self.docker, &executable).await?;
+                        // Held by an idle container of this run: `gc` of older runner images
+                        // (any bork-ci's) never removes it while the run lives.
+                        if let Err(error) = self.create_idle(&built.id, Vec::new(), "anchor").await {
+                            tracing::debug!(%error, "no anchor container for the runner image");
+                        }
+                        Ok::<_, SandboxError>(built)
                     })
                     .await?;
                 // By id: a tag moved after the check changes nothing.
@@ -913,9 +937,34 @@ impl DockerSandbox {
             (labels::RUN.to_owned(), self.run_id.clone()),
             (labels::STEP.to_owned(), kind.as_str().to_owned()),
             (labels::CREATED.to_owned(), created.to_string()),
-            (labels::PID.to_owned(), std::process::id().to_string()),
+            (labels::LEASE.to_owned(), self.lease_until().to_string()),
             (labels::HOST.to_owned(), self.host_label.clone()),
         ])
+    }
+
+    /// Creates, once a run, a container that never starts and mounts the run's cache volume:
+    /// while it exists the engine counts the cache as used, so no `gc` (of this run or any
+    /// other) finds it unused between two of this run's jobs. It carries the run's labels and
+    /// lease, goes with the run's other containers at its end, and after a killed run's lease.
+    async fn anchor_cache(&self, volume: &str, image: &str) {
+        self.anchor
+            .get_or_init(|| async {
+                let mounts = vec![transport::volume(volume, DEPS_MOUNT, true)];
+                if let Err(error) = self.create_idle(image, mounts, "anchor").await {
+                    tracing::debug!(%error, "no anchor container for the cache volume {volume}");
+                }
+            })
+            .await;
+    }
+
+    /// Unix seconds until which an object created now is leased: now plus the run's whole
+    /// budget and a grace (no job of the run can outlast that, whenever it starts).
+    pub fn lease_until(&self) -> u64 {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        now.saturating_add(self.settings.lease.as_secs())
     }
 
     /// Builds the container description for `job` (its profile), and over `copy` the volumes
@@ -1024,6 +1073,7 @@ impl DockerSandbox {
                     mounts.push(transport::volume(&artifacts, ARTIFACTS_MOUNT, false));
                     let deps = transport::deps_volume(&self.shared.deps_key);
                     self.create_volume(&deps, self.cache_volume_labels(repo)).await?;
+                    self.anchor_cache(&deps, &image).await;
                     if setup {
                         self.open_deps_volume(&deps, &image).await;
                     }
@@ -1353,63 +1403,40 @@ pub struct GcReport {
     pub volumes: Vec<String>,
 }
 
-/// Removes labelled containers and volumes whose run is gone: created on this host by a process
-/// that no longer exists, or older than `ttl`. Never touches unlabelled ones, this sandbox's own
-/// run, or another live run's (on this host, or younger than `ttl` elsewhere).
+/// Removes labelled containers and volumes whose lease ran out (see [`labels::LEASE`]); those
+/// without one (made by an older bork-ci) once older than `ttl`. Judged from the engine's labels
+/// alone, never from this process's view of pids or paths, so a bork-ci in another PID or mount
+/// namespace, or on another host sharing the engine, decides the same. Never touches
+/// unlabelled objects, this run's own, cache volumes (see [`gc_caches`]), or anything whose
+/// lease still runs.
 pub async fn gc(sandbox: &DockerSandbox, ttl: Duration) -> Result<GcReport, SandboxError> {
     let filter = format!("{}=1", labels::MARK);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let stale = |labels: &HashMap<String, String>| -> bool {
-        if labels.get(labels::MARK).map(String::as_str) != Some("1") {
+    let expired = |labels: &HashMap<String, String>| -> bool {
+        if labels.get(labels::MARK).map(String::as_str) != Some("1")
+            || labels.contains_key(transport::CACHE_LABEL)
+            || labels.get(labels::RUN).map(String::as_str) == Some(sandbox.run_id.as_str())
+        {
             return false;
         }
-        if labels.get(labels::RUN).map(String::as_str) == Some(sandbox.run_id.as_str()) {
-            return false;
+        let number = |key: &str| labels.get(key).and_then(|value| value.parse::<u64>().ok());
+        match number(labels::LEASE) {
+            Some(until) => until < now,
+            None => now.saturating_sub(number(labels::CREATED).unwrap_or(0)) > ttl.as_secs(),
         }
-        let created = labels
-            .get(labels::CREATED)
-            .and_then(|c| c.parse::<u64>().ok())
-            .unwrap_or(0);
-        if now.saturating_sub(created) > ttl.as_secs() {
-            return true;
-        }
-        let same_host = labels.get(labels::HOST) == Some(&sandbox.host_label);
-        let pid = labels.get(labels::PID).and_then(|p| p.parse::<i32>().ok());
-        same_host && pid.is_some_and(|pid| !process_alive(pid))
     };
     let mut report = GcReport::default();
     for (id, container_labels) in sandbox.list_labelled(&filter).await? {
-        if let Some(id) = id.filter(|_| stale(&container_labels)) {
+        if let Some(id) = id.filter(|_| expired(&container_labels)) {
             remove_container(&sandbox.docker, &id).await;
             report.containers.push(id);
         }
     }
     for volume in sandbox.list_volumes(&filter).await? {
-        // Caches outlive runs: only `gc_caches` removes them, and this when the repository
-        // they belong to is gone from this host.
-        if volume.labels.contains_key(transport::CACHE_LABEL) {
-            let same_host = volume.labels.get(labels::HOST) == Some(&sandbox.host_label);
-            let repo_gone = volume
-                .labels
-                .get(transport::REPO_LABEL)
-                .is_some_and(|repo| std::fs::symlink_metadata(repo).is_err());
-            if same_host && repo_gone {
-                let options = RemoveVolumeOptions { force: false };
-                if sandbox
-                    .docker
-                    .remove_volume(&volume.name, Some(options))
-                    .await
-                    .is_ok()
-                {
-                    report.volumes.push(volume.name);
-                }
-            }
-            continue;
-        }
-        if stale(&volume.labels) {
+        if expired(&volume.labels) {
             remove_volume(&sandbox.docker, &volume.name).await;
             report.volumes.push(volume.name);
         }
@@ -1418,15 +1445,21 @@ pub async fn gc(sandbox: &DockerSandbox, ttl: Duration) -> Result<GcReport, Sand
         tracing::info!(
             containers = report.containers.len(),
             volumes = report.volumes.len(),
-            "removed leftovers of runs that are gone"
+            "removed leftovers of runs whose lease ran out"
         );
     }
     Ok(report)
 }
 
-/// Removes the cache volumes (one per repository, see [`transport`]) that no container uses;
-/// returns their names. A run's own [`gc`] never removes them: `bork-ci gc` does.
-pub async fn gc_caches(sandbox: &DockerSandbox) -> Result<Vec<String>, SandboxError> {
+/// Removes the cache volumes (one per repository and base, see [`transport`]) that no container
+/// references and that were made more than `ttl` ago; returns their names. A live run keeps its
+/// caches referenced by its anchor container for as long as it runs, so none of them is ever
+/// unused here; the engine itself refuses to remove a volume a container references.
+pub async fn gc_caches(sandbox: &DockerSandbox, ttl: Duration) -> Result<Vec<String>, SandboxError> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let options = ListVolumesOptions {
         filters: Some(HashMap::from([
             ("label".to_owned(), vec![format!("{}=1", transport::CACHE_LABEL)]),
@@ -1440,6 +1473,14 @@ pub async fn gc_caches(sandbox: &DockerSandbox) -> Result<Vec<String>, SandboxEr
         .map_err(docker_error("list volumes"))?;
     let mut removed = Vec::new();
     for volume in listed.volumes.unwrap_or_default() {
+        let created = volume
+            .labels
+            .get(labels::CREATED)
+            .and_then(|value| value.parse::<u64>().ok())
+            .unwrap_or(0);
+        if now.saturating_sub(created) < ttl.as_secs() {
+            continue;
+        }
         let options = RemoveVolumeOptions { force: false };
         match sandbox.docker.remove_volume(&volume.name, Some(options)).await {
             Ok(()) => removed.push(volume.name),
@@ -1457,16 +1498,6 @@ pub async fn gc_runner_images(sandbox: &DockerSandbox) -> Result<Vec<String>, Sa
         .await
         .map_err(|e| SandboxError::Backend(e.to_string()))??;
     runner_image::remove_stale(&sandbox.docker, &executable.tag()).await
-}
-
-fn process_alive(pid: i32) -> bool {
-    match rustix::process::Pid::from_raw(pid) {
-        Some(pid) => match rustix::process::test_kill_process(pid) {
-            Ok(()) => true,
-            Err(error) => error != rustix::io::Errno::SRCH,
-        },
-        None => false,
-    }
 }
 
 fn hostname() -> String {

@@ -451,8 +451,8 @@ impl DockerSandbox {
         volume_labels
     }
 
-    /// Labels of the cache volume of `repo`: no run, no pid, so nothing but `bork-ci gc`
-    /// removes it.
+    /// Labels of the cache volume of `repo`: no run and no lease, so only `bork-ci gc` removes
+    /// it, once no container references it (a live run's anchor does) and it is old enough.
     pub(super) fn cache_volume_labels(&self, repo: &Path) -> HashMap<String, String> {
         HashMap::from([
             (labels::MARK.to_owned(), "1".to_owned()),

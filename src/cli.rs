@@ -106,7 +106,16 @@ pub enum Command {
     Review(ReviewArgs),
     /// Run the Verifier pipeline once and print its contract JSON (exit 0 PASS, 1 FAIL, 2 error).
     Verify(VerifyArgs),
-    /// Remove containers and volumes left behind by bork-ci runs that are gone.
+    /// Remove what bork-ci runs left on the engine once their lease ran out.
+    ///
+    /// Every container and volume a run creates carries `bork-ci.lease-until`: its creation
+    /// time plus the run's whole budget (`run-timeout-secs`) and 15 minutes. `gc` (and each run's
+    /// start-up sweep) removes only what is past its lease, never a run's own while it runs,
+    /// never by process ids, host names or paths, so a bork-ci in another PID or mount namespace,
+    /// or on another host sharing the engine, can never remove a live run's work. Cache volumes
+    /// go only when no container references them (a live run holds its own with an idle anchor
+    /// container) and they are older than `--older-than-secs`.
+    #[command(long_about)]
     Gc(GcArgs),
     /// Write `.config/bork.json`, a correctness checker for the repository's toolchain and, with
     /// --ci, the pipeline file; never over an existing file without --force.
@@ -210,12 +219,13 @@ pub struct DoctorArgs {
 pub struct GcArgs {
     #[command(flatten)]
     pub repo: RepoArgs,
-    /// Also remove labelled leftovers older than this many seconds even if their run's process
-    /// still seems alive (default: one day).
+    /// Age past which unreferenced cache volumes, leftovers of older bork-ci versions (without
+    /// a lease) and killed runs' build folders go (default: one day).
     #[arg(long, value_name = "SECS")]
     pub older_than_secs: Option<u64>,
-    /// Keep the cache volumes no container uses (one per repository, made by the `copy`
-    /// transport) and the runner images of older bork-ci executables; by default both go.
+    /// Keep the cache volumes no container references (one per repository and base, made by
+    /// the `copy` transport) and the runner images of older bork-ci executables; by default
+    /// both go once old enough (images: when no container uses them).
     #[arg(long)]
     pub keep_caches: bool,
 }

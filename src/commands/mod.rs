@@ -197,11 +197,12 @@ fn load_config(repo: &Path, args: &RepoArgs, flags: &crate::cli::ConfigFlags) ->
     .context("invalid configuration")
 }
 
-/// How long labelled leftovers of a dead run are kept before `gc` removes them regardless.
+/// The age past which `gc` removes unreferenced caches and leftovers without a lease (made by
+/// an older bork-ci); what has a lease goes when it runs out.
 const GC_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 /// The sandbox of a run: local processes (this process made non-dumpable first), or the
-/// Docker engine with the leftovers of dead runs removed.
+/// Docker engine with what earlier runs left and whose lease ran out removed.
 async fn sandbox_for(resolved: &Resolved, repo: &std::path::Path, run_id: &str) -> Result<Sandbox> {
     match resolved.config.sandbox.kind {
         SandboxKind::None => {

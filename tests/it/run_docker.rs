@@ -394,3 +394,212 @@ fn a_missing_engine_is_one_line_naming_the_fix() {
         "nothing in the repository changed"
     );
 }
+
+/// A repository for one run of the shared-engine test: the loop needs two iterations, a checker
+/// and a verifier step, in the busybox image.
+fn shared_engine_repo() -> Repo {
+    let repo = Repo::new(&[
+        ("specs/app.md", "The app prints DONE.\n"),
+        ("src/app.txt", "nothing yet\n"),
+        ("check.sh", &checker_wanting("src/app.txt", "DONE")),
+    ]);
+    repo.write(
+        ".config/bork.json",
+        &json!({
+            "correctness-checker": "check.sh",
+            "checker-timeout-secs": 120,
+            "verification": {"steps": [{"name": "lists", "command": "ls src"}]},
+            "llm": {"provider": "scripted"},
+            "sandbox": {"kind": "docker", "image": TEST_IMAGE, "pull": "never"}
+        })
+        .to_string(),
+    );
+    std::fs::set_permissions(repo.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    repo
+}
+
+/// How one run of the shared-engine test ended.
+struct Ended {
+    which: usize,
+    transport: &'static str,
+    code: Option<i32>,
+    run_id: String,
+    stderr: String,
+}
+
+/// `bork-ci run` of `repo` over `transport` with the scripted model.
+fn shared_engine_run(which: usize, repo: &Repo, transport: &'static str) -> Ended {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let answers = crate::support::script(
+        scratch.path(),
+        &[
+            json!({"create-or-update": {"src/app.txt": "first try\n"}}),
+            json!({"create-or-update": {"src/app.txt": "DONE\n"}}),
+        ],
+    );
+    let report_path = scratch.path().join("report.json");
+    let output = bork()
+        .args(["run", "--repo"])
+        .arg(repo.path())
+        .arg("--report")
+        .arg(&report_path)
+        .env_remove("BORK_SANDBOX_KIND")
+        .env("BORK_SANDBOX_TRANSPORT", transport)
+        .env("BORK_LLM_SCRIPT", &answers)
+        .env("BORK_SANDBOX_ARTIFACT_DIR", scratch.path().join("artifacts"))
+        .output()
+        .expect("bork-ci runs");
+    Ended {
+        which,
+        transport,
+        code: output.status.code(),
+        run_id: report(&report_path)["run-id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn many_runs_share_one_engine_while_gc_runs_from_another_namespace() {
+    // Eight runs at once on one engine (six repositories, one of them run three times in a row,
+    // both transports), while `bork-ci gc --older-than-secs 0` runs in a loop in another PID and
+    // mount namespace (same host name) where the runs' checkouts and temporary files do not
+    // exist. Every run converges as it would alone; afterwards one gc leaves nothing of them.
+    ensure_test_image();
+    let unshare_works = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount", "--mount-proc", "true"])
+        .status()
+        .is_ok_and(|status| status.success());
+    assert!(
+        unshare_works,
+        "this test needs `unshare` with the right to make PID and mount namespaces (root)"
+    );
+    let transports = transports();
+    // Outside /tmp, which the loop's namespace hides.
+    let stop = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let stop_file = stop.path().join("stop");
+    let gc_log = stop.path().join("gc.log");
+    // The loop hides /tmp (where every run's checkout and artifacts are) behind a fresh tmpfs.
+    let script = format!(
+        "mount -t tmpfs none /tmp || exit 97\nn=0\nwhile [ ! -e '{stop}' ]; do\n  '{bork}' gc --older-than-secs 0 >> '{log}' 2>&1 || echo \"gc failed: $?\" >> '{log}'\n  n=$((n+1))\n  sleep 0.2\ndone\necho \"rounds=$n\" >> '{log}'\n",
+        stop = stop_file.display(),
+        bork = env!("CARGO_BIN_EXE_bork-ci"),
+        log = gc_log.display(),
+    );
+    let mut gc_loop = Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--mount",
+            "--mount-proc",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(std::env::var_os("DOCKER_HOST").map(|host| ("DOCKER_HOST", host)))
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("unshare");
+
+    let repos: Vec<Repo> = (0..6).map(|_| shared_engine_repo()).collect();
+    let outcomes = std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for (index, repo) in repos.iter().enumerate() {
+            let transport = transports[index % transports.len()];
+            let times = if index == 0 { 3 } else { 1 };
+            handles.push(scope.spawn(move || {
+                let mut results = Vec::new();
+                for round in 0..times {
+                    if round > 0 {
+                        repo.git(&["checkout", "--", "src/app.txt"]);
+                        repo.write("src/app.txt", "nothing yet\n");
+                    }
+                    results.push(shared_engine_run(index, repo, transport));
+                }
+                results
+            }));
+        }
+        // Two more runs at once, of the same content in other checkouts.
+        let twins: Vec<Repo> = (0..2).map(|_| shared_engine_repo()).collect();
+        let mut twin_results = Vec::new();
+        std::thread::scope(|inner| {
+            let twin_handles: Vec<_> = twins
+                .iter()
+                .enumerate()
+                .map(|(index, twin)| {
+                    let transport = transports[index % transports.len()];
+                    inner.spawn(move || shared_engine_run(100 + index, twin, transport))
+                })
+                .collect();
+            for handle in twin_handles {
+                twin_results.push(handle.join().expect("a run's thread"));
+            }
+        });
+        let mut all: Vec<Ended> = handles
+            .into_iter()
+            .flat_map(|handle| handle.join().expect("a run's thread"))
+            .collect();
+        all.extend(twin_results);
+        all
+    });
+    std::fs::write(&stop_file, "").expect("stop the gc loop");
+    let status = gc_loop.wait().expect("the gc loop ends");
+    let log = std::fs::read_to_string(&gc_log).unwrap_or_default();
+    assert!(status.success(), "the gc loop: {status:?}\n{log}");
+    let rounds: u64 = log
+        .lines()
+        .find_map(|line| line.strip_prefix("rounds="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(rounds >= 3, "gc ran in a loop while the runs ran: {log}");
+    assert!(!log.contains("gc failed"), "{log}");
+
+    assert_eq!(outcomes.len(), 10, "ten runs");
+    let mut run_ids = Vec::new();
+    for ended in &outcomes {
+        assert_eq!(
+            ended.code,
+            Some(0),
+            "run {} over {}: {}",
+            ended.which,
+            ended.transport,
+            ended.stderr
+        );
+        assert!(!ended.run_id.is_empty());
+        run_ids.push(ended.run_id.clone());
+    }
+    // The gc loop removed nothing of a live run: each converged in two iterations with its
+    // containers; and now one gc leaves nothing of any of them, caches included.
+    let gc = bork()
+        .args(["gc", "--older-than-secs", "0"])
+        .env_remove("BORK_SANDBOX_KIND")
+        .output()
+        .expect("gc");
+    assert!(gc.status.success(), "{}", String::from_utf8_lossy(&gc.stderr));
+    for run_id in &run_ids {
+        let label = format!("bork-ci.run={run_id}");
+        assert!(
+            containers_with(&label).is_empty(),
+            "a container of run {run_id} is left"
+        );
+        assert!(
+            crate::sandbox::volumes_with(&label).is_empty(),
+            "a volume of run {run_id} is left"
+        );
+    }
+    for repo in &repos {
+        let canonical = std::fs::canonicalize(repo.path()).expect("canonical");
+        let caches = crate::sandbox::volumes_with(&format!("bork-ci.repo={}", canonical.display()));
+        assert!(
+            caches.is_empty(),
+            "the cache of {} is left: {caches:?}",
+            canonical.display()
+        );
+    }
+}

@@ -135,8 +135,8 @@ fn boundary_crates_have_one_importer_each() {
         ("bollard", "sandbox/docker"),
         ("octocrab", "github/"),
         ("aws_sigv4", "llm/bedrock"),
-        ("aws_config", "llm/aws_credentials"),
-        ("google_cloud_auth", "llm/google"),
+        ("aws_config::", "llm/aws_credentials"),
+        ("google_cloud_auth::", "llm/google"),
     ] {
         let outside: Vec<String> = files_naming(needle)
             .into_iter()

@@ -202,6 +202,21 @@ pub fn containers_with(label: &str) -> Vec<String> {
         .collect()
 }
 
+/// The containers of run `run_id` other than its idle anchor (which holds the run's cache volume
+/// and runner image until the run's cleanup).
+pub fn job_containers_of(run_id: &str) -> Vec<String> {
+    let output = Command::new("docker")
+        .args(["ps", "-a", "--format", "{{.ID}} {{.Names}}", "--filter"])
+        .arg(format!("label=bork-ci.run={run_id}"))
+        .output()
+        .expect("docker ps runs");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| !line.contains("bork-ci-anchor-"))
+        .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
+        .collect()
+}
+
 /// Running containers carrying `label`.
 pub fn running_with(label: &str) -> Vec<String> {
     let output = Command::new("docker")
@@ -293,7 +308,7 @@ async fn repo_is_read_only_and_artifacts_are_writable_over(transport: Transport)
     if transport == Transport::Bind {
         assert!(sandbox.shared().build.join("xdg/c.txt").is_file());
     }
-    assert!(containers_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+    assert!(job_containers_of(sandbox.run_id()).is_empty());
     sandbox.cleanup_all().await.expect("cleanup");
     assert!(volumes_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
     drop_cache(repo.path());
@@ -398,7 +413,7 @@ async fn timeout_over(artifacts: &Path, repo: &tempfile::TempDir, transport: Tra
         started.elapsed()
     );
     assert_eq!(text(&out.stdout), "started\n");
-    assert!(containers_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+    assert!(job_containers_of(sandbox.run_id()).is_empty());
     sandbox.cleanup_all().await.expect("cleanup");
     drop_cache(repo.path());
 }
@@ -428,7 +443,7 @@ async fn fork_bomb_is_bounded_by_the_pids_limit() {
         .and_then(|n| n.trim().parse().ok())
         .expect("the shell reports");
     assert!(running <= 32, "{running} processes");
-    assert!(containers_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+    assert!(job_containers_of(sandbox.run_id()).is_empty());
 }
 
 #[tokio::test]
@@ -925,7 +940,7 @@ async fn auto_binds_only_where_the_engine_sees_this_hosts_paths() {
     assert_eq!(sandbox.chosen_transport(), None);
     assert_eq!(sandbox.transport(repo.path(), TEST_IMAGE).await, expected);
     assert_eq!(sandbox.chosen_transport(), Some(expected));
-    assert!(containers_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+    assert!(job_containers_of(sandbox.run_id()).is_empty());
     assert!(
         std::fs::read_dir(artifacts.path())
             .expect("artifact root")

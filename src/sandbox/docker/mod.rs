@@ -69,8 +69,10 @@ pub mod labels {
     /// (`run-timeout-secs`) plus a grace, set when the object is created. Any bork-ci, on any
     /// host or in any namespace, judges ownership from this label alone (see [`super::gc`]).
     pub const LEASE: &str = "bork-ci.lease-until";
-    /// The host that created the object: for people reading `docker ps`, never for decisions.
+    /// The host and the process that created the object: for people reading `docker ps`, never
+    /// for decisions (another namespace sees other pids and paths).
     pub const HOST: &str = "bork-ci.host";
+    pub const PID: &str = "bork-ci.pid";
 }
 
 /// When to pull the image (`sandbox.pull`).
@@ -939,6 +941,7 @@ impl DockerSandbox {
             (labels::CREATED.to_owned(), created.to_string()),
             (labels::LEASE.to_owned(), self.lease_until().to_string()),
             (labels::HOST.to_owned(), self.host_label.clone()),
+            (labels::PID.to_owned(), std::process::id().to_string()),
         ])
     }
 

@@ -395,14 +395,19 @@ fn a_missing_engine_is_one_line_naming_the_fix() {
     );
 }
 
-/// A repository for one run of the shared-engine test: the loop needs two iterations, a checker
-/// and a verifier step, in the busybox image.
-fn shared_engine_repo() -> Repo {
-    let repo = Repo::new(&[
+/// A repository for one run of the shared-engine test, in `root`: the loop needs two
+/// iterations, a checker and a verifier step, in the busybox image.
+fn shared_engine_repo(root: &std::path::Path) -> Repo {
+    let repo = Repo::at(tempfile::tempdir_in(root).expect("tempdir"));
+    repo.git(&["init", "-q", "-b", "main"]);
+    for (path, contents) in [
         ("specs/app.md", "The app prints DONE.\n"),
         ("src/app.txt", "nothing yet\n"),
-        ("check.sh", &checker_wanting("src/app.txt", "DONE")),
-    ]);
+        ("check.sh", checker_wanting("src/app.txt", "DONE").as_str()),
+    ] {
+        repo.write(path, contents);
+    }
+    repo.commit("initial");
     repo.write(
         ".config/bork.json",
         &json!({
@@ -427,9 +432,9 @@ struct Ended {
     stderr: String,
 }
 
-/// `bork-ci run` of `repo` over `transport` with the scripted model.
-fn shared_engine_run(which: usize, repo: &Repo, transport: &'static str) -> Ended {
-    let scratch = tempfile::tempdir().expect("tempdir");
+/// `bork-ci run` of `repo` over `transport` with the scripted model; its scratch files in `root`.
+fn shared_engine_run(root: &std::path::Path, which: usize, repo: &Repo, transport: &'static str) -> Ended {
+    let scratch = tempfile::tempdir_in(root).expect("tempdir");
     let answers = crate::support::script(
         scratch.path(),
         &[
@@ -477,13 +482,16 @@ fn many_runs_share_one_engine_while_gc_runs_from_another_namespace() {
         "this test needs `unshare` with the right to make PID and mount namespaces (root)"
     );
     let transports = transports();
-    // Outside /tmp, which the loop's namespace hides.
-    let stop = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    // The runs' checkouts and scratch files live under one folder, which the loop's mount
+    // namespace hides behind an empty tmpfs; the loop's own files are elsewhere. The loop also
+    // ends by itself after 3,000 rounds, whatever it can see.
+    let runs_root = tempfile::tempdir().expect("tempdir");
+    let stop = tempfile::tempdir().expect("tempdir");
     let stop_file = stop.path().join("stop");
     let gc_log = stop.path().join("gc.log");
-    // The loop hides /tmp (where every run's checkout and artifacts are) behind a fresh tmpfs.
     let script = format!(
-        "mount -t tmpfs none /tmp || exit 97\nn=0\nwhile [ ! -e '{stop}' ]; do\n  '{bork}' gc --older-than-secs 0 >> '{log}' 2>&1 || echo \"gc failed: $?\" >> '{log}'\n  n=$((n+1))\n  sleep 0.2\ndone\necho \"rounds=$n\" >> '{log}'\n",
+        "mount -t tmpfs none '{runs}' || exit 97\n[ -z \"$(ls -A '{runs}')\" ] || exit 98\nn=0\nwhile [ ! -e '{stop}' ] && [ \"$n\" -lt 3000 ]; do\n  '{bork}' gc --older-than-secs 0 >> '{log}' 2>&1 || echo \"gc failed: $?\" >> '{log}'\n  n=$((n+1))\n  sleep 0.2\ndone\necho \"rounds=$n\" >> '{log}'\n",
+        runs = runs_root.path().display(),
         stop = stop_file.display(),
         bork = env!("CARGO_BIN_EXE_bork-ci"),
         log = gc_log.display(),
@@ -507,7 +515,8 @@ fn many_runs_share_one_engine_while_gc_runs_from_another_namespace() {
         .spawn()
         .expect("unshare");
 
-    let repos: Vec<Repo> = (0..6).map(|_| shared_engine_repo()).collect();
+    let runs = runs_root.path();
+    let repos: Vec<Repo> = (0..6).map(|_| shared_engine_repo(runs)).collect();
     let outcomes = std::thread::scope(|scope| {
         let mut handles = Vec::new();
         for (index, repo) in repos.iter().enumerate() {
@@ -520,13 +529,13 @@ fn many_runs_share_one_engine_while_gc_runs_from_another_namespace() {
                         repo.git(&["checkout", "--", "src/app.txt"]);
                         repo.write("src/app.txt", "nothing yet\n");
                     }
-                    results.push(shared_engine_run(index, repo, transport));
+                    results.push(shared_engine_run(runs, index, repo, transport));
                 }
                 results
             }));
         }
         // Two more runs at once, of the same content in other checkouts.
-        let twins: Vec<Repo> = (0..2).map(|_| shared_engine_repo()).collect();
+        let twins: Vec<Repo> = (0..2).map(|_| shared_engine_repo(runs)).collect();
         let mut twin_results = Vec::new();
         std::thread::scope(|inner| {
             let twin_handles: Vec<_> = twins
@@ -534,7 +543,7 @@ fn many_runs_share_one_engine_while_gc_runs_from_another_namespace() {
                 .enumerate()
                 .map(|(index, twin)| {
                     let transport = transports[index % transports.len()];
-                    inner.spawn(move || shared_engine_run(100 + index, twin, transport))
+                    inner.spawn(move || shared_engine_run(runs, 100 + index, twin, transport))
                 })
                 .collect();
             for handle in twin_handles {

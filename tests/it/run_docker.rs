@@ -472,15 +472,19 @@ fn many_runs_share_one_engine_while_gc_runs_from_another_namespace() {
     // both transports), while `bork-ci gc --older-than-secs 0` runs in a loop in another PID and
     // mount namespace (same host name) where the runs' checkouts and temporary files do not
     // exist. Every run converges as it would alone; afterwards one gc leaves nothing of them.
-    ensure_test_image();
+    // It runs on the host's engine, where `.ci/run` runs it as root; the engines matrix
+    // (another engine through BORK_TEST_DOCKER_HOST, or the tests in an unprivileged container)
+    // runs the rest of this file and skips it, saying so.
     let unshare_works = Command::new("unshare")
         .args(["--pid", "--fork", "--mount", "--mount-proc", "true"])
+        .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|status| status.success());
-    assert!(
-        unshare_works,
-        "this test needs `unshare` with the right to make PID and mount namespaces (root)"
-    );
+    if std::env::var_os("BORK_TEST_DOCKER_HOST").is_some_and(|host| !host.is_empty()) || !unshare_works {
+        eprintln!("skipped: needs the host's engine and the right to make PID and mount namespaces");
+        return;
+    }
+    ensure_test_image();
     let transports = transports();
     // The runs' checkouts and scratch files live under one folder, which the loop's mount
     // namespace hides behind an empty tmpfs; the loop's own files are elsewhere. The loop also

@@ -1,23 +1,21 @@
 //! The edit step's image when `sandbox.runner-image` is not set: built by bork-ci itself, through
 //! the Engine API, from its own executable. No registry, no Dockerfile on disk, no script.
 //!
-//! The image is one layer imported through the Engine API (`POST /images/create?fromSrc=-`): a
-//! root filesystem, as a tar held in memory, with the executable at `/usr/local/bin/bork-ci`,
-//! `/tmp`, `/repo` and `/state`. A statically linked bork-ci (the release build) needs nothing
-//! else. A dynamically linked one (a development build) also gets its ELF interpreter and the
-//! shared libraries `ldd` lists, at the paths the executable names them; when they cannot be
-//! found the import stops with an error that says so. The layer is byte for byte the same for
-//! the same executable, so its digest is known before the engine is asked: an image is used
-//! (by id) only when it holds exactly that layer and bork-ci's configuration (see [`ensure`]).
-//! The image is tagged `bork-ci-runner:<first 16 hex digits of the executable's sha256>` and
-//! labelled. This module does not run containers.
+//! The build context is a tar held in memory: a `Dockerfile` (`FROM scratch`, one `COPY`) and a
+//! root filesystem with the executable at `/usr/local/bin/bork-ci`, `/tmp`, `/repo` and
+//! `/state`. A statically linked bork-ci (the release build) needs nothing else. A dynamically
+//! linked one (a development build) also gets its ELF interpreter and the shared libraries
+//! `ldd` lists, at the paths the executable names them; when they cannot be found the build
+//! stops with an error that says so. The image is tagged
+//! `bork-ci-runner:<first 16 hex digits of the executable's sha256>`, labelled, and reused by
+//! every later run of the same executable. This module does not run containers.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bollard::Docker;
-use bollard::query_parameters::{CreateImageOptions, ListImagesOptions, RemoveImageOptions};
+use bollard::query_parameters::{BuildImageOptions, ListImagesOptions, RemoveImageOptions};
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
@@ -172,9 +170,8 @@ fn libraries(executable: &Path) -> Result<Vec<String>, String> {
     parse_ldd(&String::from_utf8_lossy(&output.stdout))
 }
 
-/// The image's one layer: the root filesystem as a tar in memory, byte for byte the same for
-/// the same executable (and libraries): sorted, owned by root, dated 0.
-pub fn layer(executable: &Executable) -> Result<Vec<u8>, SandboxError> {
+/// The build context: `Dockerfile` and `rootfs/`, as one tar in memory.
+pub fn context(executable: &Executable) -> Result<Vec<u8>, SandboxError> {
     let failed = |reason: String| SandboxError::RunnerImage {
         image: executable.tag(),
         reason,
@@ -200,6 +197,9 @@ pub fn layer(executable: &Executable) -> Result<Vec<u8>, SandboxError> {
             files.insert(library, (bytes, 0o755));
         }
     }
+    let dockerfile = format!(
+        "FROM scratch\nCOPY rootfs/ /\nENV PATH={BIN_DIR} HOME=/tmp\nWORKDIR /repo\nCMD [\"bork-ci\", \"--version\"]\n"
+    );
     let mut builder = tar::Builder::new(Vec::new());
     let mut add = |path: &str, bytes: &[u8], mode: u32, kind: tar::EntryType| -> std::io::Result<()> {
         let mut header = tar::Header::new_gnu();
@@ -212,79 +212,59 @@ pub fn layer(executable: &Executable) -> Result<Vec<u8>, SandboxError> {
         builder.append_data(&mut header, path, bytes)
     };
     let result = (|| -> std::io::Result<()> {
-        for dir in ["tmp", "repo", "state"] {
-            let mode = if dir == "tmp" { 0o1777 } else { 0o755 };
+        add(
+            "Dockerfile",
+            dockerfile.as_bytes(),
+            0o644,
+            tar::EntryType::Regular,
+        )?;
+        for dir in ["rootfs/tmp", "rootfs/repo", "rootfs/state"] {
+            let mode = if dir == "rootfs/tmp" { 0o1777 } else { 0o755 };
             add(dir, &[], mode, tar::EntryType::Directory)?;
         }
         let mut dirs: Vec<String> = Vec::new();
         for (path, (bytes, mode)) in &files {
-            let mut parent = String::new();
+            let mut parent = String::from("rootfs");
             for component in Path::new(path)
                 .parent()
                 .into_iter()
                 .flat_map(Path::components)
                 .skip(1)
             {
-                if !parent.is_empty() {
-                    parent.push('/');
-                }
+                parent.push('/');
                 parent.push_str(&component.as_os_str().to_string_lossy());
                 if !dirs.contains(&parent) {
                     add(&parent, &[], 0o755, tar::EntryType::Directory)?;
                     dirs.push(parent.clone());
                 }
             }
-            add(
-                path.trim_start_matches('/'),
-                bytes,
-                *mode,
-                tar::EntryType::Regular,
-            )?;
+            add(&format!("rootfs{path}"), bytes, *mode, tar::EntryType::Regular)?;
         }
         Ok(())
     })();
-    result.map_err(|error| failed(format!("writing the image's layer: {error}")))?;
+    result.map_err(|error| failed(format!("writing the build context: {error}")))?;
     builder
         .into_inner()
-        .map_err(|error| failed(format!("writing the image's layer: {error}")))
+        .map_err(|error| failed(format!("writing the build context: {error}")))
 }
 
-/// The configuration the runner image is imported with, and that a reused one must have.
-const ENV: [&str; 2] = ["PATH=/usr/local/bin", "HOME=/tmp"];
-const WORKDIR: &str = "/repo";
-const CMD: [&str; 2] = ["bork-ci", "--version"];
-
-/// The runner image a run uses: its tag (for people) and its id (what containers are created
-/// from, so that a tag moved after the check changes nothing).
+/// The runner image a run uses: its tag, and the name containers are created from.
 #[derive(Debug, Clone)]
 pub struct RunnerImage {
     pub tag: String,
     pub id: String,
 }
 
-/// Makes sure the runner image of this executable exists and holds exactly what bork-ci would
-/// import: one layer whose digest is the sha256 of [`layer`] (the engine names an imported
-/// layer by the digest of the tar it was given), and the configuration above. An image under
-/// the tag that does not (a co-tenant of a shared engine can tag anything) is never used: the
-/// layer is imported again and the tag moved to it. Importing one layer through the Engine API
-/// (`POST /images/create?fromSrc=-`) costs a fraction of a second, so no lock is taken: two runs
-/// importing at once import the same content.
+/// Makes sure the runner image of this executable exists, building it when it does not.
 pub async fn ensure(docker: &Docker, executable: &Executable) -> Result<RunnerImage, SandboxError> {
+    let tag = ensure_tag(docker, executable).await?;
+    Ok(RunnerImage { id: tag.clone(), tag })
+}
+
+async fn ensure_tag(docker: &Docker, executable: &Executable) -> Result<String, SandboxError> {
     let tag = executable.tag();
-    let layer = {
-        let bytes = executable.bytes.clone();
-        let sha256 = executable.sha256.clone();
-        let path = executable.path.clone();
-        crate::blocking::run(move || layer(&Executable { bytes, sha256, path }))?
-    };
-    let digest = format!("sha256:{}", hex::encode(Sha256::digest(&layer)));
     match docker.inspect_image(&tag).await {
-        Ok(image) => match checked(&image, &digest) {
-            Ok(id) => return Ok(RunnerImage { tag, id }),
-            Err(problem) => tracing::warn!(
-                "the image tagged {tag} is not the one bork-ci imports ({problem}); importing it again"
-            ),
-        },
+        Ok(_) => return Ok(tag),
         Err(error) if is_not_found(&error) => {}
         Err(error) => {
             return Err(SandboxError::Docker {
@@ -293,130 +273,82 @@ pub async fn ensure(docker: &Docker, executable: &Executable) -> Result<RunnerIm
             });
         }
     }
-    let id = import(docker, executable, &tag, layer).await?;
-    let image = docker
-        .inspect_image(&id)
-        .await
-        .map_err(|error| SandboxError::RunnerImage {
-            image: tag.clone(),
-            reason: format!("inspecting the image just imported: {error}"),
-        })?;
-    let id = checked(&image, &digest).map_err(|problem| SandboxError::RunnerImage {
-        image: tag.clone(),
-        reason: format!(
-            "the engine's image {id} is not what bork-ci imported ({problem}); refusing to give it the key"
-        ),
-    })?;
-    Ok(RunnerImage { tag, id })
+    // Runs on one host build one image at a time: the second finds the first's.
+    let lock = tokio::task::spawn_blocking({
+        let sha = executable.sha256.clone();
+        move || build_lock(&sha)
+    })
+    .await
+    .map_err(|e| SandboxError::Backend(e.to_string()))?;
+    if docker.inspect_image(&tag).await.is_ok() {
+        return Ok(tag);
+    }
+    let built = build(docker, executable, &tag).await;
+    drop(lock);
+    built
 }
 
-/// The image's id when it is exactly the runner image: the one layer `digest`, the
-/// configuration bork-ci imports, nothing that runs first or changes where requests go.
-pub fn checked(image: &bollard::models::ImageInspect, digest: &str) -> Result<String, String> {
-    let layers = image
-        .root_fs
-        .as_ref()
-        .and_then(|root| root.layers.clone())
-        .unwrap_or_default();
-    if layers != [digest] {
-        return Err(format!("its layers are {layers:?}, not [{digest}]"));
-    }
-    let config = image.config.clone().unwrap_or_default();
-    let env = config.env.unwrap_or_default();
-    if env != ENV {
-        return Err(format!("its environment is {env:?}"));
-    }
-    if config.entrypoint.is_some_and(|entrypoint| !entrypoint.is_empty()) {
-        return Err("it has an entrypoint".into());
-    }
-    if config.user.is_some_and(|user| !user.is_empty()) {
-        return Err("it names a user".into());
-    }
-    if config.working_dir.as_deref() != Some(WORKDIR) {
-        return Err(format!("its working folder is {:?}", config.working_dir));
-    }
-    if config.cmd.unwrap_or_default() != CMD {
-        return Err("its command differs".into());
-    }
-    if config.volumes.is_some_and(|volumes| !volumes.is_empty())
-        || config.on_build.is_some_and(|on_build| !on_build.is_empty())
-        || config.shell.is_some_and(|shell| !shell.is_empty())
-        || config.healthcheck.is_some()
-    {
-        return Err("it declares volumes, ONBUILD steps, a shell or a health check".into());
-    }
-    image
-        .id
-        .clone()
-        .filter(|id| id.starts_with("sha256:"))
-        .ok_or_else(|| "the engine gave no image id".to_owned())
+/// An exclusive lock on `$TMPDIR/bork-ci-runner-<sha>.lock` (none when it cannot be had: the
+/// build then just runs).
+fn build_lock(sha: &str) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = std::env::temp_dir().join(format!("bork-ci-runner-{}.lock", &sha[..16]));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32)
+        .open(path)
+        .ok()?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).ok()?;
+    Some(file)
 }
 
-/// Imports `layer` as the image `tag` with the runner's configuration; returns the image id the
-/// engine reports.
-async fn import(
-    docker: &Docker,
-    executable: &Executable,
-    tag: &str,
-    layer: Vec<u8>,
-) -> Result<String, SandboxError> {
+async fn build(docker: &Docker, executable: &Executable, tag: &str) -> Result<String, SandboxError> {
+    let tag = tag.to_owned();
+    let context = context(executable)?;
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let (repo, version) = tag.split_once(':').unwrap_or((tag, "latest"));
-    let mut changes = vec![
-        format!("ENV {}", ENV.join(" ")),
-        format!("WORKDIR {WORKDIR}"),
-        format!("CMD {}", serde_json::json!(CMD)),
-    ];
-    for (key, value) in [
-        (labels::MARK, "1".to_owned()),
-        (RUNNER_LABEL, "1".to_owned()),
-        (BINARY_LABEL, executable.sha256.clone()),
-        (labels::CREATED, created.to_string()),
-    ] {
-        changes.push(format!("LABEL {key}={value}"));
-    }
-    let options = CreateImageOptions {
-        from_src: Some("-".to_owned()),
-        repo: Some(repo.to_owned()),
-        tag: Some(version.to_owned()),
-        changes,
+    let options = BuildImageOptions {
+        t: Some(tag.clone()),
+        rm: true,
+        forcerm: true,
+        labels: Some(HashMap::from([
+            (labels::MARK.to_owned(), "1".to_owned()),
+            (RUNNER_LABEL.to_owned(), "1".to_owned()),
+            (BINARY_LABEL.to_owned(), executable.sha256.clone()),
+            (labels::CREATED.to_owned(), created.to_string()),
+        ])),
         ..Default::default()
     };
     tracing::info!(
-        "importing the edit step's image {tag} from {}",
+        "building the edit step's image {tag} from {}",
         executable.path.display()
     );
+    let mut progress = docker.build_image(options, None, Some(bollard::body_full(context.into())));
     let failed = |reason: String| SandboxError::RunnerImage {
-        image: tag.to_owned(),
+        image: tag.clone(),
         reason,
     };
-    let mut progress = docker.create_image(Some(options), Some(bollard::body_full(layer.into())), None);
-    let mut id = None;
     while let Some(item) = progress.next().await {
         match item {
             Ok(info) => {
                 if let Some(message) = info.error_detail.and_then(|detail| detail.message) {
                     return Err(failed(message));
                 }
-                if let Some(status) = info.status.filter(|status| status.starts_with("sha256:")) {
-                    id = Some(status.trim().to_owned());
+                if let Some(stream) = info.stream.filter(|s| !s.trim().is_empty()) {
+                    tracing::debug!("image build: {}", stream.trim());
                 }
             }
             Err(error) => return Err(failed(error.to_string())),
         }
     }
-    match id {
-        Some(id) => Ok(id),
-        // Engines that do not report the id: the tag, inspected and checked by the caller.
-        None => docker
-            .inspect_image(tag)
-            .await
-            .ok()
-            .and_then(|image| image.id)
-            .ok_or_else(|| failed("the engine reported no error, but no image either".into())),
+    match docker.inspect_image(&tag).await {
+        Ok(_) => Ok(tag),
+        Err(error) => Err(failed(format!("the engine reported no error, but: {error}"))),
     }
 }
 

@@ -102,7 +102,7 @@ impl Chain {
             .await
             .map_err(|error| match error {
                 CredentialsError::CredentialsNotLoaded(_) => "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile (AWS_PROFILE, with keys, SSO or credential_process), AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN, or run where ECS, EKS or EC2 provide them".to_owned(),
-                other => format!("getting AWS credentials: {}", error_chain(&other)),
+                other => format!("getting AWS credentials: {}", super::error_chain(&other)),
             })
     }
 }
@@ -119,21 +119,6 @@ pub(super) fn check_profile_file(file: &std::path::Path) -> Result<(), String> {
             .map(drop)
             .map_err(|error| format!("reading the AWS shared file {}: {error}", file.display())),
     }
-}
-
-/// An error and its sources, each once.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let shown = cause.to_string();
-        if !text.contains(&shown) {
-            text.push_str(": ");
-            text.push_str(&shown);
-        }
-        source = cause.source();
-    }
-    crate::untrusted::excerpt(&text, 600)
 }
 
 /// `AssumeRoleWithWebIdentity` with a token read through `safe_fs`.

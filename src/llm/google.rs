@@ -172,7 +172,7 @@ impl TokenSource {
                 attempts: 1,
                 message: self.scrub(&format!(
                     "getting an access token for {path} (GOOGLE_APPLICATION_CREDENTIALS): {}",
-                    error_chain(&error)
+                    super::error_chain(&error)
                 )),
             })?;
         let token = SecretString::from(token.token);
@@ -210,19 +210,4 @@ fn check_subject_token(path: &str, file: &std::path::Path) -> Result<(), LlmErro
                 file.display()
             ))
         })
-}
-
-/// An error and its sources, each once.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let shown = cause.to_string();
-        if !text.contains(&shown) {
-            text.push_str(": ");
-            text.push_str(&shown);
-        }
-        source = cause.source();
-    }
-    crate::untrusted::excerpt(&text, 600)
 }

@@ -746,6 +746,21 @@ pub fn cost(usage: &Usage, prices: &Prices) -> f64 {
         + per_token(usage.output_tokens, prices.output_per_mtok)
 }
 
+/// An error and its sources, each once (the credential crates nest their causes).
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let shown = cause.to_string();
+        if !text.contains(&shown) {
+            text.push_str(": ");
+            text.push_str(&shown);
+        }
+        source = cause.source();
+    }
+    crate::untrusted::excerpt(&text, 600)
+}
+
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {

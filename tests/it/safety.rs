@@ -567,25 +567,11 @@ fn secrets_never_reach_the_model_the_report_or_the_checker() {
 
 /// A model of the Actions runner's log parser: the commands it would act on in `log`.
 fn commands_seen(log: &str) -> Vec<String> {
-    let mut stopped: Option<String> = None;
-    let mut seen = Vec::new();
-    for line in log.split('\n') {
-        let trimmed = line.trim_start();
-        if let Some(token) = &stopped {
-            if trimmed == format!("::{token}::") {
-                stopped = None;
-            }
-            continue;
-        }
-        if let Some(token) = trimmed.strip_prefix("::stop-commands::") {
-            stopped = Some(token.trim_end_matches('\r').to_owned());
-            continue;
-        }
-        if trimmed.starts_with("::") || line.contains("##[") {
-            seen.push(trimmed.to_owned());
-        }
-    }
-    seen
+    lines_outside_blocks(log)
+        .into_iter()
+        .filter(|line| line.trim_start().starts_with("::") || line.contains("##["))
+        .map(|line| line.trim_start().to_owned())
+        .collect()
 }
 
 #[test]

@@ -739,11 +739,12 @@ async fn gc_reaps_a_killed_runs_leftovers_once_their_lease_ends() {
     assert_eq!(wait_for_container(&killed_label).len(), 1);
     child.kill().expect("SIGKILL");
     let _ = child.wait();
-    assert_eq!(containers_with(&killed_label).len(), 1, "kill -9 leaves it");
+    // Over `copy` the run also has its idle anchor; both must outlive a kill -9 until the lease ends.
+    assert_eq!(job_containers_of(&killed_run).len(), 1, "kill -9 leaves it");
     // Within its lease nothing removes it, whatever the process table says.
     let early = sandbox(artifacts.path(), "early-reaper").await;
     docker::gc(&early, Duration::from_secs(0)).await.expect("gc runs");
-    assert_eq!(containers_with(&killed_label).len(), 1, "its lease still runs");
+    assert_eq!(job_containers_of(&killed_run).len(), 1, "its lease still runs");
     tokio::time::sleep(CHILD_LEASE + Duration::from_secs(2)).await;
 
     // An unlabelled container and a live run's container must survive.
@@ -754,7 +755,8 @@ async fn gc_reaps_a_killed_runs_leftovers_once_their_lease_ends() {
     let unlabelled = text(&unlabelled.stdout).trim().to_owned();
     assert!(!unlabelled.is_empty());
     let live = sandbox_over(artifacts.path(), "live", any_transport()).await;
-    let live_label = format!("bork-ci.run={}", live.run_id());
+    let live_run = live.run_id().to_owned();
+    let live_label = format!("bork-ci.run={live_run}");
     let repo = repo();
     let live_task = {
         let repo = repo.path().to_owned();
@@ -773,7 +775,7 @@ async fn gc_reaps_a_killed_runs_leftovers_once_their_lease_ends() {
         .expect("gc runs");
     assert!(containers_with(&killed_label).is_empty(), "leftover reaped");
     assert!(!report.containers.is_empty());
-    assert_eq!(containers_with(&live_label).len(), 1, "live run untouched");
+    assert_eq!(job_containers_of(&live_run).len(), 1, "live run untouched");
     let still_there = Command::new("docker")
         .args(["inspect", "-f", "{{.Id}}", &unlabelled])
         .output()

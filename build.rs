@@ -1,4 +1,7 @@
-#![allow(clippy::disallowed_methods)] // a build script reads cargo's variables and asks git for the commit
+#![expect(
+    clippy::disallowed_methods,
+    reason = "a build script reads cargo's variables and asks git for the commit"
+)]
 //! Build information for `bork-ci --version`: the commit and its date, when the crate is built
 //! from its own git checkout. A build from a published package (no `.git` of its own) gets
 //! neither, and `--version` prints the version alone.

@@ -6,7 +6,10 @@
 //! `BORK_BENCH_FILES` sets the number of files (default 30000), `BORK_BENCH_ROUNDS` the rounds
 //! (default 7), `BORK_BENCH_REPO` packs an existing repository instead of a generated one (and
 //! generates one there first when the path does not exist, so several runs can share a tree).
-#![allow(clippy::disallowed_methods)] // benchmarks lay out fixtures and run tools directly
+#![expect(
+    clippy::disallowed_methods,
+    reason = "benchmarks lay out fixtures and run tools directly"
+)]
 #![expect(clippy::unwrap_used, reason = "a benchmark aborts on any setup failure")]
 #![expect(clippy::print_stdout, reason = "a benchmark prints its table")]
 

@@ -2,7 +2,10 @@
 //! same image and command, side by side in one run (several rounds, medians and their ratio);
 //! then two checker runs of a command that fills the build cache, to show the second one reuses
 //! it. Needs the engine and `ci/build-images.sh busybox`. Run: `cargo bench --bench sandbox`.
-#![allow(clippy::disallowed_methods)] // benchmarks lay out fixtures and run tools directly
+#![expect(
+    clippy::disallowed_methods,
+    reason = "benchmarks lay out fixtures and run tools directly"
+)]
 
 use std::path::Path;
 use std::process::Command;

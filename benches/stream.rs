@@ -12,7 +12,10 @@
 //! `BORK_BENCH_ANSWER_BYTES` sets the answer size (default 1048576), `BORK_BENCH_TOKEN_BYTES`
 //! the bytes per streamed token (default 4, about what the vendors' tokenizers average on code),
 //! `BORK_BENCH_ROUNDS` the rounds (default 7).
-#![allow(clippy::disallowed_methods)] // benchmarks read their settings directly
+#![expect(
+    clippy::disallowed_methods,
+    reason = "benchmarks read their settings directly"
+)]
 #![expect(clippy::unwrap_used, reason = "a benchmark aborts on any setup failure")]
 #![expect(clippy::print_stdout, reason = "a benchmark prints its table")]
 

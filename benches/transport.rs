@@ -4,7 +4,10 @@
 //! step changes a few: `copy` then sends only that. Its first iteration in a run (the whole
 //! tree into a new volume) is measured apart, with a new sandbox each round. Needs the engine
 //! and `ci/build-images.sh busybox`. Run: `cargo bench --bench transport`.
-#![allow(clippy::disallowed_methods)] // benchmarks lay out fixtures and run tools directly
+#![expect(
+    clippy::disallowed_methods,
+    reason = "benchmarks lay out fixtures and run tools directly"
+)]
 
 use std::path::Path;
 use std::process::Command;

@@ -211,7 +211,6 @@ pub fn likely_fix(outcome: Option<Outcome>, stderr_tail: &str, image: Option<&st
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -460,7 +460,6 @@ fn dollars(text: &str) -> Result<f64, String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
     use clap::CommandFactory;

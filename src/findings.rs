@@ -212,7 +212,6 @@ fn replace_undecodable_strings(bytes: &[u8], marker: &str) -> Option<Vec<u8>> {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

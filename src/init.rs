@@ -221,7 +221,7 @@ exit 1
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
+#[expect(clippy::disallowed_methods, reason = "tests lay out their fixtures directly")]
 mod tests {
     use super::*;
 

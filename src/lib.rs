@@ -16,6 +16,7 @@ pub mod edit;
 pub mod edit_step;
 pub mod exit;
 pub mod findings;
+pub mod git;
 pub mod github;
 pub mod init;
 pub mod llm;

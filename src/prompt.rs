@@ -265,7 +265,6 @@ pub fn answer_schema() -> serde_json::Value {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

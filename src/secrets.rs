@@ -340,7 +340,6 @@ impl<W: std::io::Write> std::io::Write for Redacting<W> {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

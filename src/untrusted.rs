@@ -287,7 +287,6 @@ pub fn relay(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

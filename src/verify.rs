@@ -86,7 +86,10 @@ impl VerifyOptions {
 }
 
 /// `AGENT_ARTIFACT_DIR` when set, else `~/.agent-artifacts/` (for the config layer's default).
-#[allow(clippy::disallowed_methods)] // the artifact root's documented variables
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the artifact root's documented variables"
+)]
 pub fn default_artifact_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("AGENT_ARTIFACT_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
@@ -418,23 +421,10 @@ fn tail_lines(text: &str, lines: usize) -> String {
     all.get(start..).unwrap_or_default().join("\n")
 }
 
-#[allow(clippy::disallowed_methods)] // a git runner: the verifier's manifest
+/// The commit checked out in `repo` (`git rev-parse HEAD`), or empty when there is none.
 pub(crate) fn commit_sha(repo: &Path) -> String {
-    crate::blocking::run(|| commit_sha_now(repo))
-}
-
-#[allow(clippy::disallowed_methods)] // a git runner: the verifier's manifest
-fn commit_sha_now(repo: &Path) -> String {
-    std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["-c", "safe.directory=*", "rev-parse", "HEAD"])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|output| output.status.success())
-        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    crate::git::run(repo, &["rev-parse", "HEAD"])
+        .map(|stdout| String::from_utf8_lossy(&stdout).trim().to_owned())
         .unwrap_or_default()
 }
 
@@ -603,7 +593,7 @@ pub fn read_artifact(run_dir: &Path, relative: &Path, max: u64) -> std::io::Resu
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
+#[expect(clippy::disallowed_methods, reason = "tests lay out their fixtures directly")]
 mod tests {
     use super::*;
 

@@ -161,7 +161,6 @@ pub async fn dispatch(cli: Cli) -> ExitCode {
 }
 
 /// The repository root: `--repo`, or the current directory's git top level.
-#[allow(clippy::disallowed_methods)] // a git runner: finds the repository root
 fn repo_root(args: &RepoArgs) -> Result<PathBuf> {
     let start = match &args.repo {
         Some(path) => path.clone(),
@@ -173,16 +172,9 @@ fn repo_root(args: &RepoArgs) -> Result<PathBuf> {
     if start.join(".git").exists() || args.repo.is_some() {
         return Ok(start);
     }
-    let output = std::process::Command::new("git")
-        .args(["rev-parse", "--show-toplevel"])
-        .current_dir(&start)
-        .output();
-    match output {
-        Ok(output) if output.status.success() => {
-            let top = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-            Ok(PathBuf::from(top))
-        }
-        _ => Ok(start),
+    match crate::git::run(&start, &["rev-parse", "--show-toplevel"]) {
+        Ok(stdout) => Ok(PathBuf::from(String::from_utf8_lossy(&stdout).trim())),
+        Err(_) => Ok(start),
     }
 }
 

@@ -100,7 +100,6 @@ pub fn name_for(key: &str) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

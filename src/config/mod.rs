@@ -662,7 +662,7 @@ fn parse_env(var: &env_vars::EnvVar, text: &str) -> Result<Value, ConfigError> {
 }
 
 /// The process environment, read once (non-UTF-8 variables are skipped).
-#[allow(clippy::disallowed_methods)] // the environment is read here, once
+#[expect(clippy::disallowed_methods, reason = "the environment is read here, once")]
 pub fn process_env() -> BTreeMap<String, String> {
     std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
@@ -1794,7 +1794,7 @@ pub fn repo_relative_problem(path: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
+#[expect(clippy::disallowed_methods, reason = "tests lay out their fixtures directly")]
 mod tests {
     use super::*;
 

@@ -657,7 +657,7 @@ fn delete_file(root: &Dir, path: &RepoPath, not_shown: Option<&BTreeSet<String>>
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
+#[expect(clippy::disallowed_methods, reason = "tests lay out their fixtures directly")]
 mod tests {
     use super::*;
 

@@ -175,7 +175,7 @@ pub fn scan(repo_root: &Path) -> io::Result<Vec<Alias>> {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
+#[expect(clippy::disallowed_methods, reason = "tests lay out their fixtures directly")]
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;

@@ -496,7 +496,6 @@ impl<'de> Visitor<'de> for DeletePathSeed {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -331,7 +331,6 @@ fn lookalike(c: char) -> char {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

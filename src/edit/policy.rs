@@ -378,7 +378,6 @@ fn resolves_to_config(raw: &str) -> bool {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

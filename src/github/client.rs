@@ -435,7 +435,6 @@ pub fn encode(segment: &str) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

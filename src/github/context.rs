@@ -111,7 +111,10 @@ impl GithubContext {
     /// the token variable. `Ok(None)` means a local run: neither a repository nor a token, or a
     /// token alone (said in one line). Half a setup is an error naming the missing setting: a
     /// repository without a token, or a token with a repository setting that is set but empty.
-    #[allow(clippy::disallowed_methods)] // the GitHub context reads the runner's documented variables
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the GitHub context reads the runner's documented variables"
+    )]
     pub fn from_env_and_flags(flags: &GithubFlags) -> Result<Option<Self>, GithubError> {
         Self::from_flags_with(flags, |name| std::env::var(name).ok())
     }
@@ -376,7 +379,7 @@ fn server_from_api(api_url: &str) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
+#[expect(clippy::disallowed_methods, reason = "tests lay out their fixtures directly")]
 mod tests {
     use super::*;
 

@@ -6,9 +6,8 @@
 //! The token reaches git only through the environment (`GIT_CONFIG_COUNT` with an
 //! `http.extraheader` of `Authorization: Basic …`), never on the command line or in a URL.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use base64::Engine;
 use secrecy::{ExposeSecret, SecretString};
@@ -22,19 +21,9 @@ pub struct Identity {
     pub email: String,
 }
 
-#[allow(clippy::disallowed_methods)] // the git runner of delivery
+/// `git` in `repo` through `crate::git` (its hardening set).
 fn base_command(repo: &Path) -> Command {
-    let mut command = Command::new("git");
-    command
-        .current_dir(repo)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_LITERAL_PATHSPECS", "1")
-        .env("GIT_ASKPASS", "")
-        .env("LC_ALL", "C")
-        .env_remove("GIT_CONFIG_PARAMETERS")
-        .args(["-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false"])
-        .stdin(Stdio::null());
-    command
+    crate::git::command(repo)
 }
 
 fn with_identity(command: &mut Command, identity: &Identity) {
@@ -60,10 +49,10 @@ fn with_token(command: &mut Command, token: &SecretString) {
         .env("GIT_CONFIG_VALUE_2", "");
 }
 
-fn run(mut command: Command, action: &str) -> Result<String, GithubError> {
-    let output = crate::blocking::run(|| command.output()).map_err(|error| GithubError::Git {
+fn run(command: Command, action: &str) -> Result<String, GithubError> {
+    let output = crate::git::output(command, action).map_err(|error| GithubError::Git {
         action: action.to_owned(),
-        detail: error.to_string(),
+        detail: error.detail,
     })?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).trim_end().to_owned())
@@ -179,7 +168,7 @@ pub fn merge(repo: &Path, identity: &Identity, rev: &str, message: &str) -> Resu
 pub fn is_ancestor(repo: &Path, ancestor: &str, commit: &str) -> bool {
     let mut command = base_command(repo);
     command.args(["merge-base", "--is-ancestor", ancestor, commit]);
-    crate::blocking::run(|| command.output()).is_ok_and(|output| output.status.success())
+    crate::git::output(command, "merge-base").is_ok_and(|output| output.status.success())
 }
 
 /// Author emails of the commits in `from..to`.
@@ -230,10 +219,10 @@ pub fn commit_paths(
     }
     let mut staged = base_command(repo);
     staged.args(["diff", "--cached", "--quiet", "--"]);
-    let unchanged = crate::blocking::run(|| staged.output())
+    let unchanged = crate::git::output(staged, "diff")
         .map_err(|error| GithubError::Git {
             action: "diff".into(),
-            detail: error.to_string(),
+            detail: error.detail,
         })?
         .status
         .success();
@@ -243,25 +232,11 @@ pub fn commit_paths(
     let mut commit = base_command(repo);
     with_identity(&mut commit, identity);
     commit.args(["commit", "--quiet", "--no-verify", "--file", "-"]);
-    commit
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = commit.spawn().map_err(|error| GithubError::Git {
-        action: "commit".into(),
-        detail: error.to_string(),
-    })?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(message.as_bytes())
-            .map_err(|error| GithubError::Git {
-                action: "commit".into(),
-                detail: error.to_string(),
-            })?;
-    }
-    let output = crate::blocking::run(|| child.wait_with_output()).map_err(|error| GithubError::Git {
-        action: "commit".into(),
-        detail: error.to_string(),
+    let output = crate::git::output_with_input(commit, message.as_bytes(), "commit").map_err(|error| {
+        GithubError::Git {
+            action: "commit".into(),
+            detail: error.detail,
+        }
     })?;
     if !output.status.success() {
         return Err(GithubError::Git {
@@ -339,21 +314,13 @@ fn commit_tree(
     let mut command = base_command(repo);
     with_identity(&mut command, identity);
     command.args(["commit-tree", tree, "-p", parent, "-F", "-"]);
-    command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().map_err(|error| GithubError::Git {
-        action: "commit-tree".into(),
-        detail: error.to_string(),
-    })?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(message.as_bytes());
-    }
-    let output = crate::blocking::run(|| child.wait_with_output()).map_err(|error| GithubError::Git {
-        action: "commit-tree".into(),
-        detail: error.to_string(),
-    })?;
+    let output =
+        crate::git::output_with_input(command, message.as_bytes(), "commit-tree").map_err(|error| {
+            GithubError::Git {
+                action: "commit-tree".into(),
+                detail: error.detail,
+            }
+        })?;
     if !output.status.success() {
         return Err(GithubError::Git {
             action: "commit-tree".into(),
@@ -371,22 +338,12 @@ fn existing_mode(repo: &Path, commit: &str, path: &str) -> Option<String> {
 
 fn hash_object(repo: &Path, bytes: &[u8]) -> Result<String, GithubError> {
     let mut command = base_command(repo);
-    command
-        .args(["hash-object", "-w", "--stdin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().map_err(|error| GithubError::Git {
-        action: "hash-object".into(),
-        detail: error.to_string(),
-    })?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(bytes);
-    }
-    let output = crate::blocking::run(|| child.wait_with_output()).map_err(|error| GithubError::Git {
-        action: "hash-object".into(),
-        detail: error.to_string(),
-    })?;
+    command.args(["hash-object", "-w", "--stdin"]);
+    let output =
+        crate::git::output_with_input(command, bytes, "hash-object").map_err(|error| GithubError::Git {
+            action: "hash-object".into(),
+            detail: error.detail,
+        })?;
     if !output.status.success() {
         return Err(GithubError::Git {
             action: "hash-object".into(),
@@ -404,9 +361,9 @@ pub fn file_at(repo: &Path, commit: &str, path: &str) -> Result<Option<Vec<u8>>,
     }
     let mut command = base_command(repo);
     command.args(["cat-file", "blob", &format!("{commit}:{path}")]);
-    let output = crate::blocking::run(|| command.output()).map_err(|error| GithubError::Git {
+    let output = crate::git::output(command, "cat-file").map_err(|error| GithubError::Git {
         action: "cat-file".into(),
-        detail: error.to_string(),
+        detail: error.detail,
     })?;
     if !output.status.success() {
         return Err(GithubError::Git {
@@ -418,7 +375,7 @@ pub fn file_at(repo: &Path, commit: &str, path: &str) -> Result<Option<Vec<u8>>,
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
+#[expect(clippy::disallowed_methods, reason = "tests lay out their fixtures directly")]
 mod tests {
     use super::*;
 

@@ -446,7 +446,6 @@ impl Stream {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
     use crate::llm::Turn;

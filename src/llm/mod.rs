@@ -762,7 +762,6 @@ fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

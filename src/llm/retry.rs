@@ -71,7 +71,6 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
     use reqwest::header::HeaderValue;

@@ -108,7 +108,7 @@ fn estimate_tokens(bytes: usize) -> u64 {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
+#[expect(clippy::disallowed_methods, reason = "tests lay out their fixtures directly")]
 mod tests {
     use super::*;
     use crate::llm::{ProviderKind, Turn};

@@ -1155,7 +1155,6 @@ pub(super) fn error_excerpt(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
     use crate::llm::endpoint::{shown_url, shown_url_text};

@@ -1,8 +1,7 @@
-//! Running git: never through a shell, always with `--no-pager`, `core.quotepath=off`, no
-//! fsmonitor hook, no optional locks and the C locale, so its output is bytes we can parse.
+//! What packing asks git (through `crate::git`, its one runner): the tracked and the untracked
+//! paths, as bytes.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use super::PackError;
 
@@ -13,61 +12,28 @@ pub(super) struct Listed {
     pub tracked: bool,
 }
 
-/// Runs `git <args>` in `repo` and returns stdout, or the error with stderr.
+/// Runs `git <args>` in `repo` (through `crate::git`) and returns stdout, or the error with
+/// stderr.
 pub(super) fn run(repo: &Path, args: &[&str]) -> Result<Vec<u8>, PackError> {
-    let output =
-        crate::blocking::run(|| command(repo).args(args).output()).map_err(|source| PackError::Io {
-            action: "starting git in",
-            path: repo.to_path_buf(),
-            source,
-        })?;
-    if output.status.success() {
-        return Ok(output.stdout);
-    }
-    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
-    if stderr.contains("not a git repository") {
-        return Err(PackError::NotAGitRepo {
-            path: repo.to_path_buf(),
-        });
-    }
-    Err(PackError::Git {
-        command: args.first().copied().unwrap_or_default().to_owned(),
-        path: repo.to_path_buf(),
-        stderr,
-    })
+    crate::git::run(repo, args).map_err(|error| pack_error(repo, error))
 }
 
 /// Like [`run`], but a failing exit is `Ok(None)` (for `rev-parse --verify` and `merge-base`).
 pub(super) fn run_optional(repo: &Path, args: &[&str]) -> Result<Option<Vec<u8>>, PackError> {
-    match run(repo, args) {
-        Ok(stdout) => Ok(Some(stdout)),
-        Err(PackError::Git { .. }) => Ok(None),
-        Err(other) => Err(other),
-    }
+    crate::git::run_optional(repo, args).map_err(|error| pack_error(repo, error))
 }
 
-#[allow(clippy::disallowed_methods)] // the git runner of packing
-fn command(repo: &Path) -> Command {
-    let mut command = Command::new("git");
-    command
-        .arg("-C")
-        .arg(repo)
-        .args([
-            "--no-pager",
-            "-c",
-            "core.quotepath=off",
-            "-c",
-            "core.fsmonitor=false",
-            "-c",
-            "color.ui=false",
-        ])
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
-        .env_remove("GIT_EXTERNAL_DIFF")
-        .env_remove("GIT_PAGER")
-        .stdin(Stdio::null());
-    command
+fn pack_error(repo: &Path, error: crate::git::GitError) -> PackError {
+    if error.is_not_a_repository() {
+        return PackError::NotAGitRepo {
+            path: repo.to_path_buf(),
+        };
+    }
+    PackError::Git {
+        command: error.action,
+        path: repo.to_path_buf(),
+        stderr: error.detail,
+    }
 }
 
 /// The tracked paths (`git ls-files --cached`), sorted. Together with [`list_untracked`] this is
@@ -110,7 +76,6 @@ fn has_dot_git_component(raw: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

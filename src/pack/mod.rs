@@ -361,7 +361,6 @@ pub fn is_spec_path(path: &str) -> bool {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -267,8 +267,7 @@ fn read_open(fd: OwnedFd, path: &str, cap: u64, git: &GitInodes) -> FileKind {
     if is_credential_name(path) {
         return FileKind::Credential { size };
     }
-    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-    if stat.st_nlink > 1 && git.holds(stat.st_dev as u64, stat.st_ino as u64) {
+    if stat.st_nlink > 1 && git.holds(widen(stat.st_dev), widen(stat.st_ino)) {
         tracing::warn!(path, "not packed: it is a hardlink of a file under .git");
         return FileKind::Credential { size };
     }
@@ -422,8 +421,14 @@ fn open_by_components(root: BorrowedFd<'_>, raw: &[u8], flags: OFlags) -> Result
     rustix::fs::openat(dir, *last, flags, Mode::empty())
 }
 
+/// A device or inode number as `u64`: they are `u64` on some targets and narrower on others,
+/// which a cast or `u64::from` at the call would be a lint on one of them.
+fn widen<T: Into<u64>>(number: T) -> u64 {
+    number.into()
+}
+
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
+#[expect(clippy::disallowed_methods, reason = "tests lay out their fixtures directly")]
 mod tests {
     use super::*;
 

@@ -294,7 +294,6 @@ fn spec_diff_into(out: &mut String, diff: &SpecDiff) {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -1005,7 +1005,10 @@ fn over_cost_budget(config: &crate::config::Config, spent: &Spent, report: &RunR
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one iteration reads the whole loop state"
+)]
 async fn iterate(
     resolved: &Resolved,
     sandbox: &Sandbox,
@@ -1453,7 +1456,6 @@ fn durations(step_ms: u64, apply_ms: u64, check_ms: u64, started: Instant) -> Du
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

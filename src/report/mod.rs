@@ -438,7 +438,6 @@ fn action_word(action: &EditAction) -> &'static str {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -7,7 +7,7 @@
 
 use std::io::Read as _;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use anyhow::{Context as _, bail};
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt as _};
@@ -140,7 +140,7 @@ pub fn changed_files(
     Ok((files, diff))
 }
 
-/// Runs git in the repository, without a shell and without the caller's git location overrides.
+/// Runs git in the repository, through `crate::git` (its one runner and hardening set).
 struct Git<'a> {
     root: &'a Path,
 }
@@ -149,65 +149,12 @@ impl Git<'_> {
     /// Runs `git args`; at most [`MAX_GIT_OUTPUT_BYTES`] of stdout are kept, and past that
     /// git is stopped and the cut output returned as is.
     fn run(&self, args: &[&str], ok_codes: &[i32]) -> anyhow::Result<Output> {
-        crate::blocking::run(|| self.run_now(args, ok_codes))
-    }
-
-    #[allow(clippy::disallowed_methods)] // a git runner: the reviewer's diff
-    fn run_now(&self, args: &[&str], ok_codes: &[i32]) -> anyhow::Result<Output> {
-        let name = args.first().copied().unwrap_or("");
-        let mut child = Command::new("git")
-            .args(["-c", "core.fsmonitor=false", "-c", "core.quotepath=false"])
-            .args(args)
-            .current_dir(self.root)
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .env_remove("GIT_INDEX_FILE")
-            .env_remove("GIT_EXTERNAL_DIFF")
-            .env("GIT_OPTIONAL_LOCKS", "0")
-            .env("GIT_LITERAL_PATHSPECS", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("running `git {name}`"))?;
-        // Stderr is drained on its own thread so a chatty git cannot block on a full pipe.
-        let stderr_reader = child.stderr.take().map(|stderr| {
-            std::thread::spawn(move || {
-                let mut bytes = Vec::new();
-                let _ = stderr.take(64 * 1024).read_to_end(&mut bytes);
-                bytes
-            })
-        });
-        let mut stdout = Vec::new();
-        if let Some(pipe) = child.stdout.take() {
-            pipe.take(MAX_GIT_OUTPUT_BYTES)
-                .read_to_end(&mut stdout)
-                .with_context(|| format!("reading the output of `git {name}`"))?;
-        }
-        let cut = stdout.len() as u64 >= MAX_GIT_OUTPUT_BYTES;
-        if cut {
+        let bounded = crate::git::run_bounded(self.root, args, MAX_GIT_OUTPUT_BYTES, ok_codes)?;
+        if bounded.cut {
+            let name = args.first().copied().unwrap_or("");
             tracing::warn!(command = name, "git output cut at {MAX_GIT_OUTPUT_BYTES} bytes");
-            let _ = child.kill();
         }
-        let status = child
-            .wait()
-            .with_context(|| format!("waiting for `git {name}`"))?;
-        let stderr = stderr_reader
-            .and_then(|reader| reader.join().ok())
-            .unwrap_or_default();
-        match status.code() {
-            _ if cut => {}
-            Some(code) if ok_codes.contains(&code) => {}
-            _ => bail!(
-                "`git {name}` failed ({status}): {}",
-                String::from_utf8_lossy(&stderr).trim()
-            ),
-        }
-        Ok(Output {
-            status,
-            stdout,
-            stderr,
-        })
+        Ok(bounded.output)
     }
 
     /// Resolves `reference` to a commit id, or `None` when it names no commit.
@@ -328,7 +275,6 @@ fn read_contents(root: &Dir, path: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -181,7 +181,6 @@ fn user_text(changed_files: &[ChangedFile], diff: &str) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

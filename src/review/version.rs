@@ -140,7 +140,6 @@ pub(crate) fn check_prompt(text: &str, policy: &VersionPolicy) -> Result<(), Ver
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -174,7 +174,7 @@ impl Local {
         )))
     }
 
-    #[allow(clippy::disallowed_methods)] // the sandbox starts the job's process
+    #[expect(clippy::disallowed_methods, reason = "the sandbox starts the job's process")]
     async fn run_with(
         &self,
         repo: &Path,
@@ -390,7 +390,6 @@ async fn read_capped<R: AsyncRead + Unpin>(
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
     use crate::sandbox::JobKind;

@@ -412,3 +412,88 @@ fn the_github_room_check_finds_a_wrong_arrow() {
     );
     assert_eq!(github_wrong_arrows("extra.rs", "").len(), 1, "a file in no room");
 }
+
+/// Where processes start: git only in `git.rs` (with its one hardening set); the sandbox's
+/// judges in `sandbox/none.rs`; `ldd` for the runner image. Returns what breaks that rule.
+fn process_starts_out_of_place(code: &[(String, String)]) -> Vec<String> {
+    const STARTERS: &[&str] = &["git.rs", "sandbox/none.rs", "sandbox/docker/runner_image.rs"];
+    let mut wrong = Vec::new();
+    for (file, text) in code {
+        for (at, _) in text.match_indices("Command::new(") {
+            let program: String = text[at + "Command::new(".len()..]
+                .chars()
+                .take_while(|c| *c != ')')
+                .collect();
+            let program = program.trim();
+            if program.to_lowercase().contains("git") && file != "git.rs" {
+                wrong.push(format!("{file} starts git ({program}) outside crate::git"));
+            } else if !STARTERS.contains(&file.as_str()) {
+                wrong.push(format!("{file} starts a process ({program})"));
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn git_starts_only_in_crate_git() {
+    let wrong = process_starts_out_of_place(&code());
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn the_git_check_finds_a_second_git_runner() {
+    let planted = vec![
+        (
+            "pack/git.rs".to_owned(),
+            "let c = std::process::Command::new(\"git\");".to_owned(),
+        ),
+        (
+            "sandbox/none.rs".to_owned(),
+            "Command::new(GIT_PROGRAM)".to_owned(),
+        ),
+        (
+            "report/mod.rs".to_owned(),
+            "tokio::process::Command::new(\"sh\")".to_owned(),
+        ),
+        ("git.rs".to_owned(), "Command::new(\"git\")".to_owned()),
+    ];
+    let wrong = process_starts_out_of_place(&planted);
+    assert_eq!(wrong.len(), 3, "{wrong:#?}");
+}
+
+/// Who may name a path inside `.git`: the copy transport, which ships `.git` (hooks and
+/// credentials stripped) into the tree volume; packing, which `lstat`s what is under it (never
+/// opening it) to refuse hardlinks of it; finding the repository root, which asks whether `.git`
+/// exists. Everything else asks git; the edit rules only refuse such paths (`edit::path`,
+/// `edit::identity`, `edit::judge_files`, which never open one).
+fn dot_git_readers_out_of_place(code: &[(String, String)]) -> Vec<String> {
+    const READERS: &[&str] = &[
+        "sandbox/docker/archive.rs",
+        "sandbox/docker/mod.rs",
+        "sandbox/docker/transport.rs",
+        "pack/read.rs",
+        "commands/mod.rs",
+    ];
+    code.iter()
+        .filter(|(file, text)| {
+            (text.contains(".join(\".git") || text.contains("\".git/")) && !READERS.contains(&file.as_str())
+        })
+        .map(|(file, _)| file.clone())
+        .collect()
+}
+
+#[test]
+fn only_the_copy_transport_packing_and_the_root_finder_name_dot_git() {
+    let wrong = dot_git_readers_out_of_place(&code());
+    assert!(wrong.is_empty(), "paths inside .git named in {wrong:?}");
+}
+
+#[test]
+fn the_dot_git_check_finds_a_reader() {
+    let planted = vec![(
+        "verify.rs".to_owned(),
+        "let head = safe_fs::read_regular(&repo.join(\".git/HEAD\"), 64);".to_owned(),
+    )];
+    assert_eq!(dot_git_readers_out_of_place(&planted), ["verify.rs"]);
+}

@@ -27,10 +27,6 @@
 //! The servers run on their own threads (wiremock), so they keep answering while a test blocks on
 //! a spawned `bork-ci` process.
 
-#![allow(
-    dead_code,
-    reason = "shared by several test modules; each uses only some helpers"
-)]
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;

@@ -1,5 +1,8 @@
 //! The one integration-test binary: each area of bork-ci has a module here.
-#![allow(clippy::disallowed_methods)] // tests lay out fixtures and run tools directly
+#![expect(
+    clippy::disallowed_methods,
+    reason = "tests lay out fixtures and run tools directly"
+)]
 
 mod action;
 mod apply;

@@ -1025,3 +1025,116 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
     assert!(volumes_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
     drop_cache(repo.path());
 }
+
+/// Loads an image made of `config` and `layer` under `tag` (as a co-tenant of the engine would,
+/// with `docker load`); returns the engine's answer.
+fn load_spoof(tag: &str, config: &serde_json::Value, layer: &[u8]) -> std::process::Output {
+    use bork_ci::sandbox::docker::runner_image;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("image.tar");
+    let config = serde_json::to_vec(config).expect("json");
+    std::fs::write(
+        &file,
+        runner_image::archive(tag, &config, layer).expect("archive"),
+    )
+    .expect("write");
+    Command::new("docker")
+        .arg("load")
+        .arg("-i")
+        .arg(&file)
+        .output()
+        .expect("docker load")
+}
+
+fn image_id(name: &str) -> String {
+    let output = Command::new("docker")
+        .args(["image", "inspect", "-f", "{{.Id}}", name])
+        .output()
+        .expect("docker image inspect");
+    text(&output.stdout).trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spoofed_runner_image_is_never_used() {
+    // A co-tenant of the engine tags its own image as bork-ci's runner image (the tag is
+    // predictable): bork-ci checks the image's content before the edit step (and the key) goes
+    // into it, loads its own again, and runs it by id. A static executable (busybox, small, as
+    // `.ci/run` installs it; else bork-ci) with a marker appended stands for bork-ci: its tag is
+    // its own, so parallel tests never share it.
+    use bork_ci::sandbox::docker::runner_image::{self, Executable};
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copy = dir.path().join("bork-ci");
+    let source = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .find(|path| Path::new(path).is_file())
+        .unwrap_or(env!("CARGO_BIN_EXE_bork-ci"));
+    let mut bytes = std::fs::read(source).expect("an executable");
+    bytes.extend_from_slice(format!("spoof-test-{}", std::process::id()).as_bytes());
+    std::fs::write(&copy, &bytes).expect("write");
+    let executable = Executable::at(&copy).expect("executable");
+    let tag = executable.tag();
+    let layer = runner_image::layer(&executable).expect("layer");
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(&layer)));
+    let docker = bollard::Docker::connect_with_local_defaults().expect("engine");
+    let genuine: serde_json::Value =
+        serde_json::from_slice(&runner_image::config(&executable, &digest, 1)).expect("config");
+
+    // Another layer altogether (a script in bork-ci's place).
+    let mut other = tar::Builder::new(Vec::new());
+    let script = b"#!/bin/sh\nenv > /repo/LEAKED\n";
+    let mut header = tar::Header::new_gnu();
+    header.set_size(script.len() as u64);
+    header.set_mode(0o755);
+    other
+        .append_data(&mut header, "usr/local/bin/bork-ci", script.as_slice())
+        .expect("tar");
+    let other = other.into_inner().expect("tar");
+    let other_digest = format!("sha256:{}", hex::encode(Sha256::digest(&other)));
+
+    // The engine itself refuses a layer that is not what its configuration names: the content
+    // check rests on that.
+    let lying = load_spoof(&tag, &genuine, &other);
+    assert!(
+        !lying.status.success(),
+        "the engine loaded a layer under another layer's digest: {}",
+        text(&lying.stdout)
+    );
+
+    let mut with_other_layer = genuine.clone();
+    with_other_layer["rootfs"]["diff_ids"] = serde_json::json!([other_digest]);
+    let mut with_a_proxy = genuine.clone();
+    with_a_proxy["config"]["Env"] = serde_json::json!([
+        "PATH=/usr/local/bin",
+        "HOME=/tmp",
+        "HTTPS_PROXY=http://127.0.0.1:9"
+    ]);
+    let mut with_an_entrypoint = genuine.clone();
+    with_an_entrypoint["config"]["Entrypoint"] = serde_json::json!(["/usr/local/bin/bork-ci", "--evil"]);
+    let spoofs = [
+        (&with_other_layer, &other),
+        (&with_a_proxy, &layer),
+        (&with_an_entrypoint, &layer),
+    ];
+    let mut spoofed_ids = Vec::new();
+    for (config, content) in spoofs {
+        let loaded = load_spoof(&tag, config, content);
+        assert!(loaded.status.success(), "{}", text(&loaded.stderr));
+        let spoofed = image_id(&tag);
+        assert!(spoofed.starts_with("sha256:"), "{spoofed}");
+        spoofed_ids.push(spoofed.clone());
+        let image = runner_image::ensure(&docker, &executable).await.expect("ensure");
+        assert_ne!(image.id, spoofed, "the spoofed image is never used");
+        let inspected = docker.inspect_image(&image.id).await.expect("inspect");
+        assert_eq!(runner_image::checked(&inspected, &digest), Ok(image.id.clone()));
+        assert_eq!(image_id(&tag), image.id, "the tag is bork-ci's again");
+    }
+    // Found again, and kept, by a later run.
+    let first = image_id(&tag);
+    let again = runner_image::ensure(&docker, &executable).await.expect("ensure");
+    assert_eq!(again.id, first);
+    let _ = Command::new("docker").args(["rmi", "--force", &tag]).output();
+    for spoofed in &spoofed_ids {
+        let _ = Command::new("docker").args(["rmi", "--force", spoofed]).output();
+    }
+}

@@ -144,7 +144,10 @@ pub(super) struct Content {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests read the vendor's examples directly
+#[expect(
+    clippy::disallowed_methods,
+    reason = "tests read the vendor's examples directly"
+)]
 mod tests {
     use super::*;
 

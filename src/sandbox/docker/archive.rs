@@ -634,7 +634,7 @@ pub fn rewind(mut file: std::fs::File) -> std::io::Result<std::fs::File> {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
+#[expect(clippy::disallowed_methods, reason = "tests lay out their fixtures directly")]
 mod tests {
     use super::*;
 

@@ -362,7 +362,10 @@ fn is_not_found(error: &bollard::errors::Error) -> bool {
 
 impl DockerSandbox {
     /// Connects to the engine, negotiates the API version and checks that it answers.
-    #[allow(clippy::disallowed_methods)] // the sandbox: the engine's documented DOCKER_HOST
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the sandbox: the engine's documented DOCKER_HOST"
+    )]
     pub async fn connect(settings: DockerSettings, run_id: &str) -> Result<DockerSandbox, SandboxError> {
         let endpoint = settings
             .host
@@ -1660,7 +1663,10 @@ fn path_str(path: &Path) -> Result<String, SandboxError> {
 
 /// Writes a credential-stripped copy of `repo/.git/config` into `scratch` and returns its path;
 /// `None` when `.git` is not a directory (nothing of it is mounted then but the pointer file).
-#[allow(clippy::disallowed_methods)] // the sandbox: a stripped copy of the engine's client config
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the sandbox: a stripped copy of the engine's client config"
+)]
 fn stripped_git_config(repo: &Path, scratch: &Path) -> std::io::Result<Option<PathBuf>> {
     let git = repo.join(".git");
     match std::fs::symlink_metadata(&git) {
@@ -1853,7 +1859,6 @@ async fn join_reader(reader: tokio::task::JoinHandle<Captured>) -> Captured {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // tests lay out their fixtures directly
 mod tests {
     use super::*;
 

@@ -116,31 +116,13 @@ pub fn volume(name: &str, target: &str, read_only: bool) -> Mount {
 
 /// The paths git selects in `repo`: tracked, and untracked but not ignored (what a run packs).
 /// Not a git work tree: every file below `repo`, `.git` aside.
-#[allow(clippy::disallowed_methods)] // the sandbox: git lists the tree to copy
 pub fn tree_paths(repo: &Path) -> std::io::Result<Vec<String>> {
-    let output = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args([
-            "--no-pager",
-            "-c",
-            "core.fsmonitor=false",
-            "-c",
-            "core.quotepath=off",
-            "ls-files",
-            "-z",
-            "--cached",
-            "--others",
-            "--exclude-standard",
-        ])
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
-        .stdin(std::process::Stdio::null())
-        .output();
+    let output = crate::git::run(
+        repo,
+        &["ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+    );
     let mut paths: Vec<String> = match output {
-        Ok(output) if output.status.success() => output
-            .stdout
+        Ok(stdout) => stdout
             .split(|b| *b == 0)
             .filter(|raw| !raw.is_empty())
             .filter_map(|raw| std::str::from_utf8(raw).ok().map(str::to_owned))

@@ -27,7 +27,6 @@
 //! The servers run on their own threads (wiremock), so they keep answering while a test blocks on
 //! a spawned `bork-ci` process.
 
-
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 

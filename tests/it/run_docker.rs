@@ -68,7 +68,7 @@ async fn the_loop_converges_with_both_steps_in_containers() {
     for transport in transports() {
         converges_over(transport, Model::Fake).await;
     }
-    // The image built by the first run is reused by the later ones: exactly one for this binary.
+    // The image loaded by the first run is reused by the later ones: exactly one for this binary.
     // Counted by its tag, because engines differ in how they combine label filters (Podman 4.3
     // matches any of them).
     let label = this_binarys_runner_label();
@@ -86,7 +86,8 @@ async fn the_loop_converges_with_both_steps_in_containers() {
         .expect("docker images");
     let ours: std::collections::BTreeSet<String> = String::from_utf8_lossy(&listed.stdout)
         .lines()
-        .filter(|line| line.ends_with(&format!(" {tag}")))
+        // Podman names a loaded short name under `localhost/`.
+        .filter(|line| line.ends_with(&format!(" {tag}")) || line.ends_with(&format!(" localhost/{tag}")))
         .map(str::to_owned)
         .collect();
     assert_eq!(

@@ -289,10 +289,14 @@ pub fn config(executable: &Executable, layer_digest: &str, created: u64) -> Vec<
         BINARY_LABEL: executable.sha256,
         labels::CREATED: created.to_string(),
     });
+    let when = time::OffsetDateTime::from_unix_timestamp(i64::try_from(created).unwrap_or(0))
+        .ok()
+        .and_then(|at| at.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned());
     let config = serde_json::json!({
         "architecture": architecture(),
         "os": "linux",
-        "created": "1970-01-01T00:00:00Z",
+        "created": when,
         "config": {
             "Env": ENV,
             "Cmd": CMD,
@@ -300,7 +304,7 @@ pub fn config(executable: &Executable, layer_digest: &str, created: u64) -> Vec<
             "Labels": labels,
         },
         "rootfs": { "type": "layers", "diff_ids": [layer_digest] },
-        "history": [{ "created": "1970-01-01T00:00:00Z", "created_by": "bork-ci (its own executable)" }],
+        "history": [{ "created": when, "created_by": "bork-ci (its own executable)" }],
     });
     serde_json::to_vec(&config).unwrap_or_default()
 }

@@ -21,8 +21,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 pub use round::{
-    BudgetExhausted, IterationHook, ReviewAnswer, RunError, estimate, initial_prompt, review_once,
-    review_provider, review_with, secret_in_prompt, setup_job,
+    IterationHook, ReviewAnswer, RunError, estimate, initial_prompt, review_once, review_provider,
+    review_with, secret_in_prompt, setup_job,
 };
 
 use crate::budget::{self, Spent};

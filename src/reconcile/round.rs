@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use secrecy::ExposeSecret;
 
-use crate::budget::Spent;
+use crate::budget::{Budget, Limits, Spent, Stop};
 use crate::checker::{self, Verdict};
 use crate::config::Resolved;
 use crate::edit::apply::{Changeset, EditAction};
@@ -182,14 +182,11 @@ async fn run_edit_step(
     options: &RoundOptions,
     conversation: &mut Conversation,
     not_shown: &std::collections::BTreeSet<String>,
-    deadline: Instant,
+    budget: &Budget,
     learned: &mut llm::Learned,
 ) -> Result<StepResult> {
     let config = &resolved.config;
-    let remaining = deadline.saturating_duration_since(Instant::now());
-    if remaining.is_zero() {
-        bail!(BudgetExhausted::Time);
-    }
+    let remaining = budget.time_left()?;
     let state = tempfile::Builder::new()
         .prefix("bork-ci-step-")
         .tempdir()
@@ -276,7 +273,7 @@ async fn run_edit_step(
         .context("running the edit step")?;
     let output: EditStepOutput = match edit_step::read_json(state.path(), edit_step::OUTPUT) {
         Ok(output) => output,
-        Err(_) if ran.outcome == Outcome::TimedOut => bail!(BudgetExhausted::Time),
+        Err(_) if ran.outcome == Outcome::TimedOut => return Err(Stop::Time.into()),
         Err(error) => {
             return Err(error.context(format!(
                 "the edit step ended ({}) without a result; its stderr: {}",
@@ -360,13 +357,6 @@ async fn edit_step_credentials(resolved: &Resolved) -> Result<Vec<(String, Strin
         }
     }
     Ok(env)
-}
-
-/// A budget of the run ran out.
-#[derive(Debug, thiserror::Error)]
-pub enum BudgetExhausted {
-    #[error("the run's wall-clock budget (`run-timeout-secs`) ran out")]
-    Time,
 }
 
 /// What the judges said about the tree after an iteration.
@@ -468,7 +458,7 @@ async fn confirm(
     sandbox: &Sandbox,
     repo: &Path,
     resolved: &Resolved,
-    deadline: Instant,
+    budget: &Budget,
     guard: &JudgeGuard,
     options: &RoundOptions,
     mut judgement: Judgement,
@@ -479,7 +469,7 @@ async fn confirm(
         repo,
         resolved,
         None,
-        deadline,
+        budget,
         Judging {
             guard,
             stop_token: options.stop_token.as_deref(),
@@ -630,7 +620,7 @@ async fn judge(
     repo: &Path,
     resolved: &Resolved,
     reviewer: Option<&Provider>,
-    deadline: Instant,
+    budget: &Budget,
     how: Judging<'_>,
 ) -> Result<Option<Judgement>> {
     let Judging {
@@ -656,10 +646,7 @@ async fn judge(
         // A checker that was there at the start and is gone now failed to run: never "no checker".
         any = true;
         let started = Instant::now();
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            bail!(BudgetExhausted::Time);
-        }
+        let remaining = budget.time_left()?;
         let timeout = Duration::from_secs(config.checker_timeout_secs).min(remaining);
         let verdict = match guard.drift(repo) {
             Some(reason) => Verdict::FailedToRun {
@@ -697,10 +684,7 @@ async fn judge(
     if !steps.is_empty() {
         any = true;
         let started = Instant::now();
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            bail!(BudgetExhausted::Time);
-        }
+        let remaining = budget.time_left()?;
         let mut options = crate::verify::VerifyOptions::new(resolved.artifact_root());
         options.timeout = Duration::from_secs(config.verification.timeout_secs).min(remaining);
         options.secret_env = resolved.secret_env_names();
@@ -822,11 +806,7 @@ pub(super) async fn round(
 ) -> Result<RunReport> {
     let config = &resolved.config;
     let started = Instant::now();
-    let remaining = Duration::from_secs(config.run_timeout_secs)
-        .saturating_sub(Duration::from_millis(options.spent.elapsed_ms));
-    let deadline = started
-        .checked_add(remaining)
-        .unwrap_or_else(|| started + Duration::from_secs(100 * 365 * 24 * 3600));
+    let budget = Budget::start(Limits::of(config), options.spent, started);
     let repo = &options.repo;
 
     let swept = crate::blocking::run(|| crate::edit::apply::sweep_temp_files(repo));
@@ -903,24 +883,8 @@ pub(super) async fn round(
         provider.describe()
     );
 
-    let outcome = if remaining.is_zero() {
-        report.finish(
-            RunStatus::NeedsHuman,
-            "the run's wall-clock budget (`run-timeout-secs`) ran out",
-        );
-        Ok(())
-    } else if config
-        .llm
-        .max_total_tokens
-        .is_some_and(|budget| options.spent.tokens() >= budget)
-    {
-        report.finish(
-            RunStatus::NeedsHuman,
-            "the run's token budget (`llm.max-total-tokens`) ran out",
-        );
-        Ok(())
-    } else if over_cost_budget(config, &options.spent, &report) {
-        report.finish(RunStatus::NeedsHuman, COST_BUDGET_SPENT);
+    let outcome = if let Some(stop) = budget.exhausted(report.usage, report.review_usage) {
+        report.finish(RunStatus::NeedsHuman, stop.to_string());
         Ok(())
     } else {
         iterate(
@@ -931,42 +895,26 @@ pub(super) async fn round(
             &mut conversation,
             &mut report,
             started,
-            deadline,
+            &budget,
             &guard,
         )
         .await
     };
     if let Err(error) = outcome {
-        match error.downcast_ref::<BudgetExhausted>() {
-            Some(budget) => report.finish(RunStatus::NeedsHuman, budget.to_string()),
+        match error.downcast_ref::<Stop>() {
+            Some(stop) => report.finish(RunStatus::NeedsHuman, stop.to_string()),
             None => {
                 report.error = Some(crate::report::error_text(&error));
                 report.finish(RunStatus::Error, "error");
             }
         }
     }
-    report.cost_usd = run_cost(config, &Spent::default(), &report);
+    report.cost_usd = budget.cost(report.usage);
     report.duration_ms = started.elapsed().as_millis() as u64;
     report.run_totals = options.spent.plus(report.spent());
     Ok(report)
 }
 
-/// Whether the run's tokens (earlier rounds and jobs, then this round's model and reviewer
-/// calls) are past `llm.max-total-tokens`.
-fn over_token_budget(config: &crate::config::Config, spent: &Spent, report: &RunReport) -> bool {
-    config.llm.max_total_tokens.is_some_and(|budget| {
-        let this_round = report
-            .usage
-            .total_tokens()
-            .saturating_add(report.review_usage.total_tokens());
-        spent.tokens().saturating_add(this_round) > budget
-    })
-}
-
-const COST_BUDGET_SPENT: &str = "the run's cost budget (`llm.max-cost-usd`) ran out";
-
-/// What the whole run has cost so far (earlier rounds and jobs, then this round's model calls),
-/// when the model's prices are known.
 /// Warns, once a run, that a server reported no usage and the figures (which the budgets count)
 /// are estimated; the report and the summary mark them too.
 fn warn_if_first_estimate(report: &mut RunReport, added: Usage) {
@@ -975,33 +923,6 @@ fn warn_if_first_estimate(report: &mut RunReport, added: Usage) {
         let message = "the model's server reported no token usage for an answer: bork-ci estimates it (about 4 bytes a token of the request and the answer), the budgets count the estimate, and the report marks it as estimated";
         tracing::warn!("{message}");
         report.warnings.push(message.to_owned());
-    }
-}
-
-fn run_cost(config: &crate::config::Config, spent: &Spent, report: &RunReport) -> Option<f64> {
-    let prices = config.llm.prices?;
-    let mut usage = Usage {
-        input_tokens: spent.input_tokens,
-        output_tokens: spent.output_tokens,
-        cached_input_tokens: spent.cached_input_tokens,
-        estimated_answers: 0,
-    };
-    usage += report.usage;
-    Some(llm::cost(
-        &usage,
-        &llm::Prices {
-            input_per_mtok: prices.input_per_mtok,
-            output_per_mtok: prices.output_per_mtok,
-            cached_input_per_mtok: prices.cached_input_per_mtok,
-        },
-    ))
-}
-
-/// Whether the run's cost is at or past `llm.max-cost-usd`: no further model call fits.
-fn over_cost_budget(config: &crate::config::Config, spent: &Spent, report: &RunReport) -> bool {
-    match (config.llm.max_cost_usd, run_cost(config, spent, report)) {
-        (Some(budget), Some(cost)) => cost >= budget,
-        _ => false,
     }
 }
 
@@ -1017,7 +938,7 @@ async fn iterate(
     conversation: &mut Conversation,
     report: &mut RunReport,
     started: Instant,
-    deadline: Instant,
+    budget: &Budget,
     guard: &JudgeGuard,
 ) -> Result<()> {
     let config = &resolved.config;
@@ -1038,11 +959,8 @@ async fn iterate(
     };
     for number in first.saturating_add(1)..=max {
         let iteration_started = Instant::now();
-        if Instant::now() >= deadline {
-            report.finish(
-                RunStatus::NeedsHuman,
-                "the run's wall-clock budget (`run-timeout-secs`) ran out",
-            );
+        if let Err(stop) = budget.time_left() {
+            report.finish(RunStatus::NeedsHuman, stop.to_string());
             return Ok(());
         }
         tracing::info!(
@@ -1059,7 +977,7 @@ async fn iterate(
             options,
             conversation,
             not_shown,
-            deadline,
+            budget,
             &mut learned,
         )
         .await?;
@@ -1071,7 +989,7 @@ async fn iterate(
             bail!("{error}");
         }
         if step.out_of_time {
-            bail!(BudgetExhausted::Time);
+            return Err(Stop::Time.into());
         }
         let llm_ms = llm_started.elapsed().as_millis() as u64;
         let mut iteration = IterationReport {
@@ -1155,7 +1073,7 @@ async fn iterate(
                 repo,
                 resolved,
                 reviewer.as_ref(),
-                deadline,
+                budget,
                 Judging {
                     guard,
                     stop_token: options.stop_token.as_deref(),
@@ -1165,7 +1083,7 @@ async fn iterate(
             .await;
             let judged = match judged {
                 Ok(Some(judgement)) if config.confirm_clean && judgement.is_clean() => {
-                    confirm(sandbox, repo, resolved, deadline, guard, options, judgement).await
+                    confirm(sandbox, repo, resolved, budget, guard, options, judgement).await
                 }
                 other => other,
             };
@@ -1174,13 +1092,10 @@ async fn iterate(
             }
             match judged {
                 Ok(judged) => judged,
-                Err(error) if error.downcast_ref::<BudgetExhausted>().is_some() => {
+                Err(ref error) if let Some(&stop) = error.downcast_ref::<Stop>() => {
                     iteration.durations = durations(llm_ms, step.apply_ms, 0, iteration_started);
                     report.iterations.push(iteration);
-                    report.finish(
-                        RunStatus::NeedsHuman,
-                        "the run's wall-clock budget (`run-timeout-secs`) ran out",
-                    );
+                    report.finish(RunStatus::NeedsHuman, stop.to_string());
                     return Ok(());
                 }
                 Err(error) => return Err(error),
@@ -1261,15 +1176,10 @@ async fn iterate(
             );
             return Ok(());
         }
-        if over_token_budget(config, &options.spent, report) {
-            report.finish(
-                RunStatus::NeedsHuman,
-                "the run's token budget (`llm.max-total-tokens`) ran out",
-            );
-            return Ok(());
-        }
-        if over_cost_budget(config, &options.spent, report) {
-            report.finish(RunStatus::NeedsHuman, COST_BUDGET_SPENT);
+        // Time is checked as the next iteration starts.
+        if let Some(stop @ (Stop::Tokens | Stop::Cost)) = budget.exhausted(report.usage, report.review_usage)
+        {
+            report.finish(RunStatus::NeedsHuman, stop.to_string());
             return Ok(());
         }
         if number == max {

@@ -1,7 +1,10 @@
 //! The invariants of `ARCHITECTURE.md` that are about the shape of the code, checked on the
-//! source itself: no circles between modules, the one importer of each boundary crate, the
-//! one module that orders stages, and the rooms of `github`, whose arrows point one way. (The others are kept by `clippy.toml`'s `disallowed-methods`
-//! and by the behaviour tests named in ARCHITECTURE.md.)
+//! source itself (comments aside): no circles between modules, the one importer of each boundary
+//! crate, the one module that orders a run, the rooms of `github`, whose arrows point one way,
+//! the pure modules, where processes start and are waited for, who names paths inside `.git`,
+//! who writes files and changes the checkout through git, and where the process ends. Each check
+//! has a self-test that plants what it must find. (The other invariants are kept by `clippy.toml`'s
+//! `disallowed-methods` and by the behaviour tests named in ARCHITECTURE.md.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -353,7 +356,62 @@ const IO_NAMES: &[&str] = &[
     "reqwest",
     "octocrab",
     "std::net",
+    "cap_std",
+    "rustix",
+    "crate::git::",
+    "crate::sandbox",
+    "stdout()",
+    "stderr()",
 ];
+
+/// The I/O names of [`IO_NAMES`] that `code` holds, comments left out.
+fn io_named(code: &str) -> Vec<&'static str> {
+    let code = without_comments(code);
+    IO_NAMES
+        .iter()
+        .copied()
+        .filter(|name| code.contains(name))
+        .collect()
+}
+
+/// Files (relative to `src/`) that are pure: text in, text or data out.
+const PURE_FILES: &[&str] = &[
+    "prompt.rs",
+    "edit/parse.rs",
+    "edit/path.rs",
+    "edit/policy.rs",
+    "pack/render.rs",
+    "review/parse.rs",
+    "review/prompt.rs",
+    "review/version.rs",
+    "findings.rs",
+    "sarif.rs",
+    "strict_json.rs",
+    "llm/sse.rs",
+    "exit.rs",
+];
+
+#[test]
+fn pure_modules_do_no_io() {
+    let code = code();
+    for pure in PURE_FILES {
+        let (_, text) = code
+            .iter()
+            .find(|(file, _)| file == pure)
+            .unwrap_or_else(|| panic!("{pure} is read"));
+        let named = io_named(text);
+        assert!(named.is_empty(), "{pure} is pure but names {named:?}");
+    }
+}
+
+#[test]
+fn the_purity_check_finds_io() {
+    assert_eq!(
+        io_named("// reads no std::fs\nfn f() { let _ = crate::safe_fs::read_regular(p, 1); }"),
+        ["safe_fs"]
+    );
+    assert!(io_named("fn parse(text: &str) -> Plan { todo!() }").is_empty());
+}
 
 #[test]
 fn githubs_pure_rooms_do_no_io() {
@@ -366,16 +424,7 @@ fn githubs_pure_rooms_do_no_io() {
             continue;
         }
         checked += 1;
-        let code: String = code
-            .lines()
-            .filter(|line| !line.trim_start().starts_with("//"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let named: Vec<&str> = IO_NAMES
-            .iter()
-            .copied()
-            .filter(|name| code.contains(name))
-            .collect();
+        let named = io_named(&code);
         assert!(named.is_empty(), "github/{file} is pure but names {named:?}");
     }
     assert_eq!(checked, 4, "the pure rooms were read");
@@ -496,4 +545,514 @@ fn the_dot_git_check_finds_a_reader() {
         "let head = safe_fs::read_regular(&repo.join(\".git/HEAD\"), 64);".to_owned(),
     )];
     assert_eq!(dot_git_readers_out_of_place(&planted), ["verify.rs"]);
+}
+
+/// `code` without its comment lines (so a doc comment that names a call is not the call).
+fn without_comments(code: &str) -> String {
+    code.lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether `needle` occurs in `text` at a word start (not inside a longer identifier).
+fn names_call(text: &str, needle: &str) -> bool {
+    text.match_indices(needle).any(|(at, _)| {
+        !text[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// What writes, creates or removes files and folders (std, tokio, cap-std, tempfile, `safe_fs`).
+const WRITE_CALLS: &[&str] = &[
+    "write_atomic(",
+    "safe_fs::append(",
+    "ActionsWriter::append(",
+    "create_dir(",
+    "create_dir_all(",
+    "remove_file(",
+    "remove_dir(",
+    "remove_dir_all(",
+    "remove_file_or_symlink(",
+    "rename(",
+    "set_permissions(",
+    "hard_link(",
+    "fs::write(",
+    "File::create(",
+    "fs::copy(",
+    ".write(true)",
+    ".append(true)",
+    "create_new(true)",
+    "tempfile::",
+];
+
+/// Every file (relative to `src/`) whose code writes, creates or removes files, and what. Only
+/// the first two write the working tree; `github/git.rs` changes it through git as well (see
+/// [`tree_changing_git_out_of_place`]). A new writer is added here, saying what it writes.
+const WRITERS: &[(&str, &str)] = &[
+    (
+        "edit/apply.rs",
+        "the working tree: the model's edits and its own `.bork-tmp-*` files",
+    ),
+    (
+        "commands/init.rs",
+        "the working tree, outside a run: the files `bork-ci init` writes",
+    ),
+    (
+        "safe_fs.rs",
+        "whole files and appends, at the paths its callers give",
+    ),
+    (
+        "actions.rs",
+        "appends to the runner's summary and outputs files, through `safe_fs`",
+    ),
+    (
+        "outputs.rs",
+        "the report, SARIF, summary and outputs files, through `safe_fs`",
+    ),
+    ("report/mod.rs", "the JSON report, through `safe_fs`"),
+    ("commands/docs.rs", "the folder `bork-ci man --out-dir` names"),
+    (
+        "commands/gc.rs",
+        "removes dead runs' build caches under the artifact root",
+    ),
+    ("edit_step.rs", "the edit step's state files"),
+    ("reconcile/round.rs", "the edit step's temporary state folder"),
+    (
+        "github/git.rs",
+        "removes the private index of a single-change commit",
+    ),
+    (
+        "verify.rs",
+        "the Verifier's logs and manifest in the artifact directory",
+    ),
+    (
+        "sandbox/mod.rs",
+        "the run's artifact and cache folders under the artifact root",
+    ),
+    (
+        "sandbox/none.rs",
+        "a judge job's private HOME and TMPDIR; removes a dependency cache a judge wrote",
+    ),
+    (
+        "sandbox/docker/mod.rs",
+        "scratch folders, the stripped copy of `.git/config`, the setup's CA bundle",
+    ),
+    (
+        "sandbox/docker/transport.rs",
+        "anonymous archives, the `auto` probe's markers, the edit step's state files",
+    ),
+    (
+        "sandbox/docker/archive.rs",
+        "anonymous archives, artifacts copied back, the tree volume (in a helper container)",
+    ),
+];
+
+/// Files that write files but are not in `writers`, and entries of `writers` that no longer do.
+fn unlisted_writers(code: &[(String, String)], writers: &[(&str, &str)]) -> Vec<String> {
+    let writing: BTreeSet<String> = code
+        .iter()
+        .filter(|(_, text)| {
+            let text = without_comments(text);
+            WRITE_CALLS.iter().any(|call| names_call(&text, call))
+        })
+        .map(|(file, _)| file.clone())
+        .collect();
+    let listed: BTreeSet<String> = writers.iter().map(|(file, _)| (*file).to_owned()).collect();
+    let mut wrong: Vec<String> = writing
+        .difference(&listed)
+        .map(|file| format!("{file} writes files: add it to WRITERS, saying what it writes"))
+        .collect();
+    wrong.extend(
+        listed
+            .difference(&writing)
+            .map(|file| format!("{file} no longer writes files: take it out of WRITERS")),
+    );
+    wrong
+}
+
+#[test]
+fn filesystem_writers_are_listed() {
+    let wrong = unlisted_writers(&code(), WRITERS);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn the_writer_check_finds_an_unlisted_writer() {
+    let planted = vec![
+        (
+            "pack/mod.rs".to_owned(),
+            "fn f(dir: &Dir) { dir.rename(\"a\", dir, \"b\").ok(); }".to_owned(),
+        ),
+        (
+            "review/changes.rs".to_owned(),
+            "/// Never calls `std::fs::write(` itself.\nfn f() {}".to_owned(),
+        ),
+        (
+            "edit/apply.rs".to_owned(),
+            "let _ = std::fs::remove_file(path);".to_owned(),
+        ),
+    ];
+    let listed = [("edit/apply.rs", "the tree"), ("verify.rs", "artifacts")];
+    assert_eq!(
+        unlisted_writers(&planted, &listed),
+        [
+            "pack/mod.rs writes files: add it to WRITERS, saying what it writes",
+            "verify.rs no longer writes files: take it out of WRITERS",
+        ]
+    );
+}
+
+/// Git subcommands that change the checkout (the working tree, the index or the current branch).
+const TREE_CHANGING_GIT: &[&str] = &[
+    "checkout",
+    "switch",
+    "restore",
+    "reset",
+    "merge",
+    "rebase",
+    "cherry-pick",
+    "revert",
+    "pull",
+    "stash",
+    "clean",
+    "apply",
+    "am",
+    "mv",
+    "rm",
+    "add",
+    "commit",
+    "checkout-index",
+    "read-tree",
+    "update-index",
+    "worktree",
+];
+
+/// Files that run git (name `crate::git::`) and name a subcommand that changes the checkout,
+/// other than `github/git.rs`.
+fn tree_changing_git_out_of_place(code: &[(String, String)]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (file, text) in code {
+        if file == "github/git.rs" || !text.contains("crate::git::") {
+            continue;
+        }
+        let text = without_comments(text);
+        for subcommand in TREE_CHANGING_GIT {
+            if text.contains(&format!("\"{subcommand}\"")) {
+                wrong.push(format!("{file} runs `git {subcommand}`"));
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn only_github_git_changes_the_checkout_through_git() {
+    let wrong = tree_changing_git_out_of_place(&code());
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let (_, github_git) = code()
+        .into_iter()
+        .find(|(file, _)| file == "github/git.rs")
+        .expect("github/git.rs is read");
+    assert!(
+        ["\"checkout\"", "\"merge\"", "\"commit\""]
+            .iter()
+            .all(|subcommand| github_git.contains(subcommand)),
+        "the subcommands of github/git.rs were read"
+    );
+}
+
+#[test]
+fn the_checkout_check_finds_git_changing_the_tree_elsewhere() {
+    let planted = vec![
+        (
+            "verify.rs".to_owned(),
+            "crate::git::run(repo, &[\"stash\", \"--include-untracked\"])".to_owned(),
+        ),
+        (
+            "pack/git.rs".to_owned(),
+            "crate::git::run(repo, &[\"ls-files\", \"-z\"])".to_owned(),
+        ),
+        (
+            "github/git.rs".to_owned(),
+            "crate::git::command(repo).args([\"checkout\", \"-B\"])".to_owned(),
+        ),
+    ];
+    assert_eq!(
+        tree_changing_git_out_of_place(&planted),
+        ["verify.rs runs `git stash`"]
+    );
+}
+
+/// Calls that wait for a std process to end.
+const PROCESS_WAITS: &[&str] = &[".output()", ".wait()", ".wait_with_output()", ".status()"];
+
+/// Where the parenthesis opening at `open` closes (string and character literals skipped).
+fn closing_paren(text: &str, open: usize) -> usize {
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut at = open;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => {
+                at += 1;
+                while at < bytes.len() && bytes[at] != b'"' {
+                    at += if bytes[at] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'\'' if bytes.get(at + 2) == Some(&b'\'') => at += 2,
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return at;
+                }
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    bytes.len()
+}
+
+/// Whether `at` lies inside the argument of a `blocking::run(` or `spawn_blocking(` call.
+fn off_the_runtime(text: &str, at: usize) -> bool {
+    ["blocking::run(", "spawn_blocking("].iter().any(|call| {
+        text[..at].match_indices(call).any(|(start, _)| {
+            let open = start + call.len() - 1;
+            closing_paren(text, open) > at
+        })
+    })
+}
+
+/// The function around `at`: its name, and whether it is `async`.
+fn enclosing_fn(text: &str, at: usize) -> Option<(String, bool)> {
+    let start = text[..at]
+        .match_indices("fn ")
+        .map(|(start, _)| start)
+        .filter(|start| {
+            !text[..*start]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+        .last()?;
+    let name: String = text[start + 3..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    let line_start = text[..start].rfind('\n').map_or(0, |newline| newline + 1);
+    Some((name, text[line_start..start].contains("async ")))
+}
+
+/// Whether `text` can hold a std `Command` or `Child`: it names one, or gets one from `crate::git`.
+fn holds_std_command(text: &str) -> bool {
+    let group_names_one = text.match_indices("std::process::{").any(|(at, _)| {
+        let group = &text[at..];
+        let group = &group[..group.find('}').unwrap_or(group.len())];
+        group.contains("Command") || group.contains("Child")
+    });
+    group_names_one
+        || text.contains("std::process::Command")
+        || text.contains("std::process::Child")
+        || text.contains("git::command(")
+}
+
+/// Every process wait in `code` that may run on an async worker: not inside `blocking::run` or
+/// `spawn_blocking`, nor in a function called (by name, anywhere, transitively) only from there.
+/// Only files that can hold a std `Command` or `Child` are read (tokio's are awaited, and every
+/// process starts in the files `git_starts_only_in_crate_git` allows).
+fn waits_on_the_runtime(code: &[(String, String)]) -> Vec<String> {
+    let code: Vec<(String, String)> = code
+        .iter()
+        .map(|(file, text)| (file.clone(), without_comments(text)))
+        .collect();
+    let mut wrong = Vec::new();
+    // Functions that block, with the place that makes them so.
+    let mut blocking: Vec<(String, String)> = Vec::new();
+    let mut consider =
+        |file: &str, text: &str, at: usize, what: &str, blocking: &mut Vec<(String, String)>| {
+            if off_the_runtime(text, at) {
+                return;
+            }
+            match enclosing_fn(text, at) {
+                Some((name, false)) => {
+                    if !blocking.iter().any(|(known, _)| *known == name) {
+                        blocking.push((name, format!("{file}: {what}")));
+                    }
+                }
+                Some((name, true)) => wrong.push(format!("{file}: {what} in `async fn {name}`")),
+                None => wrong.push(format!("{file}: {what} outside any function")),
+            }
+        };
+    for (file, text) in &code {
+        if !holds_std_command(text) {
+            continue;
+        }
+        for wait in PROCESS_WAITS {
+            for (at, _) in text.match_indices(wait) {
+                if text[at + wait.len()..].trim_start().starts_with(".await") {
+                    continue;
+                }
+                consider(file, text, at, &format!("`{wait}`"), &mut blocking);
+            }
+        }
+    }
+    let mut next = 0;
+    while next < blocking.len() {
+        let (name, origin) = blocking[next].clone();
+        next += 1;
+        let call = format!("{name}(");
+        for (file, text) in &code {
+            for (at, _) in text.match_indices(&call) {
+                let before = text[..at].chars().next_back();
+                if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                    || text[..at].ends_with("fn ")
+                {
+                    continue;
+                }
+                consider(
+                    file,
+                    text,
+                    at,
+                    &format!("`{name}` (which waits: {origin})"),
+                    &mut blocking,
+                );
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn processes_are_waited_for_off_the_runtime() {
+    let code = code();
+    let wrong = waits_on_the_runtime(&code);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let (_, git) = code
+        .iter()
+        .find(|(file, _)| file == "git.rs")
+        .expect("git.rs is read");
+    assert!(
+        git.contains(".wait()") && git.contains(".output()"),
+        "git.rs's waits were read"
+    );
+}
+
+#[test]
+fn the_blocking_check_finds_a_wait_on_the_runtime() {
+    let planted = vec![
+        (
+            "git.rs".to_owned(),
+            "use std::process::Command;\n\
+             pub fn output(mut c: Command) -> R { crate::blocking::run(|| c.output()) }\n\
+             fn now(mut c: Command) -> R { c.status() }\n\
+             pub fn later(c: Command) -> R { crate::blocking::run(|| now(c)) }\n\
+             fn hidden(mut c: Command) -> R { let mut child = c.spawn()?; child.wait() }\n\
+             pub fn exposed(c: Command) -> R { hidden(c) }"
+                .to_owned(),
+        ),
+        (
+            "sandbox/none.rs".to_owned(),
+            "use std::process::Stdio;\nuse tokio::process::Command;\n\
+             async fn run(mut child: Child) { timeout(t, child.wait()).await; child.wait().await; }"
+                .to_owned(),
+        ),
+        (
+            "verify.rs".to_owned(),
+            "async fn steps(c: Command) { let _ = crate::git::exposed(c); }".to_owned(),
+        ),
+        (
+            "review/changes.rs".to_owned(),
+            "async fn diff(repo: &Path) { let out = std::process::Command::new(\"x\").output(); }".to_owned(),
+        ),
+        (
+            "llm/wire.rs".to_owned(),
+            "async fn send(r: Response) { let s = r.status(); }".to_owned(),
+        ),
+    ];
+    let wrong = waits_on_the_runtime(&planted);
+    assert_eq!(wrong.len(), 2, "{wrong:#?}");
+    assert!(
+        wrong[0].starts_with("review/changes.rs: `.output()` in `async fn diff`"),
+        "{wrong:#?}"
+    );
+    assert!(
+        wrong[1].starts_with("verify.rs: `exposed` (which waits: git.rs: `hidden`"),
+        "{wrong:#?}"
+    );
+}
+
+/// Names that end the process or set its status, allowed in `main.rs` alone; and the one enum
+/// of exit codes, allowed in `exit.rs` alone.
+fn exit_out_of_place(code: &[(String, String)]) -> Vec<String> {
+    const ENDERS: &[&str] = &[
+        "process::exit(",
+        "process::abort(",
+        "process::ExitCode",
+        "libc::exit(",
+        "libc::_exit(",
+        "runtime::exit(",
+    ];
+    let mut wrong = Vec::new();
+    for (file, text) in code {
+        let text = without_comments(text);
+        if file != "main.rs" {
+            for ender in ENDERS {
+                if text.contains(ender) {
+                    wrong.push(format!("{file} names `{ender}`"));
+                }
+            }
+        }
+        if file != "exit.rs" && text.contains("enum ExitCode") {
+            wrong.push(format!("{file} defines exit codes"));
+        }
+    }
+    wrong
+}
+
+#[test]
+fn the_process_ends_only_in_main_with_codes_from_exit() {
+    let code = code();
+    let wrong = exit_out_of_place(&code);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let (_, main) = code
+        .iter()
+        .find(|(file, _)| file == "main.rs")
+        .expect("main.rs is read");
+    assert!(
+        main.contains("commands::dispatch(") && main.contains(".code()"),
+        "main.rs exits with the code `commands::dispatch` returns"
+    );
+}
+
+#[test]
+fn the_exit_check_finds_a_second_exit() {
+    let planted = vec![
+        (
+            "main.rs".to_owned(),
+            "fn main() -> std::process::ExitCode { todo!() }".to_owned(),
+        ),
+        (
+            "commands/gc.rs".to_owned(),
+            "// never std::process::exit(1)\nfn f() { std::process::exit(1) }".to_owned(),
+        ),
+        (
+            "report/mod.rs".to_owned(),
+            "pub enum ExitCode { Ok = 0 }".to_owned(),
+        ),
+        (
+            "exit.rs".to_owned(),
+            "pub enum ExitCode { Converged = 0 }".to_owned(),
+        ),
+    ];
+    assert_eq!(
+        exit_out_of_place(&planted),
+        [
+            "commands/gc.rs names `process::exit(`",
+            "report/mod.rs defines exit codes"
+        ]
+    );
 }

@@ -1,6 +1,8 @@
-//! The one place for reads and writes of files that are not the target repository's working
-//! tree (that is `edit::apply`'s): the configuration, the scripted model's file, the report,
-//! SARIF, the step summary and the outputs file.
+//! Reads and writes of files that are not the target repository's working tree (that is
+//! `edit::apply`'s): the configuration, credential files, the event payload, the scripted
+//! model's file, the report, SARIF, the step summary and the outputs file. `clippy.toml` bans
+//! the raw calls elsewhere; the few other writers (the sandbox's scratch and artifact folders,
+//! the Verifier's artifacts, the edit step's state) say why where they are.
 //!
 //! Reads open non-blocking and accept only a regular file, bounded, so that a FIFO or a device
 //! is an error and never a hang. Whole-file writes go to a temporary file in the same folder,

@@ -1,4 +1,5 @@
-//! Applying an [`EditPlan`] to the target repository: the only code that writes to it.
+//! Applying an [`EditPlan`] to the target repository: the only code that writes the model's edits
+//! to it (git, run by `github`, checks out, merges and commits; `bork-ci init` writes its files).
 //!
 //! Every edit is classified by `edit::policy` before the first write. Allowed edits are then
 //! carried out through one `cap_std::fs::Dir` opened at the repository root, walking one
@@ -11,8 +12,8 @@
 //!
 //! Refusals are per edit: one refused or gated edit does not stop the others (a parse error, by
 //! contrast, rejects the whole answer before anything gets here). Gated edits are not written;
-//! they come back as [`PendingApproval`]s and [`apply_approved`] writes them after a human
-//! approved exactly those bytes. This module does not print: the caller renders refusals.
+//! they come back as [`PendingApproval`]s; [`apply_approved`] (for library users approving without
+//! GitHub) writes one with exactly the bytes a human approved. This module does not print: the caller renders refusals.
 
 use std::collections::BTreeSet;
 use std::io::{self, Read, Write};

@@ -887,18 +887,10 @@ pub(super) async fn round(
         report.finish(RunStatus::NeedsHuman, stop.to_string());
         Ok(())
     } else {
-        iterate(
-            resolved,
-            sandbox,
-            options,
-            &not_shown,
-            &mut conversation,
-            &mut report,
-            started,
-            &budget,
-            &guard,
-        )
-        .await
+        match Iterations::new(resolved, sandbox, options, &not_shown, &guard, &budget, started) {
+            Ok(iterations) => iterations.run(&mut conversation, &mut report).await,
+            Err(error) => Err(error),
+        }
     };
     if let Err(error) = outcome {
         match error.downcast_ref::<Stop>() {
@@ -926,62 +918,208 @@ fn warn_if_first_estimate(report: &mut RunReport, added: Usage) {
     }
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one iteration reads the whole loop state"
-)]
-async fn iterate(
-    resolved: &Resolved,
-    sandbox: &Sandbox,
-    options: &RoundOptions,
-    not_shown: &std::collections::BTreeSet<String>,
-    conversation: &mut Conversation,
-    report: &mut RunReport,
+/// One round's iterations: what each reads (the settings, the sandbox, the judges' guard, the
+/// budget) and what lasts from one to the next (what the model's and the reviewer's providers
+/// learned about their servers). Each iteration is [`Iterations::step`], then
+/// [`Iterations::judge`], then [`Iterations::stop`] or the judges' feedback to the model.
+struct Iterations<'a> {
+    resolved: &'a Resolved,
+    sandbox: &'a Sandbox,
+    options: &'a RoundOptions,
+    not_shown: &'a std::collections::BTreeSet<String>,
+    guard: &'a JudgeGuard,
+    budget: &'a Budget,
+    /// When the round started (for the progress lines).
     started: Instant,
-    budget: &Budget,
-    guard: &JudgeGuard,
-) -> Result<()> {
-    let config = &resolved.config;
-    let first = options.spent.iterations;
-    let max = first.saturating_add(config.max_iterations);
-    let repo = &options.repo;
-    // What the edit steps' providers learned about the server, passed from step to step (and
-    // from round to round of the job).
-    let mut learned = Lessons::read(&options.learned.model);
-    // One reviewer provider for the round, so what it learns about its server lasts.
-    let reviewer = if config.review.enabled {
-        Some(review_provider_learned(
+    /// What the edit steps' providers learned, passed from step to step (and from round to
+    /// round of the job).
+    learned: llm::Learned,
+    /// One reviewer provider for the round, so what it learns about its server lasts.
+    reviewer: Option<Provider>,
+}
+
+/// What the judges made of one iteration's tree.
+struct IterationEnd {
+    /// Clean: no finding, no judge that failed to run (or, without judges, a usable answer).
+    clean: bool,
+    /// A judge failed to run.
+    failed: bool,
+    /// A judge ran, or would have run had the answer been usable.
+    has_judge: bool,
+}
+
+impl<'a> Iterations<'a> {
+    fn new(
+        resolved: &'a Resolved,
+        sandbox: &'a Sandbox,
+        options: &'a RoundOptions,
+        not_shown: &'a std::collections::BTreeSet<String>,
+        guard: &'a JudgeGuard,
+        budget: &'a Budget,
+        started: Instant,
+    ) -> Result<Iterations<'a>> {
+        let reviewer = if resolved.config.review.enabled {
+            Some(review_provider_learned(
+                resolved,
+                Lessons::read(&options.learned.reviewer),
+            )?)
+        } else {
+            None
+        };
+        Ok(Iterations {
             resolved,
-            Lessons::read(&options.learned.reviewer),
-        )?)
-    } else {
-        None
-    };
-    for number in first.saturating_add(1)..=max {
-        let iteration_started = Instant::now();
-        if let Err(stop) = budget.time_left() {
-            report.finish(RunStatus::NeedsHuman, stop.to_string());
-            return Ok(());
+            sandbox,
+            options,
+            not_shown,
+            guard,
+            budget,
+            started,
+            learned: Lessons::read(&options.learned.model),
+            reviewer,
+        })
+    }
+
+    /// Runs iterations until the checks are clean, a budget or `max-iterations` runs out, or
+    /// an error; the report says which.
+    async fn run(mut self, conversation: &mut Conversation, report: &mut RunReport) -> Result<()> {
+        let first = self.options.spent.iterations;
+        let max = first.saturating_add(self.resolved.config.max_iterations);
+        for number in first.saturating_add(1)..=max {
+            let iteration_started = Instant::now();
+            if let Err(stop) = self.budget.time_left() {
+                report.finish(RunStatus::NeedsHuman, stop.to_string());
+                return Ok(());
+            }
+            let llm_started = Instant::now();
+            let step = self.step(conversation, report, number, max).await?;
+            let llm_ms = llm_started.elapsed().as_millis() as u64;
+            let mut iteration = IterationReport {
+                number,
+                applied: step.changeset.applied.clone(),
+                refused: step.changeset.refused.clone(),
+                pending: step.changeset.pending.clone(),
+                unchanged: step.changeset.unchanged.clone(),
+                answer_error: step.answer_error.clone(),
+                parse_retries: step.parse_retries,
+                usage: step.usage,
+                ..IterationReport::default()
+            };
+            let mut feedback = feedback_of(&step, number, max);
+            let judged = match self.judge(&step).await {
+                Ok(judged) => judged,
+                Err(ref error) if let Some(&stop) = error.downcast_ref::<Stop>() => {
+                    iteration.durations = durations(llm_ms, step.apply_ms, 0, iteration_started);
+                    report.iterations.push(iteration);
+                    report.finish(RunStatus::NeedsHuman, stop.to_string());
+                    return Ok(());
+                }
+                Err(error) => return Err(error),
+            };
+            let verdict = IterationEnd {
+                has_judge: judged.is_some()
+                    || (step.answer_error.is_some() && judges_configured(self.resolved, &self.options.repo)),
+                clean: match &judged {
+                    Some(judgement) => judgement.findings.is_empty() && judgement.failures.is_empty(),
+                    None => step.answer_error.is_none(),
+                },
+                failed: judged
+                    .as_ref()
+                    .is_some_and(|judgement| !judgement.failures.is_empty()),
+            };
+            match judged {
+                Some(judgement) => {
+                    iteration.checker = Some(judgement.checker.clone());
+                    iteration.reviewer = judgement.reviewer.clone();
+                    iteration.verifier = judgement.verifier.clone();
+                    iteration.review_usage = judgement.review_usage;
+                    warn_if_first_estimate(report, judgement.review_usage);
+                    report.review_usage += judgement.review_usage;
+                    report.warnings.extend(judgement.warnings.iter().cloned());
+                    iteration.findings = judgement.findings.clone();
+                    feedback.findings = judgement.findings;
+                    feedback.failures = judgement.failures;
+                    iteration.durations =
+                        durations(llm_ms, step.apply_ms, judgement.check_ms, iteration_started);
+                    iteration.durations.review_ms = judgement.review_ms;
+                    iteration.durations.verify_ms = judgement.verify_ms;
+                    tracing::info!(
+                        iteration = number,
+                        max_iterations = max,
+                        findings = iteration.findings.len(),
+                        judge_failed = verdict.failed,
+                        check_ms = judgement.check_ms,
+                        "iteration {number} of {max}: {} finding(s){}",
+                        iteration.findings.len(),
+                        if verdict.failed {
+                            ", a judge failed to run"
+                        } else {
+                            ""
+                        }
+                    );
+                }
+                None => {
+                    let skipped = step.answer_error.is_some();
+                    iteration.checker = Some(if skipped {
+                        JudgeStatus::Skipped
+                    } else {
+                        JudgeStatus::Absent
+                    });
+                    iteration.durations = durations(llm_ms, step.apply_ms, 0, iteration_started);
+                }
+            }
+            report.findings_left = match &step.answer_error {
+                Some(error) => Findings {
+                    per_file_findings: Vec::new(),
+                    overall_findings: vec![crate::findings::Finding::CodeReview {
+                        file: None,
+                        finding: format!("the model's answer could not be used: {error}"),
+                    }],
+                },
+                None => iteration.findings.clone(),
+            };
+            if let Some(hook) = &self.options.after_iteration {
+                hook(&iteration).with_context(|| format!("recording iteration {number}"))?;
+            }
+            report.iterations.push(iteration);
+            if let Some((status, reason)) = self.stop(&verdict, &step, &feedback, report, number, max) {
+                report.finish(status, reason);
+                return Ok(());
+            }
+            conversation.turns.push(Turn {
+                role: Role::User,
+                text: prompt::feedback(&feedback),
+            });
         }
+        Ok(())
+    }
+
+    /// The iteration's edit step: asks the model, applies what it may, records what it cost
+    /// and what was refused or held; a step that failed or ran out of time is an error.
+    async fn step(
+        &mut self,
+        conversation: &mut Conversation,
+        report: &mut RunReport,
+        number: u32,
+        max: u32,
+    ) -> Result<StepResult> {
         tracing::info!(
             iteration = number,
             max_iterations = max,
-            elapsed_ms = started.elapsed().as_millis() as u64,
+            elapsed_ms = self.started.elapsed().as_millis() as u64,
             "iteration {number} of {max}: asking the model ({}s elapsed)",
-            started.elapsed().as_secs()
+            self.started.elapsed().as_secs()
         );
-        let llm_started = Instant::now();
         let step = run_edit_step(
-            sandbox,
-            resolved,
-            options,
+            self.sandbox,
+            self.resolved,
+            self.options,
             conversation,
-            not_shown,
-            budget,
-            &mut learned,
+            self.not_shown,
+            self.budget,
+            &mut self.learned,
         )
         .await?;
-        Lessons::add(&options.learned.model, learned);
+        Lessons::add(&self.options.learned.model, self.learned);
         // Counted before anything else, so a step that failed still adds what it cost.
         warn_if_first_estimate(report, step.usage);
         report.usage += step.usage;
@@ -991,18 +1129,6 @@ async fn iterate(
         if step.out_of_time {
             return Err(Stop::Time.into());
         }
-        let llm_ms = llm_started.elapsed().as_millis() as u64;
-        let mut iteration = IterationReport {
-            number,
-            applied: step.changeset.applied.clone(),
-            refused: step.changeset.refused.clone(),
-            pending: step.changeset.pending.clone(),
-            unchanged: step.changeset.unchanged.clone(),
-            answer_error: step.answer_error.clone(),
-            parse_retries: step.parse_retries,
-            usage: step.usage,
-            ..IterationReport::default()
-        };
         report.refused.extend(step.changeset.refused.iter().cloned());
         for held in &step.changeset.pending {
             report
@@ -1018,7 +1144,7 @@ async fn iterate(
                 number,
                 &step.changeset.refused,
                 &step.changeset.pending,
-                options.stop_token.as_deref(),
+                self.options.stop_token.as_deref(),
             );
         }
         tracing::info!(
@@ -1031,7 +1157,6 @@ async fn iterate(
             input_tokens = step.usage.input_tokens,
             output_tokens = step.usage.output_tokens,
             cached_input_tokens = step.usage.cached_input_tokens,
-            llm_ms,
             "iteration {number} of {max}: {} applied, {} refused, {} held for approval, {} unchanged; tokens in {} out {} cached {}",
             step.changeset.applied.len(),
             step.changeset.refused.len(),
@@ -1041,171 +1166,129 @@ async fn iterate(
             step.usage.output_tokens,
             step.usage.cached_input_tokens,
         );
+        Ok(step)
+    }
 
-        let mut feedback = Feedback {
-            iteration: number,
-            max_iterations: max,
-            applied: written(&step.changeset, EditAction::Write),
-            deleted: written(&step.changeset, EditAction::Delete),
-            unchanged: step.changeset.unchanged.clone(),
-            refused: step
-                .changeset
-                .refused
-                .iter()
-                .map(|edit| (edit.path.clone(), edit.reason.clone()))
-                .collect(),
-            pending: step
-                .changeset
-                .pending
-                .iter()
-                .map(|edit| (edit.path.clone(), edit.rule.clone()))
-                .collect(),
-            answer_error: step.answer_error.clone(),
-            ..Feedback::default()
-        };
-
-        let judged = if step.answer_error.is_some() {
-            iteration.checker = Some(JudgeStatus::Skipped);
-            None
-        } else {
-            let judged = judge(
-                sandbox,
-                repo,
-                resolved,
-                reviewer.as_ref(),
-                budget,
-                Judging {
-                    guard,
-                    stop_token: options.stop_token.as_deref(),
-                    fresh_build: false,
-                },
-            )
-            .await;
-            let judged = match judged {
-                Ok(Some(judgement)) if config.confirm_clean && judgement.is_clean() => {
-                    confirm(sandbox, repo, resolved, budget, guard, options, judgement).await
-                }
-                other => other,
-            };
-            if let Some(reviewer) = &reviewer {
-                Lessons::add(&options.learned.reviewer, reviewer.learned());
+    /// The judges on the tree the step left (none when the answer could not be used), and,
+    /// with `confirm-clean`, a clean verdict confirmed with an empty build cache.
+    async fn judge(&self, step: &StepResult) -> Result<Option<Judgement>> {
+        if step.answer_error.is_some() {
+            return Ok(None);
+        }
+        let repo = &self.options.repo;
+        let judged = judge(
+            self.sandbox,
+            repo,
+            self.resolved,
+            self.reviewer.as_ref(),
+            self.budget,
+            Judging {
+                guard: self.guard,
+                stop_token: self.options.stop_token.as_deref(),
+                fresh_build: false,
+            },
+        )
+        .await;
+        let judged = match judged {
+            Ok(Some(judgement)) if self.resolved.config.confirm_clean && judgement.is_clean() => {
+                confirm(
+                    self.sandbox,
+                    repo,
+                    self.resolved,
+                    self.budget,
+                    self.guard,
+                    self.options,
+                    judgement,
+                )
+                .await
             }
-            match judged {
-                Ok(judged) => judged,
-                Err(ref error) if let Some(&stop) = error.downcast_ref::<Stop>() => {
-                    iteration.durations = durations(llm_ms, step.apply_ms, 0, iteration_started);
-                    report.iterations.push(iteration);
-                    report.finish(RunStatus::NeedsHuman, stop.to_string());
-                    return Ok(());
-                }
-                Err(error) => return Err(error),
-            }
+            other => other,
         };
-        let has_judge =
-            judged.is_some() || (step.answer_error.is_some() && judges_configured(resolved, repo));
-        let (clean, failed) = match &judged {
-            Some(judgement) => (
-                judgement.findings.is_empty() && judgement.failures.is_empty(),
-                !judgement.failures.is_empty(),
-            ),
-            None => (step.answer_error.is_none(), false),
-        };
-        if let Some(judgement) = judged {
-            iteration.checker = Some(judgement.checker.clone());
-            iteration.reviewer = judgement.reviewer.clone();
-            iteration.verifier = judgement.verifier.clone();
-            iteration.review_usage = judgement.review_usage;
-            iteration.durations.review_ms = judgement.review_ms;
-            warn_if_first_estimate(report, judgement.review_usage);
-            report.review_usage += judgement.review_usage;
-            report.warnings.extend(judgement.warnings.iter().cloned());
-            iteration.findings = judgement.findings.clone();
-            feedback.findings = judgement.findings;
-            feedback.failures = judgement.failures;
-            iteration.durations = durations(llm_ms, step.apply_ms, judgement.check_ms, iteration_started);
-            iteration.durations.review_ms = judgement.review_ms;
-            iteration.durations.verify_ms = judgement.verify_ms;
-            tracing::info!(
-                iteration = number,
-                max_iterations = max,
-                findings = iteration.findings.len(),
-                judge_failed = failed,
-                check_ms = judgement.check_ms,
-                "iteration {number} of {max}: {} finding(s){}",
-                iteration.findings.len(),
-                if failed { ", a judge failed to run" } else { "" }
-            );
-        } else {
-            iteration.checker.get_or_insert(JudgeStatus::Absent);
-            iteration.durations = durations(llm_ms, step.apply_ms, 0, iteration_started);
+        if let Some(reviewer) = &self.reviewer {
+            Lessons::add(&self.options.learned.reviewer, reviewer.learned());
         }
-        if let Some(error) = &step.answer_error {
-            report.findings_left = Findings {
-                per_file_findings: Vec::new(),
-                overall_findings: vec![crate::findings::Finding::CodeReview {
-                    file: None,
-                    finding: format!("the model's answer could not be used: {error}"),
-                }],
-            };
-        } else {
-            report.findings_left = iteration.findings.clone();
-        }
-        if let Some(hook) = &options.after_iteration {
-            hook(&iteration).with_context(|| format!("recording iteration {number}"))?;
-        }
-        report.iterations.push(iteration);
+        judged
+    }
 
-        if clean {
+    /// Whether the round ends after this iteration, and how: clean, an unusable answer with no
+    /// judge, a token or cost budget spent, or the last iteration. (Time is checked as the next
+    /// iteration starts.)
+    fn stop(
+        &self,
+        verdict: &IterationEnd,
+        step: &StepResult,
+        feedback: &Feedback,
+        report: &mut RunReport,
+        number: u32,
+        max: u32,
+    ) -> Option<(RunStatus, String)> {
+        if verdict.clean {
             let status = if report.pending_approvals.is_empty() {
                 RunStatus::Converged
             } else {
                 RunStatus::AwaitingApproval
             };
-            let reason = if has_judge {
+            let reason = if verdict.has_judge {
                 "the checks are clean"
             } else {
                 "no correctness checker: one iteration"
             };
-            report.finish(status, reason);
-            return Ok(());
+            return Some((status, reason.to_owned()));
         }
-        if !has_judge && step.answer_error.is_some() {
-            report.finish(
+        if !verdict.has_judge && step.answer_error.is_some() {
+            return Some((
                 RunStatus::NeedsHuman,
-                "no correctness checker, and the model's answer could not be used",
-            );
-            return Ok(());
+                "no correctness checker, and the model's answer could not be used".to_owned(),
+            ));
         }
-        // Time is checked as the next iteration starts.
-        if let Some(stop @ (Stop::Tokens | Stop::Cost)) = budget.exhausted(report.usage, report.review_usage)
+        if let Some(stop @ (Stop::Tokens | Stop::Cost)) =
+            self.budget.exhausted(report.usage, report.review_usage)
         {
-            report.finish(RunStatus::NeedsHuman, stop.to_string());
-            return Ok(());
+            return Some((RunStatus::NeedsHuman, stop.to_string()));
         }
-        if number == max {
-            if failed {
-                report.error = feedback
-                    .failures
-                    .first()
-                    .map(|(judge, reason, _)| format!("the {judge} failed to run: {reason}"));
-                report.finish(
-                    RunStatus::Error,
-                    "the last iteration ended on a judge that failed to run",
-                );
-            } else {
-                report.finish(
-                    RunStatus::NeedsHuman,
-                    format!("{max} iterations without converging"),
-                );
-            }
-            return Ok(());
+        if number < max {
+            return None;
         }
-        conversation.turns.push(Turn {
-            role: Role::User,
-            text: prompt::feedback(&feedback),
-        });
+        if verdict.failed {
+            report.error = feedback
+                .failures
+                .first()
+                .map(|(judge, reason, _)| format!("the {judge} failed to run: {reason}"));
+            return Some((
+                RunStatus::Error,
+                "the last iteration ended on a judge that failed to run".to_owned(),
+            ));
+        }
+        Some((
+            RunStatus::NeedsHuman,
+            format!("{max} iterations without converging"),
+        ))
     }
-    Ok(())
+}
+
+/// What the model is told about its own answer (the judges' part is added once they ran).
+fn feedback_of(step: &StepResult, number: u32, max: u32) -> Feedback {
+    Feedback {
+        iteration: number,
+        max_iterations: max,
+        applied: written(&step.changeset, EditAction::Write),
+        deleted: written(&step.changeset, EditAction::Delete),
+        unchanged: step.changeset.unchanged.clone(),
+        refused: step
+            .changeset
+            .refused
+            .iter()
+            .map(|edit| (edit.path.clone(), edit.reason.clone()))
+            .collect(),
+        pending: step
+            .changeset
+            .pending
+            .iter()
+            .map(|edit| (edit.path.clone(), edit.rule.clone()))
+            .collect(),
+        answer_error: step.answer_error.clone(),
+        ..Feedback::default()
+    }
 }
 
 /// What a job does before its first model call: the checker must exist, the setup commands

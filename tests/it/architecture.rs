@@ -1,10 +1,11 @@
 //! The invariants of `ARCHITECTURE.md` that are about the shape of the code, checked on the
-//! source itself (comments aside): no circles between modules, the one importer of each boundary
-//! crate, the one module that orders a run, the rooms of `github`, whose arrows point one way,
-//! the pure modules, where processes start and are waited for, who names paths inside `.git`,
-//! who writes files and changes the checkout through git, and where the process ends. Each check
-//! has a self-test that plants what it must find. (The other invariants are kept by `clippy.toml`'s
-//! `disallowed-methods` and by the behaviour tests named in ARCHITECTURE.md.)
+//! source itself: no circles between modules, the one importer of each boundary crate, the one
+//! module that orders a run, the rooms of `github`, whose arrows point one way, the pure modules,
+//! where processes start and are waited for, who names paths inside `.git`, who writes files and
+//! changes the checkout through git, and where the process ends; and that every guard
+//! ARCHITECTURE.md names is a test that exists. Each check has a self-test that plants what it
+//! must find. (The other invariants are kept by `clippy.toml`'s `disallowed-methods` and by the
+//! behaviour tests named in ARCHITECTURE.md.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -123,67 +124,145 @@ fn the_circle_check_finds_a_circle() {
     assert_eq!(circle_from(&graph, "a"), None);
 }
 
-/// The files (relative to `src/`) whose code mentions `needle`.
-fn files_naming(needle: &str) -> BTreeSet<String> {
-    code()
-        .into_iter()
-        .filter(|(_, code)| code.contains(needle))
-        .map(|(relative, _)| relative)
+/// The files (relative to `src/`) of `code` that mention `needle`.
+fn files_naming(code: &[(String, String)], needle: &str) -> BTreeSet<String> {
+    code.iter()
+        .filter(|(_, text)| text.contains(needle))
+        .map(|(relative, _)| relative.clone())
         .collect()
+}
+
+/// Each boundary crate (as its code names it) and the one place (a path prefix under `src/`)
+/// that may use it.
+const BOUNDARY_CRATES: &[(&str, &str)] = &[
+    ("bollard", "sandbox/docker"),
+    ("octocrab", "github/"),
+    ("aws_sigv4", "llm/bedrock"),
+    ("aws_config::", "llm/aws_credentials"),
+    ("google_cloud_auth::", "llm/google"),
+];
+
+/// Every use of a boundary crate outside its one place.
+fn boundary_crossings(code: &[(String, String)]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (needle, allowed) in BOUNDARY_CRATES {
+        for file in files_naming(code, needle) {
+            if !file.starts_with(allowed) {
+                wrong.push(format!("{needle} is used in {file}, outside {allowed}"));
+            }
+        }
+    }
+    wrong
 }
 
 #[test]
 fn boundary_crates_have_one_importer_each() {
-    for (needle, allowed) in [
-        ("bollard", "sandbox/docker"),
-        ("octocrab", "github/"),
-        ("aws_sigv4", "llm/bedrock"),
-        ("aws_config::", "llm/aws_credentials"),
-        ("google_cloud_auth::", "llm/google"),
-    ] {
-        let outside: Vec<String> = files_naming(needle)
-            .into_iter()
-            .filter(|file| !file.starts_with(allowed))
-            .collect();
-        assert!(
-            outside.is_empty(),
-            "{needle} is used outside {allowed}: {outside:?}"
-        );
+    let wrong = boundary_crossings(&code());
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn the_boundary_check_finds_a_second_importer() {
+    let planted = vec![
+        (
+            "sandbox/docker/transport.rs".to_owned(),
+            "use bollard::Docker;".to_owned(),
+        ),
+        (
+            "github/client.rs".to_owned(),
+            "use octocrab::Octocrab;".to_owned(),
+        ),
+        (
+            "verify.rs".to_owned(),
+            "let d = bollard::Docker::connect_with_local_defaults();".to_owned(),
+        ),
+        (
+            "llm/wire.rs".to_owned(),
+            "use aws_config::BehaviorVersion;".to_owned(),
+        ),
+    ];
+    assert_eq!(
+        boundary_crossings(&planted),
+        [
+            "bollard is used in verify.rs, outside sandbox/docker",
+            "aws_config:: is used in llm/wire.rs, outside llm/aws_credentials",
+        ]
+    );
+}
+
+/// What breaks the one owner of a run: `reconcile` named outside the commands and `delivery`
+/// (which implements its `Delivery` trait), a run started anywhere but `bork-ci run`, a round
+/// started anywhere but `reconcile/mod.rs`, `delivery` looping over rounds or touching budgets.
+fn run_owners_out_of_place(code: &[(String, String)]) -> Vec<String> {
+    let mut wrong: Vec<String> = files_naming(code, "crate::reconcile")
+        .into_iter()
+        .filter(|file| !file.starts_with("commands/") && file != "delivery.rs")
+        .map(|file| format!("reconcile is named from {file}"))
+        .collect();
+    let starters = files_naming(code, "reconcile::run(");
+    if starters != BTreeSet::from(["commands/run.rs".to_owned()]) {
+        wrong.push(format!("a run is started from {starters:?}"));
     }
+    let rounds = files_naming(code, "round::round(");
+    if rounds != BTreeSet::from(["reconcile/mod.rs".to_owned()]) {
+        wrong.push(format!("a round is started from {rounds:?}"));
+    }
+    match code.iter().find(|(file, _)| file == "delivery.rs") {
+        Some((_, delivery)) => {
+            for stage in ["for _round", "MAX_ROUNDS", "budget::"] {
+                if delivery.contains(stage) {
+                    wrong.push(format!("delivery orders rounds or budgets again (`{stage}`)"));
+                }
+            }
+        }
+        None => wrong.push("delivery.rs was not read".to_owned()),
+    }
+    wrong
 }
 
 #[test]
 fn one_module_owns_a_run_and_only_the_run_command_starts_it() {
-    // `reconcile` is named by the commands and, for the `Delivery` trait it implements, by
-    // `delivery`; nothing else reaches into the loop.
-    let namers: Vec<String> = files_naming("crate::reconcile")
-        .into_iter()
-        .filter(|file| !file.starts_with("commands/") && file != "delivery.rs")
-        .collect();
-    assert!(namers.is_empty(), "reconcile is named from {namers:?}");
-    // One owner of a run: only `bork-ci run` starts it, and only `reconcile` runs rounds.
-    let starters = files_naming("reconcile::run(");
+    let wrong = run_owners_out_of_place(&code());
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn the_run_owner_check_finds_a_second_owner() {
+    let fine = |extra: (&str, &str)| {
+        let mut code = vec![
+            (
+                "commands/run.rs".to_owned(),
+                "crate::reconcile::run(&resolved, &sandbox, options, &mut delivery)".to_owned(),
+            ),
+            (
+                "reconcile/mod.rs".to_owned(),
+                "round::round(resolved, sandbox, &round)".to_owned(),
+            ),
+            (
+                "delivery.rs".to_owned(),
+                "impl crate::reconcile::Delivery for Github {}".to_owned(),
+            ),
+        ];
+        code.retain(|(file, _)| file != extra.0);
+        code.push((extra.0.to_owned(), extra.1.to_owned()));
+        code
+    };
+    assert!(run_owners_out_of_place(&fine(("prompt.rs", "fn p() {}"))).is_empty());
     assert_eq!(
-        starters,
-        BTreeSet::from(["commands/run.rs".to_owned()]),
-        "a run is started from {starters:?}"
+        run_owners_out_of_place(&fine(("verify.rs", "crate::reconcile::run(r, s, o, d)"))),
+        [
+            "reconcile is named from verify.rs",
+            "a run is started from {\"commands/run.rs\", \"verify.rs\"}",
+        ]
     );
-    let rounds = files_naming("round::round(");
     assert_eq!(
-        rounds,
-        BTreeSet::from(["reconcile/mod.rs".to_owned()]),
-        "a round is started from {rounds:?}"
+        run_owners_out_of_place(&fine(("delivery.rs", "for _round in 0..3 {}"))),
+        ["delivery orders rounds or budgets again (`for _round`)"]
     );
-    let (_, delivery) = code()
-        .into_iter()
-        .find(|(file, _)| file == "delivery.rs")
-        .expect("delivery.rs is read");
-    for stage in ["for _round", "MAX_ROUNDS", "budget::"] {
-        assert!(
-            !delivery.contains(stage),
-            "delivery orders rounds or budgets again (`{stage}`)"
-        );
-    }
+    assert_eq!(
+        run_owners_out_of_place(&fine(("reconcile/round.rs", "round::round(r, s, o)"))),
+        ["a round is started from {\"reconcile/mod.rs\", \"reconcile/round.rs\"}"]
+    );
 }
 
 /// The rooms of `github` (a file, or the `session/` folder) and their floors: a file names only
@@ -1054,5 +1133,87 @@ fn the_exit_check_finds_a_second_exit() {
             "commands/gc.rs names `process::exit(`",
             "report/mod.rs defines exit codes"
         ]
+    );
+}
+
+/// The guards `doc` names (backticked after "Guard:" or "Guards:" in each bullet) that `exists`
+/// does not know: `file::name` is a test in `tests/it/file.rs`, a plain `snake_case` name one in
+/// this file or under `src/`.
+fn unknown_guards(doc: &str, exists: &dyn Fn(Option<&str>, &str) -> bool) -> Vec<String> {
+    let mut unknown = Vec::new();
+    for bullet in doc.split("\n- ") {
+        let lower = bullet.to_lowercase();
+        let Some(at) = lower.find("guard:").or_else(|| lower.find("guards:")) else {
+            continue;
+        };
+        for (index, token) in bullet[at..].split('`').enumerate() {
+            if index % 2 == 0 {
+                continue;
+            }
+            let is_name = |text: &str| {
+                !text.is_empty()
+                    && text
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            };
+            let found = match token.split_once("::") {
+                Some((file, name)) if is_name(file) && is_name(name) => exists(Some(file), name),
+                None if is_name(token) && token.contains('_') => exists(None, token),
+                _ => continue,
+            };
+            if !found {
+                unknown.push(token.to_owned());
+            }
+        }
+    }
+    unknown
+}
+
+#[test]
+fn every_guard_architecture_md_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let here = std::fs::read_to_string(root.join("tests/it/architecture.rs")).expect("this file");
+    let src: Vec<String> = {
+        let mut files = Vec::new();
+        sources(&root.join("src"), &mut files);
+        files
+            .iter()
+            .map(|file| std::fs::read_to_string(file).expect("read"))
+            .collect()
+    };
+    let exists = |file: Option<&str>, name: &str| {
+        let def = format!("fn {name}(");
+        match file {
+            Some(file) => std::fs::read_to_string(root.join(format!("tests/it/{file}.rs")))
+                .is_ok_and(|text| text.contains(&def)),
+            None => here.contains(&def) || src.iter().any(|text| text.contains(&def)),
+        }
+    };
+    let unknown = unknown_guards(&doc, &exists);
+    assert!(
+        unknown.is_empty(),
+        "ARCHITECTURE.md names guards that do not exist: {unknown:?}"
+    );
+    assert!(
+        doc.matches("Guard").count() >= 15,
+        "the guards of ARCHITECTURE.md were read"
+    );
+}
+
+#[test]
+fn the_guard_check_finds_an_invented_name() {
+    let doc = "- **A.** Text naming `edit::apply`. Guards: `no_circles_between_modules`,\n  \
+               `safety::made_up_test`, clippy.\n- **B.** `imaginary_test` outside a guard list.\n\
+               - **C.** Guard: `checker`'s `invented_unit_test`.";
+    let known = |file: Option<&str>, name: &str| {
+        matches!(
+            (file, name),
+            (None, "no_circles_between_modules") | (Some("edit"), "apply")
+        )
+    };
+    assert_eq!(
+        unknown_guards(doc, &known),
+        ["safety::made_up_test", "invented_unit_test"]
     );
 }

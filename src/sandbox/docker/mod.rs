@@ -6,7 +6,7 @@
 //! without `.git`), image presence and pulls, the labels on everything it creates, removal on
 //! every path (a guard for errors and cancellation, [`DockerSandbox::cleanup_all`] for signal
 //! handlers) and [`gc`] for leftovers of killed runs. [`transport`] moves files in and out
-//! (bind mounts or archives through the API), [`runner_image`] builds the edit step's image
+//! (bind mounts or archives through the API), [`runner_image`] loads the edit step's image
 //! from this executable, `archive` writes and reads the tars. It does not judge what a job
 //! printed: that is `checker`'s and `verify`'s business.
 
@@ -104,7 +104,7 @@ pub struct DockerSettings {
     /// `sandbox.runner-image`: the bork-ci image the edit step runs in; `None` builds one from
     /// this executable (see [`runner_image`]).
     pub runner_image: Option<String>,
-    /// The bork-ci executable the edit step's image is built from when `runner_image` is
+    /// The bork-ci executable the edit step's image is made from when `runner_image` is
     /// `None`; `None` here means this process's own (tests and benchmarks, which are not
     /// bork-ci, name the binary).
     pub runner_binary: Option<PathBuf>,
@@ -269,7 +269,7 @@ pub struct DockerSandbox {
     live: Arc<Mutex<HashSet<String>>>,
     /// What `auto` resolved to, once a probe ran.
     resolved_transport: tokio::sync::OnceCell<Transport>,
-    /// The tag of the edit step's image built from this executable, once built or found.
+    /// The tag of the edit step's image loaded from this executable and checked, once loaded or found.
     built_runner: tokio::sync::OnceCell<runner_image::RunnerImage>,
     /// Over `copy`: the working tree's volume and what is in it.
     tree: tokio::sync::Mutex<Option<transport::TreeVolume>>,
@@ -447,7 +447,7 @@ impl DockerSandbox {
     }
 
     /// Makes the image for a job of `kind` available and returns its name: the configured
-    /// images (pulled as `sandbox.pull` says), or the edit step's image built from this
+    /// images (pulled as `sandbox.pull` says), or the edit step's image loaded from this
     /// executable when `sandbox.runner-image` is not set.
     pub async fn ready_image(&self, kind: JobKind) -> Result<String, SandboxError> {
         match (kind, &self.settings.runner_image) {
@@ -1665,7 +1665,7 @@ fn path_str(path: &Path) -> Result<String, SandboxError> {
 /// `None` when `.git` is not a directory (nothing of it is mounted then but the pointer file).
 #[expect(
     clippy::disallowed_methods,
-    reason = "the sandbox: a stripped copy of the engine's client config"
+    reason = "the sandbox: reads the repository's .git/config to write a credential-stripped copy"
 )]
 fn stripped_git_config(repo: &Path, scratch: &Path) -> std::io::Result<Option<PathBuf>> {
     let git = repo.join(".git");

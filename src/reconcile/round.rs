@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use secrecy::ExposeSecret;
 
-use crate::budget::{Budget, Limits, Spent, Stop};
+use super::plan::Plan;
+use crate::budget::{Budget, Spent, Stop};
 use crate::checker::{self, Verdict};
 use crate::config::Resolved;
 use crate::edit::apply::{Changeset, EditAction};
@@ -181,7 +182,7 @@ async fn run_edit_step(
     resolved: &Resolved,
     options: &RoundOptions,
     conversation: &mut Conversation,
-    not_shown: &std::collections::BTreeSet<String>,
+    plan: &Plan,
     budget: &Budget,
     learned: &mut llm::Learned,
 ) -> Result<StepResult> {
@@ -227,8 +228,8 @@ async fn run_edit_step(
         llm: llm_config,
         checker: config.correctness_checker.clone(),
         edits_require_approval: config.edits_require_approval.clone(),
-        judge_files: resolved.judge_rules().map_err(anyhow::Error::msg)?,
-        not_shown: not_shown.clone(),
+        judge_files: plan.judge_rules.clone(),
+        not_shown: plan.not_shown.clone(),
         timeout_secs: remaining.as_secs().max(1),
     };
     edit_step::write_json(state.path(), edit_step::INPUT, &input)?;
@@ -262,10 +263,11 @@ async fn run_edit_step(
         job.env.push((key_env.clone(), key.expose_secret().to_owned()));
     }
     job.env.extend(edit_step_credentials(resolved).await?);
-    job.secret_env = resolved
-        .secret_env_names()
-        .into_iter()
-        .filter(|name| *name != key_env && !job.env.iter().any(|(passed, _)| passed == name))
+    job.secret_env = plan
+        .secret_env
+        .iter()
+        .filter(|name| **name != key_env && !job.env.iter().any(|(passed, _)| passed == *name))
+        .cloned()
         .collect();
     let ran = sandbox
         .run(&options.repo, &job)
@@ -459,8 +461,7 @@ async fn confirm(
     repo: &Path,
     resolved: &Resolved,
     budget: &Budget,
-    guard: &JudgeGuard,
-    options: &RoundOptions,
+    how: Judging<'_>,
     mut judgement: Judgement,
 ) -> Result<Option<Judgement>> {
     tracing::info!("the checks are clean: confirming with an empty build cache");
@@ -471,9 +472,8 @@ async fn confirm(
         None,
         budget,
         Judging {
-            guard,
-            stop_token: options.stop_token.as_deref(),
             fresh_build: true,
+            ..how
         },
     )
     .await?;
@@ -545,7 +545,7 @@ impl JudgeGuard {
 async fn run_checker(
     sandbox: &Sandbox,
     repo: &Path,
-    resolved: &Resolved,
+    secret_env: &[String],
     checker_path: &str,
     (timeout, fresh_build): (Duration, bool),
     stop_token: Option<&str>,
@@ -553,14 +553,7 @@ async fn run_checker(
 ) -> Result<checker::CheckerRun> {
     let run = with_heartbeat(
         &format!("{label}the correctness checker"),
-        checker::run(
-            sandbox,
-            repo,
-            checker_path,
-            timeout,
-            &resolved.secret_env_names(),
-            fresh_build,
-        ),
+        checker::run(sandbox, repo, checker_path, timeout, secret_env, fresh_build),
     )
     .await
     .with_context(|| format!("{label}running the correctness checker"))?;
@@ -607,6 +600,8 @@ fn show_judge_output(title: &str, tail: &str, stop_token: Option<&str>) {
 /// How the judges of one iteration run.
 #[derive(Clone, Copy)]
 struct Judging<'a> {
+    /// The round's settings: which judges, their limits, the secrets kept from them.
+    plan: &'a Plan,
     /// The approved judge files they are held to.
     guard: &'a JudgeGuard,
     /// Under GitHub Actions: the stop-commands token for their output.
@@ -624,11 +619,11 @@ async fn judge(
     how: Judging<'_>,
 ) -> Result<Option<Judgement>> {
     let Judging {
+        plan,
         guard,
         stop_token,
         fresh_build,
     } = how;
-    let config = &resolved.config;
     let mut judgement = Judgement {
         checker: JudgeStatus::Absent,
         verifier: None,
@@ -642,12 +637,12 @@ async fn judge(
         warnings: Vec::new(),
     };
     let mut any = false;
-    if let Some(checker_path) = &config.correctness_checker {
+    if let Some(checker_path) = &plan.checker {
         // A checker that was there at the start and is gone now failed to run: never "no checker".
         any = true;
         let started = Instant::now();
         let remaining = budget.time_left()?;
-        let timeout = Duration::from_secs(config.checker_timeout_secs).min(remaining);
+        let timeout = plan.checker_timeout.min(remaining);
         let verdict = match guard.drift(repo) {
             Some(reason) => Verdict::FailedToRun {
                 reason,
@@ -657,7 +652,7 @@ async fn judge(
                 let run = run_checker(
                     sandbox,
                     repo,
-                    resolved,
+                    &plan.secret_env,
                     checker_path,
                     (timeout, fresh_build),
                     stop_token,
@@ -679,24 +674,20 @@ async fn judge(
             }
         }
     }
-    let steps = crate::blocking::run(|| crate::verify::load_steps(repo, &resolved.verification_steps()))
-        .context("reading the verification steps")?;
+    let steps = &plan.verifier_steps;
     if !steps.is_empty() {
         any = true;
         let started = Instant::now();
         let remaining = budget.time_left()?;
         let mut options = crate::verify::VerifyOptions::new(resolved.artifact_root());
-        options.timeout = Duration::from_secs(config.verification.timeout_secs).min(remaining);
-        options.secret_env = resolved.secret_env_names();
+        options.timeout = plan.verifier_timeout.min(remaining);
+        options.secret_env = plan.secret_env.clone();
         options.fresh_build = fresh_build;
         let ran = match guard.drift(repo) {
             Some(reason) => Err(anyhow::anyhow!(reason)),
-            None => with_heartbeat(
-                "the verifier",
-                crate::verify::run(sandbox, repo, &steps, &options),
-            )
-            .await
-            .map_err(anyhow::Error::new),
+            None => with_heartbeat("the verifier", crate::verify::run(sandbox, repo, steps, &options))
+                .await
+                .map_err(anyhow::Error::new),
         };
         if let Ok(result) = &ran
             && result.status != crate::verify::Status::Pass
@@ -751,14 +742,9 @@ async fn judge(
             .failures
             .push(("judge files".into(), reason, String::new()));
     }
-    if let Some(reviewer) = reviewer.filter(|_| config.review.enabled) {
+    if let (Some(reviewer), Some(min_severity)) = (reviewer, plan.review_min_severity) {
         any = true;
         let started = Instant::now();
-        let min_severity: review::Severity = config
-            .review
-            .min_severity
-            .parse()
-            .unwrap_or(review::Severity::Medium);
         let (outcome, usage) = review_with(reviewer, resolved, repo, None).await?;
         judgement.review_usage = usage;
         judgement.review_ms = started.elapsed().as_millis() as u64;
@@ -806,7 +792,6 @@ pub(super) async fn round(
 ) -> Result<RunReport> {
     let config = &resolved.config;
     let started = Instant::now();
-    let budget = Budget::start(Limits::of(config), options.spent, started);
     let repo = &options.repo;
 
     let swept = crate::blocking::run(|| crate::edit::apply::sweep_temp_files(repo));
@@ -823,6 +808,8 @@ pub(super) async fn round(
     // clean with the tree's judge files unchanged).
     let guard = JudgeGuard::capture(resolved, repo)?;
     let (mut conversation, snapshot) = crate::blocking::run(|| initial_prompt(repo, resolved))?;
+    let plan = Plan::resolve(resolved, repo, snapshot.not_shown())?;
+    let budget = Budget::start(plan.limits, options.spent, started);
     if let Some(preamble) = &options.preamble {
         conversation.prefix.push('\n');
         conversation.prefix.push_str(preamble);
@@ -861,10 +848,9 @@ pub(super) async fn round(
     Protection::new(
         config.correctness_checker.as_deref(),
         &config.edits_require_approval,
-        &resolved.judge_rules().map_err(anyhow::Error::msg)?,
+        &plan.judge_rules,
     )
     .context("building the approval rules")?;
-    let not_shown = snapshot.not_shown();
 
     let mut report = RunReport::new(
         options.run_id.clone(),
@@ -887,7 +873,7 @@ pub(super) async fn round(
         report.finish(RunStatus::NeedsHuman, stop.to_string());
         Ok(())
     } else {
-        match Iterations::new(resolved, sandbox, options, &not_shown, &guard, &budget, started) {
+        match Iterations::new(resolved, sandbox, options, &plan, &guard, &budget, started) {
             Ok(iterations) => iterations.run(&mut conversation, &mut report).await,
             Err(error) => Err(error),
         }
@@ -926,7 +912,7 @@ struct Iterations<'a> {
     resolved: &'a Resolved,
     sandbox: &'a Sandbox,
     options: &'a RoundOptions,
-    not_shown: &'a std::collections::BTreeSet<String>,
+    plan: &'a Plan,
     guard: &'a JudgeGuard,
     budget: &'a Budget,
     /// When the round started (for the progress lines).
@@ -953,12 +939,12 @@ impl<'a> Iterations<'a> {
         resolved: &'a Resolved,
         sandbox: &'a Sandbox,
         options: &'a RoundOptions,
-        not_shown: &'a std::collections::BTreeSet<String>,
+        plan: &'a Plan,
         guard: &'a JudgeGuard,
         budget: &'a Budget,
         started: Instant,
     ) -> Result<Iterations<'a>> {
-        let reviewer = if resolved.config.review.enabled {
+        let reviewer = if plan.review_min_severity.is_some() {
             Some(review_provider_learned(
                 resolved,
                 Lessons::read(&options.learned.reviewer),
@@ -970,7 +956,7 @@ impl<'a> Iterations<'a> {
             resolved,
             sandbox,
             options,
-            not_shown,
+            plan,
             guard,
             budget,
             started,
@@ -983,7 +969,7 @@ impl<'a> Iterations<'a> {
     /// an error; the report says which.
     async fn run(mut self, conversation: &mut Conversation, report: &mut RunReport) -> Result<()> {
         let first = self.options.spent.iterations;
-        let max = first.saturating_add(self.resolved.config.max_iterations);
+        let max = first.saturating_add(self.plan.max_iterations);
         for number in first.saturating_add(1)..=max {
             let iteration_started = Instant::now();
             if let Err(stop) = self.budget.time_left() {
@@ -1016,8 +1002,7 @@ impl<'a> Iterations<'a> {
                 Err(error) => return Err(error),
             };
             let verdict = IterationEnd {
-                has_judge: judged.is_some()
-                    || (step.answer_error.is_some() && judges_configured(self.resolved, &self.options.repo)),
+                has_judge: judged.is_some() || (step.answer_error.is_some() && self.plan.has_judges()),
                 clean: match &judged {
                     Some(judgement) => judgement.findings.is_empty() && judgement.failures.is_empty(),
                     None => step.answer_error.is_none(),
@@ -1114,7 +1099,7 @@ impl<'a> Iterations<'a> {
             self.resolved,
             self.options,
             conversation,
-            self.not_shown,
+            self.plan,
             self.budget,
             &mut self.learned,
         )
@@ -1182,22 +1167,17 @@ impl<'a> Iterations<'a> {
             self.resolved,
             self.reviewer.as_ref(),
             self.budget,
-            Judging {
-                guard: self.guard,
-                stop_token: self.options.stop_token.as_deref(),
-                fresh_build: false,
-            },
+            self.judging(),
         )
         .await;
         let judged = match judged {
-            Ok(Some(judgement)) if self.resolved.config.confirm_clean && judgement.is_clean() => {
+            Ok(Some(judgement)) if self.plan.confirm_clean && judgement.is_clean() => {
                 confirm(
                     self.sandbox,
                     repo,
                     self.resolved,
                     self.budget,
-                    self.guard,
-                    self.options,
+                    self.judging(),
                     judgement,
                 )
                 .await
@@ -1208,6 +1188,16 @@ impl<'a> Iterations<'a> {
             Lessons::add(&self.options.learned.reviewer, reviewer.learned());
         }
         judged
+    }
+
+    /// How this round's judges run.
+    fn judging(&self) -> Judging<'a> {
+        Judging {
+            plan: self.plan,
+            guard: self.guard,
+            stop_token: self.options.stop_token.as_deref(),
+            fresh_build: false,
+        }
     }
 
     /// Whether the round ends after this iteration, and how: clean, an unusable answer with no
@@ -1321,7 +1311,7 @@ pub(super) async fn before_first_call(
     let run = run_checker(
         sandbox,
         repo,
-        resolved,
+        &resolved.secret_env_names(),
         checker_path,
         (timeout, false),
         stop_token,
@@ -1419,14 +1409,6 @@ async fn run_setup(
     }
     tracing::info!("setup: done");
     Ok(())
-}
-
-/// Whether any judge would run on this repository (a checker file, a verifier, a reviewer).
-fn judges_configured(resolved: &Resolved, repo: &Path) -> bool {
-    resolved.config.review.enabled
-        || crate::blocking::run(|| crate::verify::load_steps(repo, &resolved.verification_steps()))
-            .is_ok_and(|steps| !steps.is_empty())
-        || resolved.config.correctness_checker.is_some()
 }
 
 fn written(changeset: &Changeset, action: EditAction) -> Vec<String> {

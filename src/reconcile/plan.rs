@@ -1,0 +1,82 @@
+//! What a round's loop needs, resolved once before its first iteration: the limits, the
+//! judges (the checker, the Verifier's steps, the reviewer's threshold), the names of the
+//! secrets kept out of every job, the approval rules and what the pack left out. The iterations only read it: nothing
+//! here is derived again, re-read from disk or re-parsed per iteration, and a setting that does
+//! not resolve is an error before any model call.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+
+use crate::budget::Limits;
+use crate::config::Resolved;
+use crate::edit::judge_files::JudgeRules;
+use crate::review::Severity;
+use crate::verify::Step;
+
+/// The resolved settings of one round.
+#[derive(Debug, Clone)]
+pub(super) struct Plan {
+    pub limits: Limits,
+    /// `max-iterations`: iterations between two human looks.
+    pub max_iterations: u32,
+    /// The checker's path in the repository, when one is configured.
+    pub checker: Option<String>,
+    /// `checker-timeout-secs`.
+    pub checker_timeout: Duration,
+    /// The Verifier's steps (`verification.steps`, else the repository's `agent.yaml`, read
+    /// once); empty when there is no Verifier.
+    pub verifier_steps: Vec<Step>,
+    /// `verification.timeout-secs`.
+    pub verifier_timeout: Duration,
+    /// `review.min-severity` when the reviewer is on.
+    pub review_min_severity: Option<Severity>,
+    /// `confirm-clean`: a clean verdict is confirmed with an empty build cache.
+    pub confirm_clean: bool,
+    /// Variables whose values no job but the edit step (its own key) may see.
+    pub secret_env: Vec<String>,
+    /// Which files are judge files (held for approval, compared before every judge).
+    pub judge_rules: JudgeRules,
+    /// Files the pack left out of the prompt (the model is told so when it edits one).
+    pub not_shown: BTreeSet<String>,
+}
+
+impl Plan {
+    /// Resolves the round's settings from `resolved` and the repository at `repo`.
+    pub(super) fn resolve(resolved: &Resolved, repo: &Path, not_shown: BTreeSet<String>) -> Result<Plan> {
+        let config = &resolved.config;
+        let verifier_steps =
+            crate::blocking::run(|| crate::verify::load_steps(repo, &resolved.verification_steps()))
+                .context("reading the verification steps")?;
+        let review_min_severity = if config.review.enabled {
+            let severity = config
+                .review
+                .min_severity
+                .parse::<Severity>()
+                .map_err(|error| anyhow::anyhow!("review.min-severity: {error}"))?;
+            Some(severity)
+        } else {
+            None
+        };
+        Ok(Plan {
+            limits: Limits::of(config),
+            max_iterations: config.max_iterations,
+            checker: config.correctness_checker.clone(),
+            checker_timeout: Duration::from_secs(config.checker_timeout_secs),
+            verifier_steps,
+            verifier_timeout: Duration::from_secs(config.verification.timeout_secs),
+            review_min_severity,
+            confirm_clean: config.confirm_clean,
+            secret_env: resolved.secret_env_names(),
+            judge_rules: resolved.judge_rules().map_err(anyhow::Error::msg)?,
+            not_shown,
+        })
+    }
+
+    /// Whether any judge is configured (a checker, Verifier steps, the reviewer).
+    pub(super) fn has_judges(&self) -> bool {
+        self.checker.is_some() || !self.verifier_steps.is_empty() || self.review_min_severity.is_some()
+    }
+}

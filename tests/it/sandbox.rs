@@ -1076,7 +1076,8 @@ async fn a_spoofed_runner_image_is_never_used() {
     let tag = executable.tag();
     let layer = runner_image::layer(&executable).expect("layer");
     let digest = format!("sha256:{}", hex::encode(Sha256::digest(&layer)));
-    let docker = bollard::Docker::connect_with_local_defaults().expect("engine");
+    // The engine `DOCKER_HOST` names, as the `docker` CLI the spoofs go through uses (tcp too).
+    let docker = bollard::Docker::connect_with_defaults().expect("engine");
     let genuine: serde_json::Value =
         serde_json::from_slice(&runner_image::config(&executable, &digest, 1)).expect("config");
 

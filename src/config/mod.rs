@@ -17,6 +17,7 @@ use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::llm::ProviderKind;
 use crate::sandbox::SandboxKind;
 
 /// Where the configuration file lives, relative to the repository root.
@@ -100,66 +101,11 @@ impl Default for Config {
     }
 }
 
-/// Which API the model is reached through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProviderName {
-    /// Any OpenAI-compatible Chat Completions endpoint.
-    Openai,
-    /// Anthropic's Messages API.
-    Anthropic,
-    /// A scripted model reading canned answers from `llm.script`: for demos and tests.
-    Scripted,
-    /// Azure OpenAI: `llm.base-url` is the resource endpoint, `llm.model` the deployment.
-    Azure,
-    /// AWS Bedrock's Converse API, SigV4-signed with credentials from AWS's standard chain.
-    Bedrock,
-    /// Google Vertex AI: Claude models through `rawPredict`, others through its
-    /// OpenAI-compatible endpoint.
-    Vertex,
-}
-
-impl ProviderName {
-    /// The variable that holds the key when `api-key-env` is not set.
-    pub fn default_key_env(self) -> &'static str {
-        match self {
-            ProviderName::Anthropic => "ANTHROPIC_API_KEY",
-            ProviderName::Openai | ProviderName::Scripted => "OPENAI_API_KEY",
-            ProviderName::Azure => "AZURE_OPENAI_API_KEY",
-            ProviderName::Bedrock | ProviderName::Vertex => "",
-        }
-    }
-
-    /// The provider kind `llm` speaks.
-    pub fn kind(self) -> crate::llm::ProviderKind {
-        use crate::llm::ProviderKind;
-        match self {
-            ProviderName::Openai => ProviderKind::Openai,
-            ProviderName::Anthropic => ProviderKind::Anthropic,
-            ProviderName::Scripted => ProviderKind::Scripted,
-            ProviderName::Azure => ProviderKind::Azure,
-            ProviderName::Bedrock => ProviderKind::Bedrock,
-            ProviderName::Vertex => ProviderKind::Vertex,
-        }
-    }
-
-    /// The model used when `llm.model` is not set anywhere: each provider's own default.
-    pub fn default_model(self) -> &'static str {
-        match self {
-            ProviderName::Anthropic => "claude-sonnet-4-5",
-            // Azure: the deployment name; deployments are usually named after their model.
-            ProviderName::Openai | ProviderName::Scripted | ProviderName::Azure => "gpt-4.1",
-            ProviderName::Bedrock => "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
-            ProviderName::Vertex => "claude-sonnet-4-5@20250929",
-        }
-    }
-}
-
 /// The model and how to reach it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
 pub struct LlmConfig {
-    pub provider: ProviderName,
+    pub provider: ProviderKind,
     pub model: String,
     /// Endpoint root; absent: the provider's public API.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -240,7 +186,7 @@ pub struct LlmConfig {
 impl Default for LlmConfig {
     fn default() -> Self {
         LlmConfig {
-            provider: ProviderName::Openai,
+            provider: ProviderKind::Openai,
             model: "gpt-4.1".into(),
             base_url: None,
             api_key_env: None,
@@ -281,7 +227,7 @@ impl LlmConfig {
     ) -> crate::llm::LlmSettings {
         use crate::llm;
         llm::LlmSettings {
-            provider: self.provider.kind(),
+            provider: self.provider,
             model: self.model.clone(),
             base_url: self.base_url.clone(),
             api_key,
@@ -331,22 +277,22 @@ impl LlmConfig {
 
     /// The provider's name as written in the configuration.
     pub fn provider_name(&self) -> String {
-        self.provider.kind().as_str().to_owned()
+        self.provider.as_str().to_owned()
     }
 
     /// The variable the key is read from (empty for providers without a key: Bedrock, Vertex).
     pub fn key_env(&self) -> String {
         match (&self.api_key_env, self.provider) {
             (Some(name), _) => name.clone(),
-            (None, ProviderName::Azure) if self.auth == "bearer" => "AZURE_OPENAI_AD_TOKEN".to_owned(),
-            (None, provider) => provider.default_key_env().to_owned(),
+            (None, ProviderKind::Azure) if self.auth == "bearer" => "AZURE_OPENAI_AD_TOKEN".to_owned(),
+            (None, provider) => provider.default_api_key_env().to_owned(),
         }
     }
 
     /// The variables the provider's other credentials and the `${NAME}` extra headers come from:
     /// `(secret names, plain names)`.
     pub fn credential_env_names(&self) -> (Vec<String>, Vec<String>) {
-        let (secrets, plain) = crate::llm::endpoint::credential_env(self.provider.kind());
+        let (secrets, plain) = crate::llm::endpoint::credential_env(self.provider);
         let mut secrets: Vec<String> = secrets.iter().map(|name| (*name).to_owned()).collect();
         secrets.extend(
             self.extra_headers
@@ -1381,13 +1327,13 @@ impl Resolved {
     pub fn validate_llm(&self) -> Result<(), ConfigError> {
         let config = &self.config;
         match config.llm.provider {
-            ProviderName::Scripted if config.llm.script.is_none() => {
+            ProviderKind::Scripted if config.llm.script.is_none() => {
                 return Err(self.bad(
                     "llm.script",
                     "the scripted provider needs `llm.script`, the file of canned answers",
                 ));
             }
-            ProviderName::Scripted => {}
+            ProviderKind::Scripted => {}
             _ if config.llm.model.trim().is_empty() => {
                 return Err(self.bad("llm.model", "must not be empty"));
             }
@@ -1401,13 +1347,13 @@ impl Resolved {
             let key = |name: &str| format!("{section}.{name}");
             let set = |name: &str| credentials.plain.contains_key(name);
             match llm.provider {
-                ProviderName::Azure if llm.base_url.is_none() => {
+                ProviderKind::Azure if llm.base_url.is_none() => {
                     return Err(self.bad(
                         &key("base-url"),
                         "the azure provider needs the resource endpoint, e.g. https://NAME.openai.azure.com",
                     ));
                 }
-                ProviderName::Bedrock
+                ProviderKind::Bedrock
                     if llm.region.is_none() && !set("AWS_REGION") && !set("AWS_DEFAULT_REGION") =>
                 {
                     return Err(self.bad(
@@ -1415,13 +1361,13 @@ impl Resolved {
                         "the bedrock provider needs a region: set it or the environment variable AWS_REGION",
                     ));
                 }
-                ProviderName::Vertex if llm.region.is_none() => {
+                ProviderKind::Vertex if llm.region.is_none() => {
                     return Err(self.bad(
                         &key("region"),
                         "the vertex provider needs a region, e.g. us-east5 or global",
                     ));
                 }
-                ProviderName::Vertex if llm.project.is_none() && !set("GOOGLE_CLOUD_PROJECT") => {
+                ProviderKind::Vertex if llm.project.is_none() && !set("GOOGLE_CLOUD_PROJECT") => {
                     return Err(self.bad(
                         &key("project"),
                         "the vertex provider needs a project: set it or the environment variable GOOGLE_CLOUD_PROJECT",

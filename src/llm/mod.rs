@@ -238,13 +238,26 @@ impl ProviderKind {
         }
     }
 
-    /// The variable the key is read from when `llm.api-key-env` is not set.
+    /// The variable the key is read from when `llm.api-key-env` is not set (empty: the provider
+    /// takes no key; the scripted model reads none but keeps `OPENAI_API_KEY` registered as a
+    /// secret, as the quick start's key would be).
     pub fn default_api_key_env(self) -> &'static str {
         match self {
-            ProviderKind::Openai => "OPENAI_API_KEY",
+            ProviderKind::Openai | ProviderKind::Scripted => "OPENAI_API_KEY",
             ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
             ProviderKind::Azure => "AZURE_OPENAI_API_KEY",
-            ProviderKind::Scripted | ProviderKind::Bedrock | ProviderKind::Vertex => "",
+            ProviderKind::Bedrock | ProviderKind::Vertex => "",
+        }
+    }
+
+    /// The model used when `llm.model` is not set anywhere: each provider's own default.
+    pub fn default_model(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "claude-sonnet-4-5",
+            // Azure: the deployment name; deployments are usually named after their model.
+            ProviderKind::Openai | ProviderKind::Scripted | ProviderKind::Azure => "gpt-4.1",
+            ProviderKind::Bedrock => "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            ProviderKind::Vertex => "claude-sonnet-4-5@20250929",
         }
     }
 

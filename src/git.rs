@@ -75,12 +75,32 @@ pub struct GitError {
     pub action: String,
     /// Git's stderr (trimmed), or why it could not be started.
     pub detail: String,
+    /// Whether git ran at all (`false`: it could not be started, fed or waited for).
+    pub ran: bool,
 }
 
 impl GitError {
+    /// Git ran and ended with an exit code the caller did not accept; `stderr` is what it said.
+    fn exited(action: &str, stderr: &[u8]) -> Self {
+        Self {
+            action: action.to_owned(),
+            detail: String::from_utf8_lossy(stderr).trim().to_owned(),
+            ran: true,
+        }
+    }
+
+    /// Git could not be run to its end (started, fed its input, waited for).
+    fn not_run(action: &str, detail: String) -> Self {
+        Self {
+            action: action.to_owned(),
+            detail,
+            ran: false,
+        }
+    }
+
     /// Whether git said the folder is not a repository.
     pub fn is_not_a_repository(&self) -> bool {
-        self.detail.contains("not a git repository")
+        self.ran && self.detail.contains("not a git repository")
     }
 }
 
@@ -108,20 +128,15 @@ pub fn command(repo: &Path) -> Command {
 
 /// Runs `command` (from [`command`]) to its end on a blocking thread; any exit code is `Ok`.
 pub fn output(mut command: Command, action: &str) -> Result<Output, GitError> {
-    crate::blocking::run(|| command.output()).map_err(|error| GitError {
-        action: action.to_owned(),
-        detail: format!("could not start git: {error}"),
-    })
+    crate::blocking::run(|| command.output())
+        .map_err(|error| GitError::not_run(action, format!("could not start git: {error}")))
 }
 
 /// Runs `command` (from [`command`]) with `input` on its stdin, to its end, on a blocking thread;
 /// any exit code is `Ok`.
 pub fn output_with_input(mut command: Command, input: &[u8], action: &str) -> Result<Output, GitError> {
     use std::io::Write as _;
-    let failed = |detail: String| GitError {
-        action: action.to_owned(),
-        detail,
-    };
+    let failed = |detail: String| GitError::not_run(action, detail);
     crate::blocking::run(|| {
         let mut child = command
             .stdin(Stdio::piped())
@@ -156,10 +171,7 @@ pub fn run(repo: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
     if done.status.success() {
         Ok(done.stdout)
     } else {
-        Err(GitError {
-            action: action.to_owned(),
-            detail: String::from_utf8_lossy(&done.stderr).trim().to_owned(),
-        })
+        Err(GitError::exited(action, &done.stderr))
     }
 }
 
@@ -168,9 +180,7 @@ pub fn run(repo: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
 pub fn run_optional(repo: &Path, args: &[&str]) -> Result<Option<Vec<u8>>, GitError> {
     match run(repo, args) {
         Ok(stdout) => Ok(Some(stdout)),
-        Err(error) if error.is_not_a_repository() || error.detail.starts_with("could not start") => {
-            Err(error)
-        }
+        Err(error) if !error.ran || error.is_not_a_repository() => Err(error),
         Err(_) => Ok(None),
     }
 }
@@ -190,10 +200,7 @@ pub fn run_bounded(repo: &Path, args: &[&str], max: u64, ok_codes: &[i32]) -> Re
 
 fn run_bounded_now(repo: &Path, args: &[&str], max: u64, ok_codes: &[i32]) -> Result<Bounded, GitError> {
     let action = args.first().copied().unwrap_or("git");
-    let failed = |detail: String| GitError {
-        action: action.to_owned(),
-        detail,
-    };
+    let failed = |detail: String| GitError::not_run(action, detail);
     let mut git = command(repo);
     let mut child = git
         .args(args)
@@ -229,10 +236,10 @@ fn run_bounded_now(repo: &Path, args: &[&str], max: u64, ok_codes: &[i32]) -> Re
         _ if cut => {}
         Some(code) if ok_codes.contains(&code) => {}
         _ => {
-            return Err(failed(format!(
-                "failed ({status}): {}",
-                String::from_utf8_lossy(&stderr).trim()
-            )));
+            return Err(GitError {
+                detail: format!("failed ({status}): {}", String::from_utf8_lossy(&stderr).trim()),
+                ..GitError::exited(action, b"")
+            });
         }
     }
     Ok(Bounded {

@@ -325,17 +325,7 @@ fn vertex_vendor(settings: &LlmSettings) -> Result<Picked, LlmError> {
             region => format!("https://{region}-aiplatform.googleapis.com"),
         })
     })?;
-    let project = extra
-        .project
-        .clone()
-        .filter(|project| !project.trim().is_empty())
-        .or_else(|| extra.credentials.plain("GOOGLE_CLOUD_PROJECT").map(str::to_owned))
-        .ok_or_else(|| {
-            settings_error(
-                settings,
-                "no project: set llm.project or the environment variable GOOGLE_CLOUD_PROJECT".to_owned(),
-            )
-        })?;
+    let project = vertex_project(settings)?;
     let prefix = format!(
         "{}/v1/projects/{}/locations/{}",
         root(&base),
@@ -357,7 +347,34 @@ fn vertex_vendor(settings: &LlmSettings) -> Result<Picked, LlmError> {
     let mut headers = HeaderMap::new();
     extra_headers(settings, &mut headers)?;
     let google = TokenSource::new(&extra.credentials)?;
-    let vendor: Box<dyn Vendor> = if claude {
+    Ok(Picked {
+        vendor: vertex_speaker(settings, model, url, google),
+        base,
+        headers,
+        key: None,
+    })
+}
+
+/// `llm.project`, else `GOOGLE_CLOUD_PROJECT`.
+fn vertex_project(settings: &LlmSettings) -> Result<String, LlmError> {
+    let extra = &settings.endpoint;
+    extra
+        .project
+        .clone()
+        .filter(|project| !project.trim().is_empty())
+        .or_else(|| extra.credentials.plain("GOOGLE_CLOUD_PROJECT").map(str::to_owned))
+        .ok_or_else(|| {
+            settings_error(
+                settings,
+                "no project: set llm.project or the environment variable GOOGLE_CLOUD_PROJECT".to_owned(),
+            )
+        })
+}
+
+/// The vendor Vertex serves `model` (trimmed) through at `url`, with a Google token.
+fn vertex_speaker(settings: &LlmSettings, model: &str, url: Url, google: TokenSource) -> Box<dyn Vendor> {
+    let extra = &settings.endpoint;
+    if vertex_speaks_anthropic(model) {
         let mut stream_url = url.clone();
         stream_url.set_path(&url.path().replacen(":rawPredict", ":streamRawPredict", 1));
         Box::new(anthropic::Messages {
@@ -384,13 +401,7 @@ fn vertex_vendor(settings: &LlmSettings) -> Result<Picked, LlmError> {
             // What Vertex's OpenAI-compatible endpoint reads.
             cap_field: MaxTokensField::MaxTokens,
         })
-    };
-    Ok(Picked {
-        vendor,
-        base,
-        headers,
-        key: None,
-    })
+    }
 }
 
 fn settings_error(settings: &LlmSettings, message: String) -> LlmError {

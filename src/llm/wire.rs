@@ -35,7 +35,7 @@ const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 /// How much of an error body is read to tell which feature a server refused.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
-/// A provider that speaks HTTP: OpenAI-compatible or Anthropic.
+/// A provider that speaks HTTP, to whichever vendor its endpoint picked.
 #[derive(Debug)]
 pub(super) struct HttpProvider {
     kind: ProviderKind,

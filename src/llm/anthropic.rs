@@ -1,7 +1,7 @@
 //! Anthropic Messages: the request body and reading the answer.
 //!
 //! `POST {base_url}/v1/messages` (default base `https://api.anthropic.com`), headers `x-api-key`
-//! and `anthropic-version: 2023-06-01` (set in `wire`). The system prompt is a text block list and
+//! and `anthropic-version: 2023-06-01` (set in `endpoint`). The system prompt is a text block list and
 //! the prefix the first user content block, both marked `cache_control: ephemeral`, so every
 //! iteration reads them from the prompt cache; the last block of the conversation is marked too, so
 //! the next iteration also reuses what this one appended. Turns of the same role in a row are
@@ -11,20 +11,130 @@
 //! tool, forced through `tool_choice`, and the answer text is that tool's `input` exactly as the
 //! server sent it (kept raw, so duplicate keys stay visible to the parser). A response without the
 //! tool call falls back to its text blocks, so a plain JSON answer works too.
+//!
+//! [`Messages`] is the vendor for Anthropic and for Claude on Vertex (`rawPredict`, a Google
+//! token, `anthropic_version` in the body instead of the header).
 
+use futures_util::future::BoxFuture;
+use reqwest::header::HeaderMap;
+use reqwest::{Client, Url};
+use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::wire::StreamProblem;
-use super::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
-use super::{Role, Usage};
+use super::data::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
+use super::data::{Role, Usage};
+use super::google::TokenSource;
+use super::sse;
+use super::vendor::{Answers, Ask, Decoder, StreamProblem, Vendor, error_excerpt};
 
-pub(super) const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub(super) const PATH: &str = "/v1/messages";
 pub(super) const VERSION: &str = "2023-06-01";
+/// What Vertex wants in the body of an Anthropic request instead of the `anthropic-version` header.
+pub(super) const VERTEX_ANTHROPIC_VERSION: &str = "vertex-2023-10-16";
 
 const PROVIDER: ProviderKind = ProviderKind::Anthropic;
+
+/// Anthropic Messages at one URL.
+#[derive(Debug)]
+pub(super) struct Messages {
+    pub(super) url: Url,
+    /// Vertex: `:streamRawPredict`, where streamed requests go.
+    pub(super) stream_url: Option<Url>,
+    /// Vertex: the Google token source; `anthropic_version` goes in the body, the model in the URL.
+    pub(super) google: Option<TokenSource>,
+    /// `cache_control` blocks (true) or plain strings (false).
+    pub(super) prompt_caching: bool,
+    pub(super) temperature: Option<f64>,
+}
+
+impl Vendor for Messages {
+    fn url(&self, stream: bool) -> &Url {
+        match &self.stream_url {
+            Some(url) if stream => url,
+            _ => &self.url,
+        }
+    }
+
+    fn authorize<'a>(
+        &'a self,
+        _client: &'a Client,
+        headers: &'a mut HeaderMap,
+        _body: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), LlmError>> {
+        Box::pin(async move {
+            match &self.google {
+                Some(google) => google.authorize(headers).await,
+                None => Ok(()),
+            }
+        })
+    }
+
+    fn body(&self, ask: &Ask<'_>) -> Value {
+        let mut body = request_body(
+            ask.model,
+            ask.max_output_tokens,
+            ask.conversation,
+            ask.tool_format(),
+        );
+        if let Some(object) = body.as_object_mut() {
+            if self.google.is_some() {
+                object.remove("model");
+                object.insert("anthropic_version".into(), json!(VERTEX_ANTHROPIC_VERSION));
+            }
+            if !self.prompt_caching {
+                plain_content(object);
+            }
+            if let Some(temperature) = self.temperature {
+                object.insert("temperature".into(), json!(temperature));
+            }
+        }
+        body
+    }
+
+    fn answers(&self) -> &dyn Answers {
+        &Reader
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        match &self.google {
+            Some(google) => google.scrub(text),
+            None => text.to_owned(),
+        }
+    }
+
+    fn handoff_env<'a>(
+        &'a self,
+        _client: &'a Client,
+    ) -> BoxFuture<'a, Result<Vec<(String, SecretString)>, LlmError>> {
+        Box::pin(async move {
+            match &self.google {
+                Some(google) => google.handoff_env().await,
+                None => Ok(Vec::new()),
+            }
+        })
+    }
+}
+
+/// Reads Messages answers.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Reader;
+
+impl Answers for Reader {
+    fn decoder(&self) -> Option<Box<dyn Decoder>> {
+        Some(Box::<Stream>::default())
+    }
+
+    fn read(
+        &self,
+        model: &str,
+        bytes: &[u8],
+        tool_format: Option<&ResponseFormat>,
+    ) -> Result<Completion, LlmError> {
+        read_completion(model, bytes, tool_format)
+    }
+}
 
 fn cached_text(text: &str) -> Value {
     json!({"type": "text", "text": non_empty(text), "cache_control": {"type": "ephemeral"}})
@@ -84,7 +194,7 @@ pub(super) fn request_body(
 
 /// Without prompt caching (`llm.prompt-caching = false`): the system prompt and every message's
 /// content as plain strings, no `cache_control`, no block lists (some gateways reject them).
-pub(super) fn plain_content(body: &mut serde_json::Map<String, Value>) {
+fn plain_content(body: &mut serde_json::Map<String, Value>) {
     fn joined(blocks: &Value) -> Option<String> {
         let blocks = blocks.as_array()?;
         let texts: Option<Vec<&str>> = blocks
@@ -173,7 +283,7 @@ pub(super) fn read_completion(
     bytes: &[u8],
     format: Option<&ResponseFormat>,
 ) -> Result<Completion, LlmError> {
-    let response: MessageResponse = super::parse_body(PROVIDER, model, bytes, "a message")?;
+    let response: MessageResponse = super::data::parse_body(PROVIDER, model, bytes, "a message")?;
     let usage = response.usage.as_ref().map(usage_of).unwrap_or_default();
     let blocks = response
         .content
@@ -323,9 +433,10 @@ impl Stream {
             self.output_tokens = usage.output_tokens;
         }
     }
+}
 
-    /// Reads one event.
-    pub(super) fn event(&mut self, event: &super::sse::Event) -> Result<(), StreamProblem> {
+impl Decoder for Stream {
+    fn event(&mut self, event: &sse::Event) -> Result<(), StreamProblem> {
         let parsed: StreamEvent = serde_json::from_str(&event.data).map_err(|error| {
             StreamProblem::Invalid(format!("a stream event is not a Messages event: {error}"))
         })?;
@@ -392,7 +503,7 @@ impl Stream {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
-                let message = super::wire::error_excerpt(json!({"error": error}).to_string().as_bytes());
+                let message = error_excerpt(json!({"error": error}).to_string().as_bytes());
                 let retryable = !matches!(
                     kind.as_str(),
                     "invalid_request_error"
@@ -409,12 +520,11 @@ impl Stream {
     }
 
     /// Whether `message_stop` came.
-    pub(super) fn is_complete(&self) -> bool {
+    fn is_complete(&self) -> bool {
         self.done
     }
 
-    /// The usage reported so far.
-    pub(super) fn usage(&self) -> Usage {
+    fn usage(&self) -> Usage {
         usage_of(&WireUsage {
             input_tokens: self.input_tokens,
             output_tokens: self.output_tokens,
@@ -424,14 +534,14 @@ impl Stream {
     }
 
     /// Bytes of answer text (and tool input) received so far.
-    pub(super) fn text_bytes(&self) -> usize {
+    fn text_bytes(&self) -> usize {
         self.text_bytes
     }
 
-    /// The answer, read by the same rules as a whole response.
-    pub(super) fn finish(self, model: &str, format: Option<&ResponseFormat>) -> Result<Completion, LlmError> {
+    fn finish(self: Box<Self>, model: &str, format: Option<&ResponseFormat>) -> Result<Completion, LlmError> {
         let usage = self.usage();
-        let blocks = self
+        let this = *self;
+        let blocks = this
             .blocks
             .into_iter()
             .map(|(_, mut block, partial)| {
@@ -441,14 +551,14 @@ impl Stream {
                 block
             })
             .collect();
-        answer(model, blocks, self.stop_reason, usage, format)
+        answer(model, blocks, this.stop_reason, usage, format)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::Turn;
+    use crate::llm::data::Turn;
 
     #[test]
     fn same_role_turns_merge_and_the_last_block_is_cached() {

@@ -102,7 +102,7 @@ impl Chain {
             .await
             .map_err(|error| match error {
                 CredentialsError::CredentialsNotLoaded(_) => "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile (AWS_PROFILE, with keys, SSO or credential_process), AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN, or run where ECS, EKS or EC2 provide them".to_owned(),
-                other => format!("getting AWS credentials: {}", super::error_chain(&other)),
+                other => format!("getting AWS credentials: {}", super::data::error_chain(&other)),
             })
     }
 }
@@ -163,7 +163,7 @@ async fn assume_role_with_web_identity(client: &Client, identity: &WebIdentity) 
             ))
         })?;
     let token = SecretString::from(String::from_utf8_lossy(&bytes).trim().to_owned());
-    let body = super::endpoint::form(&[
+    let body = super::address::form(&[
         ("Action", "AssumeRoleWithWebIdentity"),
         ("Version", "2011-06-15"),
         ("RoleArn", &identity.role_arn),
@@ -176,7 +176,7 @@ async fn assume_role_with_web_identity(client: &Client, identity: &WebIdentity) 
             identity.sts_url
         ))
     })?;
-    let shown = super::endpoint::shown_url(&url);
+    let shown = super::address::shown_url(&url);
     let clean = |text: String| text.replace(token.expose_secret(), "[redacted]");
     let response = client
         .post(url)

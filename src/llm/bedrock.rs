@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 use aws_credential_types::Credentials as AwsCredentials;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
 use aws_sigv4::sign::v4;
+use futures_util::future::BoxFuture;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Client, Url};
 use secrecy::{ExposeSecret, SecretString};
@@ -27,17 +28,86 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 use super::aws_credentials;
-use super::endpoint::Credentials;
-use super::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
-use super::{Role, Usage};
+use super::data::{
+    Completion, Conversation, Credentials, FinishReason, LlmError, ProviderKind, ResponseFormat,
+};
+use super::data::{Role, Usage};
+use super::vendor::{Answers, Ask, Decoder, Vendor};
 
 const PROVIDER: ProviderKind = ProviderKind::Bedrock;
+
+/// The Converse API at one model's URL, SigV4-signed.
+#[derive(Debug)]
+pub(super) struct Converse {
+    pub(super) url: Url,
+    pub(super) aws: AwsAuth,
+    pub(super) temperature: Option<f64>,
+}
+
+impl Vendor for Converse {
+    fn url(&self, _stream: bool) -> &Url {
+        &self.url
+    }
+
+    fn authorize<'a>(
+        &'a self,
+        client: &'a Client,
+        headers: &'a mut HeaderMap,
+        body: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), LlmError>> {
+        Box::pin(self.aws.sign(client, &self.url, headers, body))
+    }
+
+    fn body(&self, ask: &Ask<'_>) -> Value {
+        let mut body = request_body(ask.max_output_tokens, ask.conversation, ask.tool_format());
+        if let Some(temperature) = self.temperature
+            && let Some(config) = body.get_mut("inferenceConfig").and_then(Value::as_object_mut)
+        {
+            config.insert("temperature".into(), json!(temperature));
+        }
+        body
+    }
+
+    fn answers(&self) -> &dyn Answers {
+        &Reader
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        self.aws.scrub(text)
+    }
+
+    fn handoff_env<'a>(
+        &'a self,
+        client: &'a Client,
+    ) -> BoxFuture<'a, Result<Vec<(String, SecretString)>, LlmError>> {
+        Box::pin(self.aws.handoff_env(client))
+    }
+}
+
+/// Reads Converse answers; they never stream here (`converse-stream` is AWS's binary framing).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Reader;
+
+impl Answers for Reader {
+    fn decoder(&self) -> Option<Box<dyn Decoder>> {
+        None
+    }
+
+    fn read(
+        &self,
+        model: &str,
+        bytes: &[u8],
+        tool_format: Option<&ResponseFormat>,
+    ) -> Result<Completion, LlmError> {
+        read_completion(model, bytes, tool_format)
+    }
+}
 
 fn text_block(text: &str) -> Value {
     json!({"text": if text.is_empty() { "(empty)" } else { text }})
 }
 
-pub(super) fn request_body(
+fn request_body(
     max_output_tokens: u32,
     conversation: &Conversation,
     format: Option<&ResponseFormat>,
@@ -131,12 +201,12 @@ struct WireUsage {
     cache_write_input_tokens: Option<u64>,
 }
 
-pub(super) fn read_completion(
+fn read_completion(
     model: &str,
     bytes: &[u8],
     format: Option<&ResponseFormat>,
 ) -> Result<Completion, LlmError> {
-    let response: ConverseResponse = super::parse_body(PROVIDER, model, bytes, "a Converse response")?;
+    let response: ConverseResponse = super::data::parse_body(PROVIDER, model, bytes, "a Converse response")?;
     let usage = response
         .usage
         .map(|usage| {
@@ -326,16 +396,13 @@ impl AwsAuth {
                 fetched.push(token.clone());
             }
         }
-        let lifetime = found
-            .expiry()
-            .map(super::endpoint::until)
-            .unwrap_or(Duration::from_secs(3600));
-        *cached = Some((keys.clone(), super::endpoint::refresh_at(lifetime)));
+        let lifetime = found.expiry().map(until).unwrap_or(Duration::from_secs(3600));
+        *cached = Some((keys.clone(), refresh_at(lifetime)));
         Ok(keys)
     }
 
     /// Adds `x-amz-date`, `x-amz-security-token` (temporary credentials) and `authorization`.
-    pub(super) async fn sign(
+    async fn sign(
         &self,
         client: &Client,
         url: &Url,
@@ -399,7 +466,7 @@ impl AwsAuth {
     }
 
     /// Credentials for a process that signs on its own, without the token file.
-    pub(super) async fn handoff_env(&self, client: &Client) -> Result<Vec<(String, SecretString)>, LlmError> {
+    async fn handoff_env(&self, client: &Client) -> Result<Vec<(String, SecretString)>, LlmError> {
         let keys = self.keys(client).await?;
         let mut env = vec![
             ("AWS_ACCESS_KEY_ID".to_owned(), keys.access_key_id),
@@ -411,7 +478,7 @@ impl AwsAuth {
         Ok(env)
     }
 
-    pub(super) fn scrub(&self, text: &str) -> String {
+    fn scrub(&self, text: &str) -> String {
         let mut text = text.to_owned();
         if let Ok(fetched) = self.fetched.lock() {
             for secret in fetched.iter() {
@@ -423,6 +490,19 @@ impl AwsAuth {
         }
         text
     }
+}
+
+/// How long a fetched token is trusted before it is fetched again: its lifetime less a margin.
+fn refresh_at(lifetime: Duration) -> Instant {
+    Instant::now()
+        + lifetime
+            .saturating_sub(Duration::from_secs(300))
+            .max(Duration::from_secs(30))
+}
+
+/// How long from now until `when` (zero once it has passed), for lifetimes given as dates.
+fn until(when: SystemTime) -> Duration {
+    when.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO)
 }
 
 #[cfg(test)]

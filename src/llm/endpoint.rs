@@ -1,11 +1,13 @@
-//! Where a request goes and how it is authenticated, per provider: the URL, the auth and extra
-//! headers, the provider-specific touches on the body, and the credentials behind them.
+//! Where a request goes and how it is authenticated, per provider: this module resolves the
+//! settings (key, region, project, base URL, extra headers) and picks the vendor that speaks the
+//! provider's API (`openai::Chat`, `anthropic::Messages`, `bedrock::Converse`). It is the one place
+//! a [`ProviderKind`] becomes a vendor (`vendor`, and `answers_for` for recorded answers).
 //!
 //! One `Endpoint` is built per provider from [`LlmSettings`]; `wire` asks it for the URL, for the
-//! headers of each attempt (`Endpoint::request_headers`: static keys, a fresh SigV4 signature for
-//! Bedrock, an exchanged token for Vertex) and to finish the body (`Endpoint::finish_body`:
-//! Vertex's `anthropic_version`, plain Anthropic strings without prompt caching, `temperature`,
-//! `seed`, `llm.extra-body`). It does not send the request, retry, or read answers.
+//! headers of each attempt (`Endpoint::request_headers`: static keys and extra headers, plus what
+//! the vendor adds: a fresh SigV4 signature for Bedrock, an exchanged token for Vertex) and for
+//! the body (`Endpoint::request_body`: the vendor's body with its touches, then `llm.extra-body`).
+//! It does not send the request, retry, or read answers.
 //!
 //! | provider | URL | auth |
 //! |---|---|---|
@@ -20,21 +22,20 @@
 //! [`SecretString`]s, go out only in headers marked sensitive, and are scrubbed from every error
 //! message (`Endpoint::scrub`).
 
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime};
-
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Client, Url};
 use secrecy::{ExposeSecret, SecretString};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::{LlmError, LlmSettings, MaxTokensField, ProviderKind};
-use super::{anthropic, bedrock, google, openai};
+use super::address::{encode_segment, shown_url, shown_url_text};
+use super::bedrock::{self, AwsAuth};
+use super::data::{AuthMode, LlmError, LlmSettings, MaxTokensField, ProviderKind};
+use super::google::TokenSource;
+use super::vendor::{Answers, Ask, Vendor};
+use super::{anthropic, openai};
 
 /// The Azure OpenAI data-plane API version used when `llm.api-version` is not set (latest GA).
 pub const AZURE_DEFAULT_API_VERSION: &str = "2024-10-21";
-/// What Vertex wants in the body of an Anthropic request instead of the `anthropic-version` header.
-pub(super) const VERTEX_ANTHROPIC_VERSION: &str = "vertex-2023-10-16";
 /// Body keys `llm.extra-body` may not set: they carry the conversation or decide how the answer is
 /// read.
 pub const RESERVED_BODY_KEYS: &[&str] = &[
@@ -46,41 +47,6 @@ pub const RESERVED_BODY_KEYS: &[&str] = &[
     "inferenceConfig",
     "toolConfig",
 ];
-
-/// How the key is sent to Azure OpenAI (`llm.auth`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum AuthMode {
-    /// The provider's own key header (`api-key` for Azure).
-    #[default]
-    Key,
-    /// `Authorization: Bearer` (Microsoft Entra ID tokens).
-    Bearer,
-}
-
-/// Environment values a provider reads besides `llm.api-key-env`, read once by `config`.
-///
-/// `secrets` are credentials (AWS keys, Google tokens, values of `${NAME}` extra headers); `plain`
-/// are settings that are not secret (regions, the project, paths of credential files).
-#[derive(Debug, Clone, Default)]
-pub struct Credentials {
-    pub secrets: BTreeMap<String, SecretString>,
-    pub plain: BTreeMap<String, String>,
-}
-
-impl Credentials {
-    fn secret(&self, name: &str) -> Option<&SecretString> {
-        self.secrets
-            .get(name)
-            .filter(|value| !value.expose_secret().trim().is_empty())
-    }
-
-    fn plain(&self, name: &str) -> Option<&str> {
-        self.plain
-            .get(name)
-            .map(String::as_str)
-            .filter(|value| !value.trim().is_empty())
-    }
-}
 
 /// The variables a provider's credentials come from: `(secret names, plain names)`.
 pub fn credential_env(kind: ProviderKind) -> (&'static [&'static str], &'static [&'static str]) {
@@ -120,325 +86,495 @@ pub fn header_env_name(value: &str) -> Option<&str> {
     valid.then_some(name)
 }
 
-/// Endpoint settings beyond the base URL and key; part of [`LlmSettings`].
-#[derive(Debug, Clone)]
-pub struct EndpointSettings {
-    /// Azure: `api-version` (default [`AZURE_DEFAULT_API_VERSION`]).
-    pub api_version: Option<String>,
-    pub auth: AuthMode,
-    /// Bedrock and Vertex: the region (Bedrock falls back to `AWS_REGION`, `AWS_DEFAULT_REGION`).
-    pub region: Option<String>,
-    /// Vertex: the project (falls back to `GOOGLE_CLOUD_PROJECT`).
-    pub project: Option<String>,
-    /// Bedrock web identity: the STS endpoint (default `https://sts.{region}.amazonaws.com`).
-    pub sts_url: Option<String>,
-    /// Header name → value; a value written `${NAME}` is the secret `NAME` of `credentials`.
-    pub extra_headers: BTreeMap<String, String>,
-    /// Merged into the request body at the top level (after bork-ci's own fields).
-    pub extra_body: serde_json::Map<String, Value>,
-    pub temperature: Option<f64>,
-    pub seed: Option<i64>,
-    /// Anthropic: `cache_control` blocks (true) or plain strings (false).
-    pub prompt_caching: bool,
-    pub credentials: Credentials,
+/// A provider's resolved endpoint: its vendor, the static headers and what to scrub.
+#[derive(Debug)]
+pub(super) struct Endpoint {
+    vendor: Box<dyn Vendor>,
+    /// The base URL as shown to people: no user info, no query.
+    pub(super) shown_base: String,
+    /// Sent with every attempt: the key, a version, `llm.extra-headers`.
+    headers: HeaderMap,
+    /// Every secret value, to scrub from messages.
+    secrets: Vec<SecretString>,
+    extra_body: serde_json::Map<String, Value>,
 }
 
-impl Default for EndpointSettings {
-    fn default() -> Self {
-        Self {
-            api_version: None,
-            auth: AuthMode::Key,
-            region: None,
-            project: None,
-            sts_url: None,
-            extra_headers: BTreeMap::new(),
-            extra_body: serde_json::Map::new(),
-            temperature: None,
-            seed: None,
-            prompt_caching: true,
-            credentials: Credentials::default(),
+/// A vendor as `vendor` builds it, with the base URL and the headers of every request.
+struct Picked {
+    vendor: Box<dyn Vendor>,
+    base: Url,
+    headers: HeaderMap,
+    key: Option<SecretString>,
+}
+
+/// The vendor `settings.provider` speaks, its settings resolved: the one place a provider kind
+/// becomes a vendor. Each kind's settings are checked in the same order: key, region, model, base
+/// URL, the rest of the URL, headers, credentials.
+fn vendor(settings: &LlmSettings) -> Result<Picked, LlmError> {
+    match settings.provider {
+        ProviderKind::Openai => openai_vendor(settings),
+        ProviderKind::Azure => azure_vendor(settings),
+        ProviderKind::Anthropic => anthropic_vendor(settings),
+        ProviderKind::Bedrock => bedrock_vendor(settings),
+        ProviderKind::Vertex => vertex_vendor(settings),
+        ProviderKind::Scripted => Err(settings_error(
+            settings,
+            "the scripted model has no endpoint".to_owned(),
+        )),
+    }
+}
+
+/// How `kind`'s answers are read (for `vertex`, a `claude-*` `model` is Anthropic's shape, others
+/// OpenAI's), for answers recorded without their endpoint.
+pub(super) fn answers_for(kind: ProviderKind, model: &str) -> Result<Box<dyn Answers>, LlmError> {
+    match kind {
+        ProviderKind::Anthropic => Ok(Box::new(anthropic::Reader)),
+        ProviderKind::Vertex if vertex_speaks_anthropic(model) => Ok(Box::new(anthropic::Reader)),
+        ProviderKind::Bedrock => Ok(Box::new(bedrock::Reader)),
+        ProviderKind::Openai | ProviderKind::Azure | ProviderKind::Vertex => {
+            Ok(Box::new(openai::Reader { kind }))
+        }
+        ProviderKind::Scripted => Err(LlmError::Settings {
+            provider: kind,
+            message: "the scripted model has no wire format".to_owned(),
+        }),
+    }
+}
+
+/// Vertex serves Claude through Anthropic's Messages (`rawPredict`), other models through its
+/// OpenAI-compatible endpoint.
+fn vertex_speaks_anthropic(model: &str) -> bool {
+    model.trim().starts_with("claude")
+}
+
+fn openai_vendor(settings: &LlmSettings) -> Result<Picked, LlmError> {
+    let key = api_key(settings)?;
+    checked_model(settings)?;
+    let base = base_url(settings, |kind| Ok(kind.default_base_url().to_owned()))?;
+    let url = joined(&base, &format!("{}{}", root(&base), openai::PATH));
+    let mut headers = key_header(settings, &key, AUTHORIZATION, |key| format!("Bearer {key}"))?;
+    extra_headers(settings, &mut headers)?;
+    // OpenAI's own API reads `max_completion_tokens`; other servers may ignore it.
+    let openai_host = url.host_str().is_some_and(|host| {
+        host.eq_ignore_ascii_case("api.openai.com")
+            || host.to_ascii_lowercase().ends_with(".openai.azure.com")
+    });
+    let chat = openai::Chat {
+        reader: openai::Reader {
+            kind: settings.provider,
+        },
+        url,
+        model_override: None,
+        google: None,
+        temperature: settings.endpoint.temperature,
+        seed: settings.endpoint.seed,
+        cap_field: if openai_host {
+            MaxTokensField::MaxCompletionTokens
+        } else {
+            MaxTokensField::MaxTokens
+        },
+    };
+    Ok(Picked {
+        vendor: Box::new(chat),
+        base,
+        headers,
+        key: Some(key),
+    })
+}
+
+fn azure_vendor(settings: &LlmSettings) -> Result<Picked, LlmError> {
+    let key = api_key(settings)?;
+    let model = checked_model(settings)?;
+    let base = base_url(settings, |_| {
+        Err(settings_error(
+            settings,
+            "llm.base-url must be set to the resource endpoint, e.g. https://NAME.openai.azure.com"
+                .to_owned(),
+        ))
+    })?;
+    let path = format!(
+        "{}/openai/deployments/{}/chat/completions",
+        root(&base),
+        encode_segment(model)
+    );
+    let mut url = joined(&base, &path);
+    let version = settings
+        .endpoint
+        .api_version
+        .clone()
+        .filter(|version| !version.trim().is_empty())
+        .unwrap_or_else(|| AZURE_DEFAULT_API_VERSION.to_owned());
+    url.query_pairs_mut().append_pair("api-version", version.trim());
+    let mut headers = match settings.endpoint.auth {
+        AuthMode::Key => key_header(settings, &key, HeaderName::from_static("api-key"), str::to_owned)?,
+        AuthMode::Bearer => key_header(settings, &key, AUTHORIZATION, |key| format!("Bearer {key}"))?,
+    };
+    extra_headers(settings, &mut headers)?;
+    let chat = openai::Chat {
+        reader: openai::Reader {
+            kind: settings.provider,
+        },
+        url,
+        model_override: None,
+        google: None,
+        temperature: settings.endpoint.temperature,
+        seed: settings.endpoint.seed,
+        // Azure OpenAI reads OpenAI's current field.
+        cap_field: MaxTokensField::MaxCompletionTokens,
+    };
+    Ok(Picked {
+        vendor: Box::new(chat),
+        base,
+        headers,
+        key: Some(key),
+    })
+}
+
+fn anthropic_vendor(settings: &LlmSettings) -> Result<Picked, LlmError> {
+    let key = api_key(settings)?;
+    checked_model(settings)?;
+    let base = base_url(settings, |kind| Ok(kind.default_base_url().to_owned()))?;
+    let root = root(&base);
+    let path = match root.strip_suffix("/v1") {
+        Some(stem) => format!("{stem}{}", anthropic::PATH),
+        None => format!("{root}{}", anthropic::PATH),
+    };
+    let url = joined(&base, &path);
+    let mut headers = key_header(
+        settings,
+        &key,
+        HeaderName::from_static("x-api-key"),
+        str::to_owned,
+    )?;
+    headers.insert(
+        HeaderName::from_static("anthropic-version"),
+        HeaderValue::from_static(anthropic::VERSION),
+    );
+    extra_headers(settings, &mut headers)?;
+    let messages = anthropic::Messages {
+        url,
+        stream_url: None,
+        google: None,
+        prompt_caching: settings.endpoint.prompt_caching,
+        temperature: settings.endpoint.temperature,
+    };
+    Ok(Picked {
+        vendor: Box::new(messages),
+        base,
+        headers,
+        key: Some(key),
+    })
+}
+
+fn bedrock_vendor(settings: &LlmSettings) -> Result<Picked, LlmError> {
+    let extra = &settings.endpoint;
+    let region = extra
+        .region
+        .clone()
+        .filter(|region| !region.trim().is_empty())
+        .or_else(|| extra.credentials.plain("AWS_REGION").map(str::to_owned))
+        .or_else(|| extra.credentials.plain("AWS_DEFAULT_REGION").map(str::to_owned))
+        .ok_or_else(|| {
+            settings_error(
+                settings,
+                "no region: set llm.region or the environment variable AWS_REGION".to_owned(),
+            )
+        })?;
+    checked_region(settings, &region)?;
+    let model = checked_model(settings)?;
+    let base = base_url(settings, |_| {
+        Ok(format!("https://bedrock-runtime.{region}.amazonaws.com"))
+    })?;
+    let url = joined(
+        &base,
+        &format!("{}/model/{}/converse", root(&base), encode_segment(model)),
+    );
+    let mut headers = HeaderMap::new();
+    extra_headers(settings, &mut headers)?;
+    let aws = AwsAuth::new(region, extra.sts_url.clone(), &extra.credentials)?;
+    let converse = bedrock::Converse {
+        url,
+        aws,
+        temperature: extra.temperature,
+    };
+    Ok(Picked {
+        vendor: Box::new(converse),
+        base,
+        headers,
+        key: None,
+    })
+}
+
+fn vertex_vendor(settings: &LlmSettings) -> Result<Picked, LlmError> {
+    let extra = &settings.endpoint;
+    let region = extra
+        .region
+        .clone()
+        .filter(|region| !region.trim().is_empty())
+        .ok_or_else(|| {
+            settings_error(
+                settings,
+                "no region: set llm.region (e.g. us-east5 or global)".to_owned(),
+            )
+        })?;
+    checked_region(settings, &region)?;
+    let model = checked_model(settings)?;
+    let base = base_url(settings, |_| {
+        Ok(match region.as_str() {
+            "global" => "https://aiplatform.googleapis.com".to_owned(),
+            region => format!("https://{region}-aiplatform.googleapis.com"),
+        })
+    })?;
+    let project = vertex_project(settings)?;
+    let prefix = format!(
+        "{}/v1/projects/{}/locations/{}",
+        root(&base),
+        encode_segment(&project),
+        encode_segment(&region)
+    );
+    let claude = vertex_speaks_anthropic(model);
+    let url = if claude {
+        joined(
+            &base,
+            &format!(
+                "{prefix}/publishers/anthropic/models/{}:rawPredict",
+                encode_segment(model)
+            ),
+        )
+    } else {
+        joined(&base, &format!("{prefix}/endpoints/openapi/chat/completions"))
+    };
+    let mut headers = HeaderMap::new();
+    extra_headers(settings, &mut headers)?;
+    let google = TokenSource::new(&extra.credentials)?;
+    Ok(Picked {
+        vendor: vertex_speaker(settings, model, url, google),
+        base,
+        headers,
+        key: None,
+    })
+}
+
+/// `llm.project`, else `GOOGLE_CLOUD_PROJECT`.
+fn vertex_project(settings: &LlmSettings) -> Result<String, LlmError> {
+    let extra = &settings.endpoint;
+    extra
+        .project
+        .clone()
+        .filter(|project| !project.trim().is_empty())
+        .or_else(|| extra.credentials.plain("GOOGLE_CLOUD_PROJECT").map(str::to_owned))
+        .ok_or_else(|| {
+            settings_error(
+                settings,
+                "no project: set llm.project or the environment variable GOOGLE_CLOUD_PROJECT".to_owned(),
+            )
+        })
+}
+
+/// The vendor Vertex serves `model` (trimmed) through at `url`, with a Google token.
+fn vertex_speaker(settings: &LlmSettings, model: &str, url: Url, google: TokenSource) -> Box<dyn Vendor> {
+    let extra = &settings.endpoint;
+    if vertex_speaks_anthropic(model) {
+        let mut stream_url = url.clone();
+        stream_url.set_path(&url.path().replacen(":rawPredict", ":streamRawPredict", 1));
+        Box::new(anthropic::Messages {
+            url,
+            stream_url: Some(stream_url),
+            google: Some(google),
+            prompt_caching: extra.prompt_caching,
+            temperature: extra.temperature,
+        })
+    } else {
+        Box::new(openai::Chat {
+            reader: openai::Reader {
+                kind: settings.provider,
+            },
+            url,
+            model_override: Some(if model.contains('/') {
+                model.to_owned()
+            } else {
+                format!("google/{model}")
+            }),
+            google: Some(google),
+            temperature: extra.temperature,
+            seed: extra.seed,
+            // What Vertex's OpenAI-compatible endpoint reads.
+            cap_field: MaxTokensField::MaxTokens,
+        })
+    }
+}
+
+fn settings_error(settings: &LlmSettings, message: String) -> LlmError {
+    LlmError::Settings {
+        provider: settings.provider,
+        message,
+    }
+}
+
+/// The key, or which variable to set.
+fn api_key(settings: &LlmSettings) -> Result<SecretString, LlmError> {
+    match &settings.api_key {
+        Some(key) if !key.expose_secret().trim().is_empty() => Ok(key.clone()),
+        _ => {
+            let kind = settings.provider;
+            let env = if settings.api_key_env.is_empty() {
+                kind.default_api_key_env().to_owned()
+            } else {
+                settings.api_key_env.clone()
+            };
+            Err(LlmError::MissingApiKey { provider: kind, env })
         }
     }
 }
 
-/// Which request and answer shapes the endpoint speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum WireFormat {
-    Openai,
-    Anthropic,
-    Bedrock,
+/// A region must be a name, so it cannot move the host.
+fn checked_region(settings: &LlmSettings, region: &str) -> Result<(), LlmError> {
+    if region.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        Ok(())
+    } else {
+        Err(settings_error(
+            settings,
+            format!("llm.region `{region}` is not a region name (letters, digits and `-`)"),
+        ))
+    }
 }
 
-/// Headers computed per attempt.
-#[derive(Debug)]
-enum DynamicAuth {
-    None,
-    Aws(Box<bedrock::AwsAuth>),
-    Google(google::TokenSource),
+/// The model, trimmed, as it goes in a URL.
+fn checked_model(settings: &LlmSettings) -> Result<&str, LlmError> {
+    if settings.model.chars().any(char::is_control) {
+        return Err(settings_error(
+            settings,
+            "llm.model contains control characters".to_owned(),
+        ));
+    }
+    Ok(settings.model.trim())
 }
 
-/// A provider's resolved endpoint.
-#[derive(Debug)]
-pub(super) struct Endpoint {
-    kind: ProviderKind,
-    pub(super) format: WireFormat,
-    pub(super) url: Url,
-    /// Vertex Claude: `:streamRawPredict`, where streamed requests go.
-    stream_url: Option<Url>,
-    /// The base URL as shown to people: no user info, no query.
-    pub(super) shown_base: String,
-    headers: HeaderMap,
-    dynamic: DynamicAuth,
-    /// Every secret value, to scrub from messages.
-    secrets: Vec<SecretString>,
-    vertex_anthropic: bool,
-    vertex_model: Option<String>,
-    prompt_caching: bool,
-    temperature: Option<f64>,
-    seed: Option<i64>,
-    extra_body: serde_json::Map<String, Value>,
+/// `llm.base-url`, else the provider's default, parsed and checked.
+fn base_url(
+    settings: &LlmSettings,
+    default: impl FnOnce(ProviderKind) -> Result<String, LlmError>,
+) -> Result<Url, LlmError> {
+    let base = match &settings.base_url {
+        Some(base) => base.clone(),
+        None => default(settings.provider)?,
+    };
+    let base_url = Url::parse(base.trim()).map_err(|error| {
+        settings_error(
+            settings,
+            format!("llm.base-url `{}` is not a URL: {error}", shown_url_text(&base)),
+        )
+    })?;
+    if !matches!(base_url.scheme(), "http" | "https") || base_url.host_str().is_none() {
+        return Err(settings_error(
+            settings,
+            format!(
+                "llm.base-url `{}` must be an http or https URL with a host",
+                shown_url(&base_url)
+            ),
+        ));
+    }
+    Ok(base_url)
+}
+
+/// The base URL's path without its trailing `/`, where a vendor's path goes.
+fn root(base: &Url) -> String {
+    base.path().trim_end_matches('/').to_owned()
+}
+
+/// `base` with `path`.
+fn joined(base: &Url, path: &str) -> Url {
+    let mut url = base.clone();
+    url.set_path(path);
+    url
+}
+
+/// The key in header `name` (its value `text` of the trimmed key), marked sensitive.
+fn key_header(
+    settings: &LlmSettings,
+    key: &SecretString,
+    name: HeaderName,
+    text: impl FnOnce(&str) -> String,
+) -> Result<HeaderMap, LlmError> {
+    let mut value = HeaderValue::from_str(&text(key.expose_secret().trim())).map_err(|_| {
+        settings_error(
+            settings,
+            format!(
+                "the API key in {} contains characters that cannot be sent in an HTTP header",
+                settings.api_key_env
+            ),
+        )
+    })?;
+    value.set_sensitive(true);
+    let mut headers = HeaderMap::new();
+    headers.insert(name, value);
+    Ok(headers)
+}
+
+/// `llm.extra-headers`, a `${NAME}` value read from the credentials and marked sensitive.
+fn extra_headers(settings: &LlmSettings, headers: &mut HeaderMap) -> Result<(), LlmError> {
+    let extra = &settings.endpoint;
+    for (name, template) in &extra.extra_headers {
+        let header = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
+            settings_error(
+                settings,
+                format!("llm.extra-headers: `{name}` is not an HTTP header name"),
+            )
+        })?;
+        let mut value = match header_env_name(template) {
+            Some(env) => {
+                let secret = extra.credentials.secret(env).ok_or_else(|| {
+                    settings_error(
+                        settings,
+                        format!(
+                            "llm.extra-headers.{name} reads the environment variable {env}, which is not set"
+                        ),
+                    )
+                })?;
+                let mut value = HeaderValue::from_str(secret.expose_secret().trim()).map_err(|_| {
+                    settings_error(
+                        settings,
+                        format!(
+                            "the value of {env} (llm.extra-headers.{name}) cannot be sent in an HTTP header"
+                        ),
+                    )
+                })?;
+                value.set_sensitive(true);
+                value
+            }
+            None => HeaderValue::from_str(template).map_err(|_| {
+                settings_error(
+                    settings,
+                    format!("llm.extra-headers.{name}: the value cannot be sent in an HTTP header"),
+                )
+            })?,
+        };
+        if header_env_name(template).is_some() {
+            value.set_sensitive(true);
+        }
+        headers.insert(header, value);
+    }
+    Ok(())
 }
 
 impl Endpoint {
     pub(super) fn new(settings: &LlmSettings) -> Result<Self, LlmError> {
-        let kind = settings.provider;
-        let extra = &settings.endpoint;
-        let settings_error = |message: String| LlmError::Settings {
-            provider: kind,
-            message,
-        };
-        let mut secrets: Vec<SecretString> = extra.credentials.secrets.values().cloned().collect();
-        let key = match kind {
-            ProviderKind::Openai | ProviderKind::Anthropic | ProviderKind::Azure => match &settings.api_key {
-                Some(key) if !key.expose_secret().trim().is_empty() => {
-                    secrets.push(key.clone());
-                    Some(key.clone())
-                }
-                _ => {
-                    let env = if settings.api_key_env.is_empty() {
-                        kind.default_api_key_env().to_owned()
-                    } else {
-                        settings.api_key_env.clone()
-                    };
-                    return Err(LlmError::MissingApiKey { provider: kind, env });
-                }
-            },
-            _ => None,
-        };
-        let region = match kind {
-            ProviderKind::Bedrock => Some(
-                extra
-                    .region
-                    .clone()
-                    .filter(|region| !region.trim().is_empty())
-                    .or_else(|| extra.credentials.plain("AWS_REGION").map(str::to_owned))
-                    .or_else(|| extra.credentials.plain("AWS_DEFAULT_REGION").map(str::to_owned))
-                    .ok_or_else(|| {
-                        settings_error(
-                            "no region: set llm.region or the environment variable AWS_REGION".to_owned(),
-                        )
-                    })?,
-            ),
-            ProviderKind::Vertex => Some(
-                extra
-                    .region
-                    .clone()
-                    .filter(|region| !region.trim().is_empty())
-                    .ok_or_else(|| {
-                        settings_error("no region: set llm.region (e.g. us-east5 or global)".to_owned())
-                    })?,
-            ),
-            _ => None,
-        };
-        if let Some(region) = &region
-            && !region.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        {
-            return Err(settings_error(format!(
-                "llm.region `{region}` is not a region name (letters, digits and `-`)"
-            )));
-        }
-        if settings.model.chars().any(char::is_control) {
-            return Err(settings_error("llm.model contains control characters".to_owned()));
-        }
-        let base = match (&settings.base_url, kind, region.as_deref()) {
-            (Some(base), ..) => base.clone(),
-            (None, ProviderKind::Bedrock, Some(region)) => {
-                format!("https://bedrock-runtime.{region}.amazonaws.com")
-            }
-            (None, ProviderKind::Vertex, Some("global")) => "https://aiplatform.googleapis.com".to_owned(),
-            (None, ProviderKind::Vertex, Some(region)) => {
-                format!("https://{region}-aiplatform.googleapis.com")
-            }
-            (None, ProviderKind::Azure, _) => {
-                return Err(settings_error(
-                    "llm.base-url must be set to the resource endpoint, e.g. https://NAME.openai.azure.com"
-                        .to_owned(),
-                ));
-            }
-            (None, ..) => kind.default_base_url().to_owned(),
-        };
-        let base_url = parse_base(kind, &base)?;
-        let root = base_url.path().trim_end_matches('/').to_owned();
-        let model = settings.model.trim();
-        let vertex_anthropic = kind == ProviderKind::Vertex && model.starts_with("claude");
-        let (format, path) = match kind {
-            ProviderKind::Anthropic => {
-                let path = match root.strip_suffix("/v1") {
-                    Some(stem) => format!("{stem}{}", anthropic::PATH),
-                    None => format!("{root}{}", anthropic::PATH),
-                };
-                (WireFormat::Anthropic, path)
-            }
-            ProviderKind::Azure => (
-                WireFormat::Openai,
-                format!(
-                    "{root}/openai/deployments/{}/chat/completions",
-                    encode_segment(model)
-                ),
-            ),
-            ProviderKind::Bedrock => (
-                WireFormat::Bedrock,
-                format!("{root}/model/{}/converse", encode_segment(model)),
-            ),
-            ProviderKind::Vertex => {
-                let project = extra
-                    .project
-                    .clone()
-                    .filter(|project| !project.trim().is_empty())
-                    .or_else(|| extra.credentials.plain("GOOGLE_CLOUD_PROJECT").map(str::to_owned))
-                    .ok_or_else(|| {
-                        settings_error(
-                            "no project: set llm.project or the environment variable GOOGLE_CLOUD_PROJECT"
-                                .to_owned(),
-                        )
-                    })?;
-                let region = region.as_deref().unwrap_or_default();
-                let prefix = format!(
-                    "{root}/v1/projects/{}/locations/{}",
-                    encode_segment(&project),
-                    encode_segment(region)
-                );
-                if vertex_anthropic {
-                    (
-                        WireFormat::Anthropic,
-                        format!(
-                            "{prefix}/publishers/anthropic/models/{}:rawPredict",
-                            encode_segment(model)
-                        ),
-                    )
-                } else {
-                    (
-                        WireFormat::Openai,
-                        format!("{prefix}/endpoints/openapi/chat/completions"),
-                    )
-                }
-            }
-            _ => (WireFormat::Openai, format!("{root}{}", openai::PATH)),
-        };
-        let mut url = base_url.clone();
-        url.set_path(&path);
-        if kind == ProviderKind::Azure {
-            let version = extra
-                .api_version
-                .clone()
-                .filter(|version| !version.trim().is_empty())
-                .unwrap_or_else(|| AZURE_DEFAULT_API_VERSION.to_owned());
-            url.query_pairs_mut().append_pair("api-version", version.trim());
-        }
-
-        let mut headers = HeaderMap::new();
-        if let Some(key) = &key {
-            let not_a_header = || {
-                settings_error(format!(
-                    "the API key in {} contains characters that cannot be sent in an HTTP header",
-                    settings.api_key_env
-                ))
-            };
-            let key = key.expose_secret().trim();
-            let (name, text) = match (kind, extra.auth) {
-                (ProviderKind::Anthropic, _) => (HeaderName::from_static("x-api-key"), key.to_owned()),
-                (ProviderKind::Azure, AuthMode::Key) => (HeaderName::from_static("api-key"), key.to_owned()),
-                _ => (reqwest::header::AUTHORIZATION, format!("Bearer {key}")),
-            };
-            let mut value = HeaderValue::from_str(&text).map_err(|_| not_a_header())?;
-            value.set_sensitive(true);
-            headers.insert(name, value);
-        }
-        if kind == ProviderKind::Anthropic {
-            headers.insert(
-                HeaderName::from_static("anthropic-version"),
-                HeaderValue::from_static(anthropic::VERSION),
-            );
-        }
-        for (name, template) in &extra.extra_headers {
-            let header = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
-                settings_error(format!("llm.extra-headers: `{name}` is not an HTTP header name"))
-            })?;
-            let mut value = match header_env_name(template) {
-                Some(env) => {
-                    let secret = extra.credentials.secret(env).ok_or_else(|| {
-                        settings_error(format!(
-                            "llm.extra-headers.{name} reads the environment variable {env}, which is not set"
-                        ))
-                    })?;
-                    let mut value = HeaderValue::from_str(secret.expose_secret().trim()).map_err(|_| {
-                        settings_error(format!(
-                            "the value of {env} (llm.extra-headers.{name}) cannot be sent in an HTTP header"
-                        ))
-                    })?;
-                    value.set_sensitive(true);
-                    value
-                }
-                None => HeaderValue::from_str(template).map_err(|_| {
-                    settings_error(format!(
-                        "llm.extra-headers.{name}: the value cannot be sent in an HTTP header"
-                    ))
-                })?,
-            };
-            if header_env_name(template).is_some() {
-                value.set_sensitive(true);
-            }
-            headers.insert(header, value);
-        }
-
-        let dynamic = match kind {
-            ProviderKind::Bedrock => DynamicAuth::Aws(Box::new(bedrock::AwsAuth::new(
-                region.clone().unwrap_or_default(),
-                extra.sts_url.clone(),
-                &extra.credentials,
-            )?)),
-            ProviderKind::Vertex => DynamicAuth::Google(google::TokenSource::new(&extra.credentials)?),
-            _ => DynamicAuth::None,
-        };
-        let vertex_model = (kind == ProviderKind::Vertex && !vertex_anthropic).then(|| {
-            if model.contains('/') {
-                model.to_owned()
-            } else {
-                format!("google/{model}")
-            }
-        });
-        let stream_url = vertex_anthropic.then(|| {
-            let mut stream_url = url.clone();
-            let path = url.path().replacen(":rawPredict", ":streamRawPredict", 1);
-            stream_url.set_path(&path);
-            stream_url
-        });
+        let picked = vendor(settings)?;
+        let mut secrets: Vec<SecretString> =
+            settings.endpoint.credentials.secrets.values().cloned().collect();
+        secrets.extend(picked.key);
         Ok(Self {
-            kind,
-            format,
-            shown_base: shown_url(&base_url),
-            stream_url,
-            url,
-            headers,
-            dynamic,
+            vendor: picked.vendor,
+            shown_base: shown_url(&picked.base),
+            headers: picked.headers,
             secrets,
-            vertex_anthropic,
-            vertex_model,
-            prompt_caching: extra.prompt_caching,
-            temperature: extra.temperature,
-            seed: extra.seed,
-            extra_body: extra.extra_body.clone(),
+            extra_body: settings.endpoint.extra_body.clone(),
         })
+    }
+
+    /// The vendor requests go to.
+    pub(super) fn vendor(&self) -> &dyn Vendor {
+        self.vendor.as_ref()
     }
 
     /// The field an OpenAI-compatible server reads the output cap from when
@@ -446,45 +582,26 @@ impl Endpoint {
     /// OpenAI, `max_tokens` for every other endpoint (vLLM, llama.cpp, Ollama, LiteLLM, Vertex's
     /// OpenAI-compatible endpoint), which read it and may ignore the newer name.
     pub(super) fn default_max_tokens_field(&self) -> MaxTokensField {
-        let openai_host = self.url.host_str().is_some_and(|host| {
-            host.eq_ignore_ascii_case("api.openai.com")
-                || host.to_ascii_lowercase().ends_with(".openai.azure.com")
-        });
-        match self.kind {
-            ProviderKind::Azure => MaxTokensField::MaxCompletionTokens,
-            ProviderKind::Openai if openai_host => MaxTokensField::MaxCompletionTokens,
-            _ => MaxTokensField::MaxTokens,
-        }
-    }
-
-    /// Whether `llm.seed` reaches the server (only OpenAI-compatible bodies have a seed).
-    pub(super) fn sends_seed(&self) -> bool {
-        self.format == WireFormat::Openai
+        self.vendor.cap_field().unwrap_or(MaxTokensField::MaxTokens)
     }
 
     /// Whether this endpoint can answer with server-sent events (every one but Bedrock, whose
     /// stream is AWS's binary event-stream framing).
     pub(super) fn streams(&self) -> bool {
-        self.format != WireFormat::Bedrock
+        self.vendor.answers().decoder().is_some()
     }
 
     /// Where a request goes: Vertex streams Claude from `:streamRawPredict`, everything else
     /// streams from the same URL.
     pub(super) fn url_for(&self, stream: bool) -> &Url {
-        match &self.stream_url {
-            Some(url) if stream => url,
-            _ => &self.url,
-        }
+        self.vendor.url(stream)
     }
 
     /// The URL a request (streamed or not) goes to, as shown in messages: scheme, host, port,
     /// path and the query's names (values hidden unless they are an `api-version`); never user
     /// info.
     pub(super) fn shown_url_for(&self, stream: bool) -> String {
-        self.shown(self.url_for(stream))
-    }
-
-    fn shown(&self, url: &Url) -> String {
+        let url = self.url_for(stream);
         let mut shown = url.clone();
         let _ = shown.set_username("");
         let _ = shown.set_password(None);
@@ -518,75 +635,32 @@ impl Endpoint {
             reqwest::header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        match &self.dynamic {
-            DynamicAuth::None => {}
-            DynamicAuth::Aws(aws) => aws.sign(client, &self.url, &mut headers, body).await?,
-            DynamicAuth::Google(google) => {
-                let token = google.token().await?;
-                let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose_secret().trim()))
-                    .map_err(|_| LlmError::Settings {
-                        provider: self.kind,
-                        message: "the Google access token cannot be sent in an HTTP header".to_owned(),
-                    })?;
-                value.set_sensitive(true);
-                headers.insert(reqwest::header::AUTHORIZATION, value);
-            }
-        }
+        self.vendor.authorize(client, &mut headers, body).await?;
         Ok(headers)
     }
 
-    /// Provider touches on a body built by `openai`, `anthropic` or `bedrock`.
-    pub(super) fn finish_body(&self, body: &mut Value) {
-        let Some(object) = body.as_object_mut() else {
-            return;
-        };
-        if self.vertex_anthropic {
-            object.remove("model");
-            object.insert("anthropic_version".into(), json!(VERTEX_ANTHROPIC_VERSION));
-        }
-        if let Some(model) = &self.vertex_model {
-            object.insert("model".into(), json!(model));
-        }
-        if self.format == WireFormat::Anthropic && !self.prompt_caching {
-            anthropic::plain_content(object);
-        }
-        if let Some(temperature) = self.temperature {
-            match self.format {
-                WireFormat::Bedrock => {
-                    if let Some(config) = object.get_mut("inferenceConfig").and_then(Value::as_object_mut) {
-                        config.insert("temperature".into(), json!(temperature));
-                    }
-                }
-                _ => {
-                    object.insert("temperature".into(), json!(temperature));
+    /// The body of a request for `ask`: the vendor's, then `llm.extra-body` (never a reserved
+    /// key), then the fields that ask for a stream.
+    pub(super) fn request_body(&self, ask: &Ask<'_>, stream: bool) -> Value {
+        let mut body = self.vendor.body(ask);
+        if let Some(object) = body.as_object_mut() {
+            for (key, value) in &self.extra_body {
+                if !RESERVED_BODY_KEYS.contains(&key.as_str()) {
+                    object.insert(key.clone(), value.clone());
                 }
             }
-        }
-        if let Some(seed) = self.seed
-            && self.format == WireFormat::Openai
-        {
-            object.insert("seed".into(), json!(seed));
-        }
-        for (key, value) in &self.extra_body {
-            if !RESERVED_BODY_KEYS.contains(&key.as_str()) {
-                object.insert(key.clone(), value.clone());
+            if stream {
+                self.vendor.ask_for_stream(object);
             }
         }
+        body
     }
 
     /// Environment for a process that calls this endpoint on its own (the edit step): the
     /// credentials as they are, except that files (web identity token, external account) are
     /// exchanged here for short-lived credentials the process can use without the file.
     pub(super) async fn handoff_env(&self, client: &Client) -> Result<Vec<(String, SecretString)>, LlmError> {
-        let mut env = Vec::new();
-        match &self.dynamic {
-            DynamicAuth::None => {}
-            DynamicAuth::Aws(aws) => env.extend(aws.handoff_env(client).await?),
-            DynamicAuth::Google(google) => {
-                env.push(("GOOGLE_OAUTH_ACCESS_TOKEN".to_owned(), google.token().await?));
-            }
-        }
-        Ok(env)
+        self.vendor.handoff_env(client).await
     }
 
     /// Removes every secret and the URL's query values from a message.
@@ -598,12 +672,8 @@ impl Endpoint {
                 text = text.replace(value, "[redacted]");
             }
         }
-        match &self.dynamic {
-            DynamicAuth::Aws(aws) => text = aws.scrub(&text),
-            DynamicAuth::Google(google) => text = google.scrub(&text),
-            DynamicAuth::None => {}
-        }
-        for (name, value) in self.url.query_pairs() {
+        text = self.vendor.scrub(&text);
+        for (name, value) in self.url_for(false).query_pairs() {
             if name != "api-version" && value.len() >= 4 {
                 text = text.replace(value.as_ref(), "[redacted]");
             }
@@ -612,88 +682,24 @@ impl Endpoint {
     }
 }
 
-fn parse_base(kind: ProviderKind, base: &str) -> Result<Url, LlmError> {
-    let settings_error = |message: String| LlmError::Settings {
-        provider: kind,
-        message,
-    };
-    let base_url = Url::parse(base.trim()).map_err(|error| {
-        settings_error(format!(
-            "llm.base-url `{}` is not a URL: {error}",
-            shown_url_text(base)
-        ))
-    })?;
-    if !matches!(base_url.scheme(), "http" | "https") || base_url.host_str().is_none() {
-        return Err(settings_error(format!(
-            "llm.base-url `{}` must be an http or https URL with a host",
-            shown_url(&base_url)
-        )));
-    }
-    Ok(base_url)
-}
-
-/// A model, project or region as one URL path segment (`:` of Bedrock model ids becomes `%3A`).
-fn encode_segment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.trim().bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~@".contains(&byte) {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
-/// A URL as shown to people: scheme, host, port and path; no user info, no query, no fragment.
-pub(super) fn shown_url(url: &Url) -> String {
-    let mut shown = url.clone();
-    let _ = shown.set_username("");
-    let _ = shown.set_password(None);
-    if shown.query().is_some() {
-        shown.set_query(Some("[redacted]"));
-    }
-    shown.set_fragment(None);
-    shown.as_str().trim_end_matches('/').to_owned()
-}
-
-/// An unparsable URL as shown to people: everything before any `?` or `@`.
-pub(super) fn shown_url_text(text: &str) -> String {
-    let before_query = text.split(['?', '#']).next().unwrap_or_default();
-    match before_query.rsplit_once('@') {
-        Some((_, rest)) => format!("[redacted]@{rest}"),
-        None => before_query.to_owned(),
-    }
-}
-
-/// Form-encodes `pairs` (`application/x-www-form-urlencoded`).
-pub(super) fn form(pairs: &[(&str, &str)]) -> String {
-    let mut url = Url::parse("http://form.invalid/").expect("a constant URL parses");
-    {
-        let mut query = url.query_pairs_mut();
-        for (name, value) in pairs {
-            query.append_pair(name, value);
-        }
-    }
-    url.query().unwrap_or_default().to_owned()
-}
-
-/// How long a fetched token is trusted before it is fetched again: its lifetime less a margin.
-pub(super) fn refresh_at(lifetime: Duration) -> Instant {
-    Instant::now()
-        + lifetime
-            .saturating_sub(Duration::from_secs(300))
-            .max(Duration::from_secs(30))
-}
-
-/// Seconds since the epoch, for lifetimes given as dates.
-pub(super) fn until(when: SystemTime) -> Duration {
-    when.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::data::{Conversation, StructuredOutput};
+    use serde_json::json;
+
+    /// The body of a request with `conversation`, not streamed.
+    fn body_of(endpoint: &Endpoint, model: &str, conversation: &Conversation) -> Value {
+        let ask = Ask {
+            model,
+            conversation,
+            format: None,
+            mode: StructuredOutput::JsonSchema,
+            max_output_tokens: 100,
+            max_tokens_field: endpoint.default_max_tokens_field(),
+        };
+        endpoint.request_body(&ask, false)
+    }
 
     fn settings(kind: ProviderKind, model: &str, base: Option<&str>) -> LlmSettings {
         let mut settings = LlmSettings::new(kind, model);
@@ -713,7 +719,7 @@ mod tests {
             let endpoint =
                 Endpoint::new(&settings(ProviderKind::Anthropic, "claude", Some(base))).expect("builds");
             assert_eq!(
-                endpoint.url.as_str(),
+                endpoint.url_for(false).as_str(),
                 "https://api.anthropic.com/v1/messages",
                 "{base}"
             );
@@ -724,7 +730,10 @@ mod tests {
             Some("https://gw.example/anthropic"),
         ))
         .expect("builds");
-        assert_eq!(gateway.url.as_str(), "https://gw.example/anthropic/v1/messages");
+        assert_eq!(
+            gateway.url_for(false).as_str(),
+            "https://gw.example/anthropic/v1/messages"
+        );
     }
 
     #[test]
@@ -736,10 +745,10 @@ mod tests {
         ))
         .expect("builds");
         assert_eq!(
-            endpoint.url.as_str(),
+            endpoint.url_for(false).as_str(),
             "https://res.openai.azure.com/openai/deployments/my-gpt4o/chat/completions?api-version=2024-10-21"
         );
-        assert_eq!(endpoint.shown_url_for(true), endpoint.url.as_str());
+        assert_eq!(endpoint.shown_url_for(true), endpoint.url_for(false).as_str());
         assert!(endpoint.headers.contains_key("api-key"));
         assert!(!endpoint.headers.contains_key("authorization"));
     }
@@ -764,7 +773,7 @@ mod tests {
             .insert("AWS_SECRET_ACCESS_KEY".into(), "secret".into());
         let endpoint = Endpoint::new(&settings).expect("builds");
         assert_eq!(
-            endpoint.url.as_str(),
+            endpoint.url_for(false).as_str(),
             "https://bedrock-runtime.eu-west-1.amazonaws.com/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse"
         );
     }
@@ -781,28 +790,26 @@ mod tests {
             .insert("GOOGLE_OAUTH_ACCESS_TOKEN".into(), "ya29.token".into());
         let endpoint = Endpoint::new(&claude).expect("builds");
         assert_eq!(
-            endpoint.url.as_str(),
+            endpoint.url_for(false).as_str(),
             "https://us-east5-aiplatform.googleapis.com/v1/projects/proj/locations/us-east5/publishers/anthropic/models/claude-sonnet-4@20250514:rawPredict"
         );
         assert_eq!(
             endpoint.url_for(true).as_str(),
             "https://us-east5-aiplatform.googleapis.com/v1/projects/proj/locations/us-east5/publishers/anthropic/models/claude-sonnet-4@20250514:streamRawPredict"
         );
-        let mut body = json!({"model": "claude-sonnet-4@20250514", "messages": []});
-        endpoint.finish_body(&mut body);
+        let body = body_of(&endpoint, "claude-sonnet-4@20250514", &Conversation::default());
         assert!(body.get("model").is_none());
-        assert_eq!(body["anthropic_version"], VERTEX_ANTHROPIC_VERSION);
+        assert_eq!(body["anthropic_version"], anthropic::VERTEX_ANTHROPIC_VERSION);
 
         let mut gemini = claude.clone();
         gemini.model = "gemini-2.0-flash".into();
         gemini.endpoint.region = Some("global".into());
         let endpoint = Endpoint::new(&gemini).expect("builds");
         assert_eq!(
-            endpoint.url.as_str(),
+            endpoint.url_for(false).as_str(),
             "https://aiplatform.googleapis.com/v1/projects/proj/locations/global/endpoints/openapi/chat/completions"
         );
-        let mut body = json!({"model": "gemini-2.0-flash", "messages": []});
-        endpoint.finish_body(&mut body);
+        let body = body_of(&endpoint, "gemini-2.0-flash", &Conversation::default());
         assert_eq!(body["model"], "google/gemini-2.0-flash");
     }
 
@@ -861,8 +868,11 @@ mod tests {
         settings.endpoint.temperature = Some(0.2);
         settings.endpoint.seed = Some(7);
         let endpoint = Endpoint::new(&settings).expect("builds");
-        let mut body = json!({"model": "m", "messages": [{"role": "user", "content": "x"}]});
-        endpoint.finish_body(&mut body);
+        let conversation = Conversation {
+            prefix: "x".into(),
+            ..Conversation::default()
+        };
+        let body = body_of(&endpoint, "m", &conversation);
         assert_eq!(body["messages"].as_array().map(Vec::len), Some(1));
         assert_eq!(body["top_k"], 5);
         assert_eq!(body["temperature"], 0.2);

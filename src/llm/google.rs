@@ -20,8 +20,9 @@ use google_cloud_auth::credentials::{
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 
-use super::endpoint::Credentials;
-use super::{LlmError, ProviderKind};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+
+use super::data::{Credentials, LlmError, ProviderKind, error_chain};
 
 const PROVIDER: ProviderKind = ProviderKind::Vertex;
 const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
@@ -172,7 +173,7 @@ impl TokenSource {
                 attempts: 1,
                 message: self.scrub(&format!(
                     "getting an access token for {path} (GOOGLE_APPLICATION_CREDENTIALS): {}",
-                    super::error_chain(&error)
+                    error_chain(&error)
                 )),
             })?;
         let token = SecretString::from(token.token);
@@ -184,6 +185,26 @@ impl TokenSource {
             fetched.push(token.clone());
         }
         Ok(token)
+    }
+
+    /// Adds `Authorization: Bearer` with the token for the next request, marked sensitive.
+    pub(super) async fn authorize(&self, headers: &mut HeaderMap) -> Result<(), LlmError> {
+        let token = self.token().await?;
+        let mut value =
+            HeaderValue::from_str(&format!("Bearer {}", token.expose_secret().trim())).map_err(|_| {
+                settings_error("the Google access token cannot be sent in an HTTP header".to_owned())
+            })?;
+        value.set_sensitive(true);
+        headers.insert(AUTHORIZATION, value);
+        Ok(())
+    }
+
+    /// The token for a separate process, which needs no credential file then.
+    pub(super) async fn handoff_env(&self) -> Result<Vec<(String, SecretString)>, LlmError> {
+        Ok(vec![(
+            "GOOGLE_OAUTH_ACCESS_TOKEN".to_owned(),
+            self.token().await?,
+        )])
     }
 
     pub(super) fn scrub(&self, text: &str) -> String {

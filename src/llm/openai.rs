@@ -6,17 +6,147 @@
 //! `max_completion_tokens` (OpenAI's current field; `max_tokens` is deprecated there) or as
 //! `max_tokens` (what other OpenAI-compatible servers read), as `endpoint` chooses or
 //! `llm.max-tokens-field` says. The answer is `choices[0].message.content`, passed on untouched.
-//! Transport and retries live in `wire`.
+//! [`Chat`] is the vendor for OpenAI, Azure OpenAI and Vertex's OpenAI-compatible endpoint
+//! (with a Google token); transport and retries live in `wire`.
 
+use futures_util::future::BoxFuture;
+use reqwest::header::HeaderMap;
+use reqwest::{Client, Url};
+use secrecy::SecretString;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use super::wire::StreamProblem;
-use super::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
-use super::{MaxTokensField, Role, StructuredOutput, Usage};
+use super::data::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
+use super::data::{MaxTokensField, Role, StructuredOutput, Usage};
+use super::google::TokenSource;
+use super::sse;
+use super::vendor::{Answers, Ask, Decoder, StreamProblem, Vendor, error_excerpt};
 
-pub(super) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub(super) const PATH: &str = "/chat/completions";
+
+/// Chat Completions at one URL.
+#[derive(Debug)]
+pub(super) struct Chat {
+    pub(super) reader: Reader,
+    pub(super) url: Url,
+    /// Vertex: the model as its OpenAI-compatible endpoint names it (`google/…`).
+    pub(super) model_override: Option<String>,
+    /// Vertex: where the bearer token of each attempt comes from.
+    pub(super) google: Option<TokenSource>,
+    pub(super) temperature: Option<f64>,
+    pub(super) seed: Option<i64>,
+    /// The cap's field when `llm.max-tokens-field` is not set.
+    pub(super) cap_field: MaxTokensField,
+}
+
+impl Vendor for Chat {
+    fn url(&self, _stream: bool) -> &Url {
+        &self.url
+    }
+
+    fn authorize<'a>(
+        &'a self,
+        _client: &'a Client,
+        headers: &'a mut HeaderMap,
+        _body: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), LlmError>> {
+        Box::pin(async move {
+            match &self.google {
+                Some(google) => google.authorize(headers).await,
+                None => Ok(()),
+            }
+        })
+    }
+
+    fn body(&self, ask: &Ask<'_>) -> Value {
+        let mut body = request_body(
+            ask.model,
+            (ask.max_output_tokens, ask.max_tokens_field),
+            ask.conversation,
+            ask.format,
+            ask.mode,
+        );
+        if let Some(object) = body.as_object_mut() {
+            if let Some(model) = &self.model_override {
+                object.insert("model".into(), json!(model));
+            }
+            if let Some(temperature) = self.temperature {
+                object.insert("temperature".into(), json!(temperature));
+            }
+            if let Some(seed) = self.seed {
+                object.insert("seed".into(), json!(seed));
+            }
+        }
+        body
+    }
+
+    fn ask_for_stream(&self, body: &mut Map<String, Value>) {
+        body.insert("stream".into(), Value::Bool(true));
+        // The usage comes in a last chunk only when asked for.
+        body.entry("stream_options")
+            .or_insert_with(|| json!({"include_usage": true}));
+    }
+
+    fn answers(&self) -> &dyn Answers {
+        &self.reader
+    }
+
+    fn weaker(&self, mode: StructuredOutput) -> Option<StructuredOutput> {
+        match mode {
+            StructuredOutput::JsonSchema => Some(StructuredOutput::JsonObject),
+            StructuredOutput::JsonObject => Some(StructuredOutput::None),
+            StructuredOutput::None => None,
+        }
+    }
+
+    fn sends_seed(&self) -> bool {
+        true
+    }
+
+    fn cap_field(&self) -> Option<MaxTokensField> {
+        Some(self.cap_field)
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        match &self.google {
+            Some(google) => google.scrub(text),
+            None => text.to_owned(),
+        }
+    }
+
+    fn handoff_env<'a>(
+        &'a self,
+        _client: &'a Client,
+    ) -> BoxFuture<'a, Result<Vec<(String, SecretString)>, LlmError>> {
+        Box::pin(async move {
+            match &self.google {
+                Some(google) => google.handoff_env().await,
+                None => Ok(Vec::new()),
+            }
+        })
+    }
+}
+
+/// Reads Chat Completions answers; errors name `kind`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Reader {
+    pub(super) kind: ProviderKind,
+}
+
+impl Answers for Reader {
+    fn decoder(&self) -> Option<Box<dyn Decoder>> {
+        Some(Box::new(Stream::new(self.kind)))
+    }
+
+    fn read(
+        &self,
+        model: &str,
+        bytes: &[u8],
+        _tool_format: Option<&ResponseFormat>,
+    ) -> Result<Completion, LlmError> {
+        read_completion(self.kind, model, bytes)
+    }
+}
 
 pub(super) fn request_body(
     model: &str,
@@ -158,7 +288,7 @@ pub(super) fn read_completion(
     model: &str,
     bytes: &[u8],
 ) -> Result<Completion, LlmError> {
-    let response: ChatResponse = super::parse_body(provider, model, bytes, "a chat completion")?;
+    let response: ChatResponse = super::data::parse_body(provider, model, bytes, "a chat completion")?;
     let usage = usage_of(response.usage);
     let choice = response.choices.into_iter().next().map(|choice| {
         let message = choice.message.unwrap_or(Message {
@@ -256,8 +386,9 @@ struct Delta {
 /// An answer read from a Chat Completions stream (`stream: true`, with
 /// `stream_options.include_usage` so the last chunk carries the usage): the first choice's
 /// content and refusal deltas concatenated, its finish reason, the usage; `data: [DONE]` ends it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Stream {
+    provider: ProviderKind,
     content: String,
     refusal: String,
     any_choice: bool,
@@ -267,8 +398,21 @@ pub(super) struct Stream {
 }
 
 impl Stream {
-    /// Reads one event.
-    pub(super) fn event(&mut self, event: &super::sse::Event) -> Result<(), StreamProblem> {
+    fn new(provider: ProviderKind) -> Self {
+        Self {
+            provider,
+            content: String::new(),
+            refusal: String::new(),
+            any_choice: false,
+            finish_reason: None,
+            usage: None,
+            done: false,
+        }
+    }
+}
+
+impl Decoder for Stream {
+    fn event(&mut self, event: &sse::Event) -> Result<(), StreamProblem> {
         let data = event.data.trim();
         if data == "[DONE]" {
             self.done = true;
@@ -278,7 +422,7 @@ impl Stream {
             StreamProblem::Invalid(format!("a stream chunk is not a chat completion chunk: {error}"))
         })?;
         if let Some(error) = chunk.error {
-            let message = super::wire::error_excerpt(json!({"error": error}).to_string().as_bytes());
+            let message = error_excerpt(json!({"error": error}).to_string().as_bytes());
             return Err(StreamProblem::Server {
                 message,
                 retryable: true,
@@ -306,36 +450,39 @@ impl Stream {
 
     /// Whether the answer is complete: `[DONE]`, or a finish reason (some servers end the
     /// stream without `[DONE]`).
-    pub(super) fn is_complete(&self) -> bool {
+    fn is_complete(&self) -> bool {
         self.done || self.finish_reason.is_some()
     }
 
     /// Whether `data: [DONE]` came.
-    pub(super) fn is_done(&self) -> bool {
+    fn is_ended(&self) -> bool {
         self.done
     }
 
     /// The usage reported so far (the last chunk carries it).
-    pub(super) fn usage(&self) -> Usage {
+    fn usage(&self) -> Usage {
         self.usage.unwrap_or_default()
     }
 
-    /// Bytes of answer text received so far.
-    pub(super) fn text_bytes(&self) -> usize {
+    fn text_bytes(&self) -> usize {
         self.content.len() + self.refusal.len()
     }
 
-    /// The answer, read by the same rules as a whole response.
-    pub(super) fn finish(self, provider: ProviderKind, model: &str) -> Result<Completion, LlmError> {
-        let usage = self.usage();
-        let choice = self.any_choice.then(|| {
+    fn finish(
+        self: Box<Self>,
+        model: &str,
+        _tool_format: Option<&ResponseFormat>,
+    ) -> Result<Completion, LlmError> {
+        let this = *self;
+        let usage = this.usage();
+        let choice = this.any_choice.then(|| {
             (
-                Some(self.content),
-                Some(self.refusal).filter(|refusal| !refusal.is_empty()),
-                self.finish_reason,
+                Some(this.content),
+                Some(this.refusal).filter(|refusal| !refusal.is_empty()),
+                this.finish_reason,
             )
         });
-        answer(provider, model, usage, choice)
+        answer(this.provider, model, usage, choice)
     }
 }
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::{Completion, Conversation, FinishReason, LlmError, LlmSettings, Usage};
+use super::data::{Completion, Conversation, FinishReason, LlmError, LlmSettings, Usage};
 
 /// A script file larger than this is refused.
 pub const MAX_SCRIPT_BYTES: u64 = 64 * 1024 * 1024;

@@ -5,8 +5,8 @@
 //! two clocks (`llm.timeout-secs`: the longest silence, no bytes at all; `llm.max-request-secs`:
 //! the whole request), progress lines during a long answer, and turning a failed response into an
 //! [`LlmError`] whose text is short and holds no key and no URL query. It does not know any
-//! vendor's JSON: `openai`, `anthropic` and `bedrock` build the bodies and read the answers and
-//! stream events.
+//! vendor: `endpoint` picks one, and the vendor (see `vendor`) builds the bodies and reads the
+//! answers and stream events.
 //!
 //! It also negotiates what the server accepts: a request whose structured-output mode the server
 //! rejects (HTTP 400, 422 or 500 naming `response_format`, `json_schema`, a tool or the schema) is
@@ -22,20 +22,20 @@ use std::time::{Duration, Instant, SystemTime};
 use reqwest::Client;
 use secrecy::SecretString;
 
-use super::endpoint::{Endpoint, WireFormat};
+use super::address::shown_url;
+use super::data::{Completion, Conversation, Learned, LlmError, LlmSettings, ProviderKind, ResponseFormat};
+use super::data::{MaxTokensField, StructuredOutput, Usage};
+use super::endpoint::{self, Endpoint};
 use super::retry::{self, RetryPolicy};
-use super::{Completion, Conversation, Learned, LlmError, LlmSettings, ProviderKind, ResponseFormat};
-use super::{MaxTokensField, StructuredOutput, Usage};
-use super::{anthropic, bedrock, openai, sse};
+use super::sse;
+use super::vendor::{Ask, Decoder, StreamProblem, error_excerpt};
 
 /// A response body larger than this is refused rather than buffered.
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 /// How much of an error body is read to tell which feature a server refused.
 const MAX_ERROR_BODY: usize = 64 * 1024;
-/// How much of an error body an error message quotes.
-const EXCERPT_CHARS: usize = 300;
 
-/// A provider that speaks HTTP: OpenAI-compatible or Anthropic.
+/// A provider that speaks HTTP, to whichever vendor its endpoint picked.
 #[derive(Debug)]
 pub(super) struct HttpProvider {
     kind: ProviderKind,
@@ -97,58 +97,6 @@ enum Attempt {
     Failed(Failure),
 }
 
-/// A problem inside a stream, found by a vendor's stream reader.
-pub(super) enum StreamProblem {
-    /// The server reported an error in the stream (an `error` event, an error chunk).
-    Server { message: String, retryable: bool },
-    /// An event that is not the vendor's documented JSON.
-    Invalid(String),
-}
-
-/// A stream being read, by vendor.
-enum Streamed {
-    Openai(openai::Stream),
-    Anthropic(anthropic::Stream),
-}
-
-impl Streamed {
-    fn event(&mut self, event: &sse::Event) -> Result<(), StreamProblem> {
-        match self {
-            Streamed::Openai(stream) => stream.event(event),
-            Streamed::Anthropic(stream) => stream.event(event),
-        }
-    }
-
-    fn is_complete(&self) -> bool {
-        match self {
-            Streamed::Openai(stream) => stream.is_complete(),
-            Streamed::Anthropic(stream) => stream.is_complete(),
-        }
-    }
-
-    /// Whether the stream's own end marker came (`[DONE]`, `message_stop`): nothing more to read.
-    fn is_ended(&self) -> bool {
-        match self {
-            Streamed::Openai(stream) => stream.is_done(),
-            Streamed::Anthropic(stream) => stream.is_complete(),
-        }
-    }
-
-    fn usage(&self) -> Usage {
-        match self {
-            Streamed::Openai(stream) => stream.usage(),
-            Streamed::Anthropic(stream) => stream.usage(),
-        }
-    }
-
-    fn text_bytes(&self) -> usize {
-        match self {
-            Streamed::Openai(stream) => stream.text_bytes(),
-            Streamed::Anthropic(stream) => stream.text_bytes(),
-        }
-    }
-}
-
 /// Why reading a stream stopped before its end.
 enum StreamStop {
     Problem(StreamProblem),
@@ -162,18 +110,15 @@ const INCOMPLETE_STREAM: &str = "the event stream ended before the answer was co
 /// Reads a `text/event-stream` answer chunk by chunk as it arrives; no I/O, so the same code
 /// serves the HTTP exchange and recorded streams ([`read_recorded`]).
 struct StreamReader {
-    stream: Streamed,
+    stream: Box<dyn Decoder>,
     parser: sse::Parser,
     received: usize,
 }
 
 impl StreamReader {
-    fn new(format: WireFormat) -> Self {
+    fn new(stream: Box<dyn Decoder>) -> Self {
         Self {
-            stream: match format {
-                WireFormat::Anthropic => Streamed::Anthropic(anthropic::Stream::default()),
-                _ => Streamed::Openai(openai::Stream::default()),
-            },
+            stream,
             parser: sse::Parser::new(),
             received: 0,
         }
@@ -220,7 +165,6 @@ impl StreamReader {
     /// The answer, or `None` when the stream ended before it was complete.
     fn finish(
         mut self,
-        kind: ProviderKind,
         model: &str,
         tool_format: Option<&ResponseFormat>,
     ) -> Option<Result<Completion, LlmError>> {
@@ -228,10 +172,7 @@ impl StreamReader {
         if !self.stream.is_complete() {
             return None;
         }
-        Some(match self.stream {
-            Streamed::Openai(stream) => stream.finish(kind, model),
-            Streamed::Anthropic(stream) => stream.finish(model, tool_format),
-        })
+        Some(self.stream.finish(model, tool_format))
     }
 }
 
@@ -244,32 +185,17 @@ pub(super) fn read_recorded<'a>(
     streamed: bool,
     format: Option<&ResponseFormat>,
 ) -> Result<Completion, LlmError> {
-    let wire = match kind {
-        ProviderKind::Anthropic => WireFormat::Anthropic,
-        ProviderKind::Vertex if model.trim().starts_with("claude") => WireFormat::Anthropic,
-        ProviderKind::Bedrock => WireFormat::Bedrock,
-        ProviderKind::Scripted => {
-            return Err(LlmError::Settings {
-                provider: kind,
-                message: "the scripted model has no wire format".to_owned(),
-            });
-        }
-        _ => WireFormat::Openai,
-    };
+    let answers = endpoint::answers_for(kind, model)?;
     let invalid = |message: String| LlmError::InvalidResponse {
         provider: kind,
         model: model.to_owned(),
         message,
     };
-    if !streamed || wire == WireFormat::Bedrock {
+    let Some(decoder) = answers.decoder().filter(|_| streamed) else {
         let body: Vec<u8> = chunks.into_iter().flatten().copied().collect();
-        return match wire {
-            WireFormat::Anthropic => anthropic::read_completion(model, &body, format),
-            WireFormat::Bedrock => bedrock::read_completion(model, &body, format),
-            WireFormat::Openai => openai::read_completion(kind, model, &body),
-        };
-    }
-    let mut reader = StreamReader::new(wire);
+        return answers.read(model, &body, format);
+    };
+    let mut reader = StreamReader::new(decoder);
     for chunk in chunks {
         match reader.push(chunk) {
             Ok(()) => {}
@@ -290,7 +216,7 @@ pub(super) fn read_recorded<'a>(
         }
     }
     reader
-        .finish(kind, model, format)
+        .finish(model, format)
         .unwrap_or_else(|| Err(invalid(INCOMPLETE_STREAM.to_owned())))
 }
 
@@ -407,13 +333,13 @@ impl HttpProvider {
     }
 
     pub(super) fn sends_seed(&self) -> bool {
-        self.endpoint.sends_seed()
+        self.endpoint.vendor().sends_seed()
     }
 
     /// Whether the endpoint's server answers at all: a GET of its root without credentials;
     /// any HTTP status counts (no model is called, nothing is paid). The status, or why not.
     pub(super) async fn reachable(&self) -> Result<u16, String> {
-        let mut url = self.endpoint.url.clone();
+        let mut url = self.endpoint.url_for(false).clone();
         url.set_path("/");
         url.set_query(None);
         url.set_fragment(None);
@@ -480,32 +406,15 @@ impl HttpProvider {
         format: Option<&ResponseFormat>,
         shape: &Shape,
     ) -> Result<Vec<u8>, LlmError> {
-        let tool_format = format.filter(|_| shape.mode == StructuredOutput::JsonSchema);
-        let mut body = match self.endpoint.format {
-            WireFormat::Anthropic => {
-                anthropic::request_body(&self.model, shape.max_output_tokens, conversation, tool_format)
-            }
-            WireFormat::Bedrock => bedrock::request_body(shape.max_output_tokens, conversation, tool_format),
-            WireFormat::Openai => openai::request_body(
-                &self.model,
-                (shape.max_output_tokens, shape.max_tokens_field),
-                conversation,
-                format,
-                shape.mode,
-            ),
+        let ask = Ask {
+            model: &self.model,
+            conversation,
+            format,
+            mode: shape.mode,
+            max_output_tokens: shape.max_output_tokens,
+            max_tokens_field: shape.max_tokens_field,
         };
-        self.endpoint.finish_body(&mut body);
-        if shape.stream
-            && let Some(object) = body.as_object_mut()
-        {
-            object.insert("stream".into(), serde_json::Value::Bool(true));
-            if self.endpoint.format == WireFormat::Openai {
-                // The usage comes in a last chunk only when asked for.
-                object
-                    .entry("stream_options")
-                    .or_insert_with(|| serde_json::json!({"include_usage": true}));
-            }
-        }
+        let body = self.endpoint.request_body(&ask, shape.stream);
         serde_json::to_vec(&body).map_err(|error| LlmError::Settings {
             provider: self.kind,
             message: format!("cannot encode the request: {error}"),
@@ -513,15 +422,9 @@ impl HttpProvider {
     }
 
     /// The next weaker structured-output mode this endpoint can use after `mode` was rejected
-    /// (Anthropic and Bedrock have no JSON mode between a forced tool and none).
+    /// (a forced tool has no JSON mode between it and none).
     fn weaker(&self, mode: StructuredOutput) -> Option<StructuredOutput> {
-        match (self.endpoint.format, mode) {
-            (_, StructuredOutput::None) => None,
-            (WireFormat::Openai, StructuredOutput::JsonSchema) => Some(StructuredOutput::JsonObject),
-            (WireFormat::Openai, StructuredOutput::JsonObject) => Some(StructuredOutput::None),
-            (_, StructuredOutput::JsonSchema) => Some(StructuredOutput::None),
-            (_, StructuredOutput::JsonObject) => None,
-        }
+        self.endpoint.vendor().weaker(mode)
     }
 
     /// What the server refused in a failed attempt, when it is something a changed request can
@@ -583,12 +486,12 @@ impl HttpProvider {
                             self.describe(),
                             completion.usage.output_tokens,
                             shape.max_output_tokens,
-                            match self.endpoint.format {
-                                WireFormat::Openai => format!(
+                            match self.endpoint.vendor().cap_field() {
+                                Some(_) => format!(
                                     "; the server may not read `{}` (llm.max-tokens-field)",
                                     shape.max_tokens_field.as_str()
                                 ),
-                                _ => String::new(),
+                                None => String::new(),
                             }
                         );
                     }
@@ -798,9 +701,13 @@ impl HttpProvider {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
             .is_some_and(|value| value.trim().to_ascii_lowercase().starts_with("text/event-stream"));
-        if status.is_success() && event_stream && self.endpoint.format != WireFormat::Bedrock {
+        let answers = self.endpoint.vendor().answers();
+        if status.is_success()
+            && event_stream
+            && let Some(decoder) = answers.decoder()
+        {
             return self
-                .read_stream(&mut response, deadline, &mut progress, tool_format)
+                .read_stream(decoder, &mut response, deadline, &mut progress, tool_format)
                 .await;
         }
         if status.is_success() && shape.stream {
@@ -831,18 +738,14 @@ impl HttpProvider {
             }
         }
         if status.is_success() {
-            return Attempt::Answer(match self.endpoint.format {
-                WireFormat::Anthropic => anthropic::read_completion(&self.model, &bytes, tool_format),
-                WireFormat::Bedrock => bedrock::read_completion(&self.model, &bytes, tool_format),
-                WireFormat::Openai => openai::read_completion(self.kind, &self.model, &bytes),
-            });
+            return Attempt::Answer(answers.read(&self.model, &bytes, tool_format));
         }
         if status.is_redirection() {
             let location = headers
                 .get(reqwest::header::LOCATION)
                 .and_then(|value| value.to_str().ok())
                 .map(|text| match url.join(text) {
-                    Ok(url) => super::endpoint::shown_url(&url),
+                    Ok(url) => shown_url(&url),
                     Err(_) => "an unreadable location".to_owned(),
                 })
                 .unwrap_or_else(|| "nowhere".to_owned());
@@ -864,12 +767,13 @@ impl HttpProvider {
     /// failure worth retrying.
     async fn read_stream(
         &self,
+        decoder: Box<dyn Decoder>,
         response: &mut reqwest::Response,
         deadline: tokio::time::Instant,
         progress: &mut Progress,
         tool_format: Option<&ResponseFormat>,
     ) -> Attempt {
-        let mut reader = StreamReader::new(self.endpoint.format);
+        let mut reader = StreamReader::new(decoder);
         let failed = |reader: &StreamReader, failure: Failure| {
             self.count(reader.usage());
             Attempt::Failed(failure)
@@ -900,7 +804,7 @@ impl HttpProvider {
             }
         }
         let usage = reader.usage();
-        match reader.finish(self.kind, &self.model, tool_format) {
+        match reader.finish(&self.model, tool_format) {
             Some(answer) => Attempt::Answer(answer),
             None => {
                 self.count(usage);
@@ -1128,44 +1032,9 @@ fn transport_failure(error: reqwest::Error) -> Failure {
     Failure::Transport { message, retryable }
 }
 
-/// The readable part of an error body: the vendor's `error.message` (both vendors nest it so),
-/// else the start of the body, cut short.
-pub(super) fn error_excerpt(bytes: &[u8]) -> String {
-    let from_json = serde_json::from_slice::<serde_json::Value>(bytes)
-        .ok()
-        .and_then(|value| {
-            let Some(error) = value.get("error") else {
-                // Bedrock and other AWS services: `{"message": "..."}` at the top.
-                return value.get("message")?.as_str().map(str::to_owned);
-            };
-            let message = error.get("message")?.as_str()?.to_owned();
-            Some(match error.get("type").and_then(|kind| kind.as_str()) {
-                Some(kind) => format!("{kind}: {message}"),
-                None => message,
-            })
-        });
-    let text = from_json.unwrap_or_else(|| String::from_utf8_lossy(bytes).into_owned());
-    // Secrets go before any cutting, so none is shown in part.
-    let text = crate::secrets::redact(&text);
-    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if text.is_empty() {
-        return "(empty body)".to_owned();
-    }
-    crate::untrusted::excerpt(&text, EXCERPT_CHARS)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::endpoint::{shown_url, shown_url_text};
-    use reqwest::Url;
-
-    #[test]
-    fn shown_urls_hide_user_info_and_query() {
-        let url = Url::parse("https://user:pw@llm.example/v1/?key=sk-secret#x").expect("url");
-        assert_eq!(shown_url(&url), "https://llm.example/v1/?[redacted]");
-        assert_eq!(shown_url_text("htp:/user:pw@x?key=sk-secret"), "[redacted]@x");
-    }
 
     #[test]
     fn stated_maximums_of_real_servers() {
@@ -1196,18 +1065,5 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(stated_maximum(&text.to_lowercase()), expected, "{text}");
         }
-    }
-
-    #[test]
-    fn excerpts_prefer_the_vendor_message_and_stay_short() {
-        let body = br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
-        assert_eq!(error_excerpt(body), "overloaded_error: Overloaded");
-        let long = "x".repeat(1000);
-        assert_eq!(error_excerpt(long.as_bytes()).chars().count(), EXCERPT_CHARS + 1);
-        assert_eq!(error_excerpt(b""), "(empty body)");
-        assert_eq!(
-            error_excerpt(b"\xff\xfe bad\n\n gateway"),
-            "\u{fffd}\u{fffd} bad gateway"
-        );
     }
 }

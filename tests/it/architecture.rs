@@ -1,6 +1,7 @@
 //! The invariants of `ARCHITECTURE.md` that are about the shape of the code, checked on the
 //! source itself: no circles between modules, the one importer of each boundary crate, the one
-//! module that orders a run, the rooms of `github`, whose arrows point one way, the pure modules,
+//! module that orders a run, the rooms of `github` and of `llm`, whose arrows point one way, the
+//! pure modules,
 //! where processes start and are waited for, who names paths inside `.git`, who writes files and
 //! changes the checkout through git, and where the process ends; and that every guard
 //! ARCHITECTURE.md names is a test that exists. Each check has a self-test that plants what it
@@ -279,15 +280,175 @@ const GITHUB_ROOMS: &[(&str, u8)] = &[
     ("mod", 3),
 ];
 
-fn github_floor(room: &str) -> Option<u8> {
-    GITHUB_ROOMS
-        .iter()
-        .find(|(name, _)| *name == room)
-        .map(|(_, floor)| *floor)
+/// The rooms of `llm` and their floors, by the same rule: shared data, server-sent events,
+/// retry timing and URL text ← the vendor traits and the credential sources ← one module per
+/// vendor (and the scripted model) ← `endpoint`, which picks a vendor ← `wire`, the HTTP
+/// exchange ← `mod.rs` (`Provider`).
+const LLM_ROOMS: &[(&str, u8)] = &[
+    ("data", 0),
+    ("sse", 0),
+    ("retry", 0),
+    ("address", 0),
+    ("vendor", 1),
+    ("google", 1),
+    ("aws_credentials", 1),
+    ("openai", 2),
+    ("anthropic", 2),
+    ("bedrock", 2),
+    ("scripted", 2),
+    ("endpoint", 3),
+    ("wire", 4),
+    ("mod", 5),
+];
+
+/// A module built in rooms: its name under `src/` and the floor of each room.
+#[derive(Clone, Copy)]
+struct Building {
+    module: &'static str,
+    table: &'static str,
+    rooms: &'static [(&'static str, u8)],
 }
 
-/// The room of a file under `src/github/` (`session/pulls.rs` → `session`, `git.rs` → `git`).
-fn github_room(file: &str) -> String {
+const GITHUB: Building = Building {
+    module: "github",
+    table: "GITHUB_ROOMS",
+    rooms: GITHUB_ROOMS,
+};
+
+const LLM: Building = Building {
+    module: "llm",
+    table: "LLM_ROOMS",
+    rooms: LLM_ROOMS,
+};
+
+impl Building {
+    fn floor(self, room: &str) -> Option<u8> {
+        self.rooms
+            .iter()
+            .find(|(name, _)| *name == room)
+            .map(|(_, floor)| *floor)
+    }
+
+    /// The first path segment of each item a `use` names from `rest` on (`::x`, `::{a, b::c}`);
+    /// one that is not a room is an item of `mod.rs`.
+    fn targets(self, rest: &str, rooms: &mut BTreeSet<String>) {
+        let rest = rest.strip_prefix("::").unwrap_or("");
+        let ident = |text: &str| -> String {
+            text.trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect()
+        };
+        let room_of = |name: String| {
+            if self.floor(&name).is_some() && name != "mod" {
+                name
+            } else {
+                "mod".to_owned()
+            }
+        };
+        match rest.strip_prefix('{') {
+            Some(group) => {
+                let mut depth = 0usize;
+                let mut item = String::new();
+                for c in group.chars() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => break,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => {
+                            rooms.insert(room_of(ident(&item)));
+                            item.clear();
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    item.push(c);
+                }
+                if !item.trim().is_empty() {
+                    rooms.insert(room_of(ident(&item)));
+                }
+            }
+            None => {
+                rooms.insert(room_of(ident(rest)));
+            }
+        }
+    }
+
+    /// The rooms of the module that the code of `file` (relative to its folder) names, through
+    /// `crate::{module}::…` or `super::…` paths, comments left out.
+    fn arrows(self, file: &str, code: &str) -> BTreeSet<String> {
+        let code: String = code
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let depth = file.matches('/').count();
+        // How many `super::` lead from this file to the module itself.
+        let to_module = depth + 1 - usize::from(file.ends_with("mod.rs"));
+        let path = format!("crate::{}", self.module);
+        let mut rooms = BTreeSet::new();
+        for (at, _) in code.match_indices(&path) {
+            self.targets(&code[at + path.len()..], &mut rooms);
+        }
+        for (at, _) in code.match_indices("super::") {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c == ':' || c.is_ascii_alphanumeric() || c == '_') {
+                continue;
+            }
+            let mut rest = &code[at..];
+            let mut steps = 0;
+            while let Some(after) = rest.strip_prefix("super::") {
+                steps += 1;
+                rest = after;
+            }
+            if steps == to_module {
+                self.targets(&format!("::{rest}"), &mut rooms);
+            } else if steps < to_module {
+                rooms.insert(room(file));
+            }
+        }
+        rooms
+    }
+
+    /// Every arrow from `file` that does not point to a lower floor or its own room.
+    fn wrong_arrows(self, file: &str, code: &str) -> Vec<String> {
+        let module = self.module;
+        let room = room(file);
+        let Some(floor) = self.floor(&room) else {
+            return vec![format!(
+                "{module}/{file} is in no room: give `{room}` a floor in {}",
+                self.table
+            )];
+        };
+        self.arrows(file, code)
+            .into_iter()
+            .filter(|target| *target != room)
+            .filter(|target| self.floor(target).is_none_or(|to| to >= floor))
+            .map(|target| format!("{module}/{file} ({room}, floor {floor}) → {target}"))
+            .collect()
+    }
+
+    /// The files under `src/{module}/` (relative to it) with their code.
+    fn files(self) -> Vec<(String, String)> {
+        let folder = format!("{}/", self.module);
+        code()
+            .into_iter()
+            .filter_map(|(relative, code)| relative.strip_prefix(&folder).map(|file| (file.to_owned(), code)))
+            .collect()
+    }
+
+    /// Every wrong arrow of the module's files.
+    fn all_wrong_arrows(self, files: &[(String, String)]) -> Vec<String> {
+        files
+            .iter()
+            .flat_map(|(file, code)| self.wrong_arrows(file, code))
+            .collect()
+    }
+}
+
+/// The room of a file under a module built in rooms (`session/pulls.rs` → `session`, `git.rs` →
+/// `git`).
+fn room(file: &str) -> String {
     file.split('/')
         .next()
         .unwrap_or(file)
@@ -295,117 +456,11 @@ fn github_room(file: &str) -> String {
         .to_owned()
 }
 
-/// The first path segment of each item a `use` names from `rest` on (`::x`, `::{a, b::c}`);
-/// one that is not a room is an item of `mod.rs`.
-fn github_targets(rest: &str, rooms: &mut BTreeSet<String>) {
-    let rest = rest.strip_prefix("::").unwrap_or("");
-    let ident = |text: &str| -> String {
-        text.trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect()
-    };
-    let room_of = |name: String| {
-        if github_floor(&name).is_some() && name != "mod" {
-            name
-        } else {
-            "mod".to_owned()
-        }
-    };
-    match rest.strip_prefix('{') {
-        Some(group) => {
-            let mut depth = 0usize;
-            let mut item = String::new();
-            for c in group.chars() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        rooms.insert(room_of(ident(&item)));
-                        item.clear();
-                        continue;
-                    }
-                    _ => {}
-                }
-                item.push(c);
-            }
-            if !item.trim().is_empty() {
-                rooms.insert(room_of(ident(&item)));
-            }
-        }
-        None => {
-            rooms.insert(room_of(ident(rest)));
-        }
-    }
-}
-
-/// The rooms of `github` that the code of `file` (relative to `src/github/`) names, through
-/// `crate::github::…` or `super::…` paths, comments left out.
-fn github_arrows(file: &str, code: &str) -> BTreeSet<String> {
-    let code: String = code
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let depth = file.matches('/').count();
-    // How many `super::` lead from this file to `github` itself.
-    let to_github = depth + 1 - usize::from(file.ends_with("mod.rs"));
-    let mut rooms = BTreeSet::new();
-    for (at, _) in code.match_indices("crate::github") {
-        github_targets(&code[at + "crate::github".len()..], &mut rooms);
-    }
-    for (at, _) in code.match_indices("super::") {
-        let before = code[..at].chars().next_back();
-        if before.is_some_and(|c| c == ':' || c.is_ascii_alphanumeric() || c == '_') {
-            continue;
-        }
-        let mut rest = &code[at..];
-        let mut steps = 0;
-        while let Some(after) = rest.strip_prefix("super::") {
-            steps += 1;
-            rest = after;
-        }
-        if steps == to_github {
-            github_targets(&format!("::{rest}"), &mut rooms);
-        } else if steps < to_github {
-            rooms.insert(github_room(file));
-        }
-    }
-    rooms
-}
-
-/// Every arrow from `file` that does not point to a lower floor or its own room.
-fn github_wrong_arrows(file: &str, code: &str) -> Vec<String> {
-    let room = github_room(file);
-    let Some(floor) = github_floor(&room) else {
-        return vec![format!(
-            "github/{file} is in no room: give `{room}` a floor in GITHUB_ROOMS"
-        )];
-    };
-    github_arrows(file, code)
-        .into_iter()
-        .filter(|target| *target != room)
-        .filter(|target| github_floor(target).is_none_or(|to| to >= floor))
-        .map(|target| format!("github/{file} ({room}, floor {floor}) → {target}"))
-        .collect()
-}
-
 #[test]
 fn github_rooms_point_one_way() {
-    let files: Vec<(String, String)> = code()
-        .into_iter()
-        .filter_map(|(relative, code)| {
-            relative
-                .strip_prefix("github/")
-                .map(|file| (file.to_owned(), code))
-        })
-        .collect();
+    let files = GITHUB.files();
     assert!(files.len() >= 10, "the github files were read: {files:?}");
-    let wrong: Vec<String> = files
-        .iter()
-        .flat_map(|(file, code)| github_wrong_arrows(file, code))
-        .collect();
+    let wrong = GITHUB.all_wrong_arrows(&files);
     assert!(
         wrong.is_empty(),
         "arrows the wrong way in github:\n{}",
@@ -414,13 +469,45 @@ fn github_rooms_point_one_way() {
     let session = files
         .iter()
         .find(|(file, _)| file == "session/pulls.rs")
-        .map(|(file, code)| github_arrows(file, code))
+        .map(|(file, code)| GITHUB.arrows(file, code))
         .expect("session/pulls.rs");
     assert!(
         ["client", "render", "git", "data", "session"]
             .iter()
             .all(|room| session.contains(*room)),
         "the arrows of session/pulls.rs were read: {session:?}"
+    );
+}
+
+#[test]
+fn llm_rooms_point_one_way() {
+    let files = LLM.files();
+    assert!(files.len() >= 14, "the llm files were read: {files:?}");
+    let wrong = LLM.all_wrong_arrows(&files);
+    assert!(
+        wrong.is_empty(),
+        "arrows the wrong way in llm:\n{}",
+        wrong.join("\n")
+    );
+    let arrows_of = |name: &str| {
+        files
+            .iter()
+            .find(|(file, _)| file == name)
+            .map(|(file, code)| LLM.arrows(file, code))
+            .unwrap_or_else(|| panic!("{name} is read"))
+    };
+    let wire = arrows_of("wire.rs");
+    assert!(
+        ["endpoint", "vendor", "data", "sse"]
+            .iter()
+            .all(|room| wire.contains(*room)),
+        "the arrows of wire.rs were read: {wire:?}"
+    );
+    assert!(
+        ["openai", "anthropic", "bedrock"]
+            .iter()
+            .all(|vendor| !wire.contains(*vendor)),
+        "wire.rs names a vendor: {wire:?}"
     );
 }
 
@@ -467,6 +554,7 @@ const PURE_FILES: &[&str] = &[
     "sarif.rs",
     "strict_json.rs",
     "llm/sse.rs",
+    "llm/data.rs",
     "exit.rs",
 ];
 
@@ -499,7 +587,7 @@ fn githubs_pure_rooms_do_no_io() {
         let Some(file) = relative.strip_prefix("github/") else {
             continue;
         };
-        if !["data", "state", "approval", "render"].contains(&github_room(file).as_str()) {
+        if !["data", "state", "approval", "render"].contains(&room(file).as_str()) {
             continue;
         }
         checked += 1;
@@ -515,30 +603,67 @@ fn the_github_room_check_finds_a_wrong_arrow() {
                     // super::session is only mentioned\n\
                     fn f() { super::client::redact(); }";
     assert_eq!(
-        github_arrows("git.rs", sideways),
+        GITHUB.arrows("git.rs", sideways),
         BTreeSet::from(["client".to_owned(), "mod".to_owned(), "render".to_owned()])
     );
-    assert_eq!(github_wrong_arrows("git.rs", sideways).len(), 3);
+    assert_eq!(GITHUB.wrong_arrows("git.rs", sideways).len(), 3);
     let upward = "use crate::github::session::Session;";
     assert_eq!(
-        github_wrong_arrows("data.rs", upward),
+        GITHUB.wrong_arrows("data.rs", upward),
         ["github/data.rs (data, floor 0) → session"]
     );
     let fine = "use super::Session;\nuse super::answers::Review;\nuse crate::github::data::X;\n\
                 use super::super::render;\nuse crate::report::RunStatus;";
     assert_eq!(
-        github_arrows("session/pulls.rs", fine),
+        GITHUB.arrows("session/pulls.rs", fine),
         BTreeSet::from(["data".to_owned(), "render".to_owned(), "session".to_owned()])
     );
-    assert!(github_wrong_arrows("session/pulls.rs", fine).is_empty());
+    assert!(GITHUB.wrong_arrows("session/pulls.rs", fine).is_empty());
     assert_eq!(
-        github_arrows(
+        GITHUB.arrows(
             "session/mod.rs",
             "use super::client::{self, Client};\nuse super::state::SavedState;"
         ),
         BTreeSet::from(["client".to_owned(), "state".to_owned()])
     );
-    assert_eq!(github_wrong_arrows("extra.rs", "").len(), 1, "a file in no room");
+    assert_eq!(GITHUB.wrong_arrows("extra.rs", "").len(), 1, "a file in no room");
+}
+
+#[test]
+fn the_llm_room_check_finds_a_wrong_arrow() {
+    // A vendor that reaches up into the exchange and sideways into another vendor, and names
+    // the public face through `crate::llm`.
+    let vendor = "use super::wire::StreamProblem;\nuse super::data::{LlmError, Usage};\n\
+                  fn f() { super::anthropic::plain_content(b); let _ = crate::llm::Provider::new(s); }";
+    assert_eq!(
+        LLM.arrows("openai.rs", vendor),
+        BTreeSet::from([
+            "anthropic".to_owned(),
+            "data".to_owned(),
+            "mod".to_owned(),
+            "wire".to_owned()
+        ])
+    );
+    assert_eq!(
+        LLM.wrong_arrows("openai.rs", vendor),
+        [
+            "llm/openai.rs (openai, floor 2) → anthropic",
+            "llm/openai.rs (openai, floor 2) → mod",
+            "llm/openai.rs (openai, floor 2) → wire",
+        ]
+    );
+    // The vendor picker reaching up into the exchange.
+    assert_eq!(
+        LLM.wrong_arrows("endpoint.rs", "use super::{bedrock, wire::HttpProvider};"),
+        ["llm/endpoint.rs (endpoint, floor 3) → wire"]
+    );
+    let fine =
+        "use super::data::Usage;\nuse super::vendor::{Answers, Vendor};\nuse super::google::TokenSource;";
+    assert!(LLM.wrong_arrows("anthropic.rs", fine).is_empty());
+    assert_eq!(
+        LLM.wrong_arrows("cache.rs", ""),
+        ["llm/cache.rs is in no room: give `cache` a floor in LLM_ROOMS"]
+    );
 }
 
 /// Where processes start: git only in `git.rs` (with its one hardening set); the sandbox's

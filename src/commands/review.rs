@@ -27,12 +27,7 @@ pub(super) async fn review(args: ReviewArgs) -> Result<ExitCode> {
         .validate_llm()
         .map_err(anyhow::Error::new)
         .context("invalid configuration")?;
-    let min_severity: crate::review::Severity = resolved
-        .config
-        .review
-        .min_severity
-        .parse()
-        .map_err(|error| anyhow::anyhow!("review.min-severity: {error}"))?;
+    let min_severity = resolved.config.review.min_severity;
     let (outcome, usage) = reconcile::review_once(&resolved, &repo, args.files.as_deref()).await?;
     let output = crate::review::checker_output(&outcome, min_severity, args.format);
     if let Err(error) = &outcome {

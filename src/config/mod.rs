@@ -17,8 +17,10 @@ use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::llm::ProviderKind;
+use crate::llm::{AuthMode, ProviderKind};
+use crate::review::Severity;
 use crate::sandbox::SandboxKind;
+use crate::sandbox::docker::{PullPolicy, Transport};
 
 /// Where the configuration file lives, relative to the repository root.
 pub const CONFIG_PATH: &str = ".config/bork.json";
@@ -147,7 +149,7 @@ pub struct LlmConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
     /// Azure: `key` (the `api-key` header) or `bearer` (an Entra ID token as `Authorization: Bearer`).
-    pub auth: String,
+    pub auth: AuthMode,
     /// Bedrock and Vertex: the region; Bedrock falls back to `AWS_REGION`, `AWS_DEFAULT_REGION`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
@@ -201,7 +203,7 @@ impl Default for LlmConfig {
             prices: None,
             script: None,
             api_version: None,
-            auth: "key".into(),
+            auth: AuthMode::Key,
             region: None,
             project: None,
             sts_url: None,
@@ -241,11 +243,7 @@ impl LlmConfig {
             script: self.script.as_ref().map(PathBuf::from),
             endpoint: llm::EndpointSettings {
                 api_version: self.api_version.clone(),
-                auth: if self.auth == "bearer" {
-                    llm::AuthMode::Bearer
-                } else {
-                    llm::AuthMode::Key
-                },
+                auth: self.auth,
                 region: self.region.clone(),
                 project: self.project.clone(),
                 sts_url: self.sts_url.clone(),
@@ -284,7 +282,9 @@ impl LlmConfig {
     pub fn key_env(&self) -> String {
         match (&self.api_key_env, self.provider) {
             (Some(name), _) => name.clone(),
-            (None, ProviderKind::Azure) if self.auth == "bearer" => "AZURE_OPENAI_AD_TOKEN".to_owned(),
+            (None, ProviderKind::Azure) if self.auth == AuthMode::Bearer => {
+                "AZURE_OPENAI_AD_TOKEN".to_owned()
+            }
             (None, provider) => provider.default_api_key_env().to_owned(),
         }
     }
@@ -343,13 +343,13 @@ pub struct SandboxConfig {
     /// its own executable, tagged `bork-ci-runner:<sha256 prefix>`.
     pub runner_image: Option<String>,
     /// How files reach the containers: `auto` (default), `bind` or `copy`.
-    pub transport: String,
+    pub transport: Transport,
     /// Resource limits of every container.
     pub ulimits: SandboxUlimits,
-    /// `missing`, `always` or `never`.
-    pub pull: String,
-    /// `none` (default) or `bridge`.
-    pub network: String,
+    /// When to pull images: `missing`, `always` or `never`.
+    pub pull: PullPolicy,
+    /// The network of the checker and the verifier: `none` (default), `bridge` or `host`.
+    pub network: Network,
     /// Memory limit, e.g. `2g`.
     pub memory: String,
     pub cpus: f64,
@@ -361,7 +361,7 @@ pub struct SandboxConfig {
     /// judges then read (read-only) without network.
     pub setup: Vec<String>,
     /// The network of the setup commands: `bridge` (default), `host` or `none`.
-    pub setup_network: String,
+    pub setup_network: Network,
     /// Wall-clock limit of all setup commands together, in seconds.
     pub setup_timeout_secs: u64,
     /// Artifact directory outside the repository; absent: `AGENT_ARTIFACT_DIR` or `~/.agent-artifacts`.
@@ -375,16 +375,16 @@ impl Default for SandboxConfig {
             kind: SandboxKind::Docker,
             image: "debian:bookworm-slim".into(),
             runner_image: None,
-            transport: "auto".into(),
+            transport: Transport::Auto,
             ulimits: SandboxUlimits::default(),
-            pull: "missing".into(),
-            network: "none".into(),
+            pull: PullPolicy::Missing,
+            network: Network::None,
             memory: "2g".into(),
             cpus: 2.0,
             pids_limit: 512,
             user: "65534:65534".into(),
             setup: Vec::new(),
-            setup_network: "bridge".into(),
+            setup_network: Network::Bridge,
             setup_timeout_secs: 1800,
             artifact_dir: None,
         }
@@ -409,6 +409,35 @@ impl Default for SandboxUlimits {
             nofile: 1024,
             nproc: 4096,
         }
+    }
+}
+
+/// A container network (`sandbox.network`, `sandbox.setup-network`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Network {
+    /// No network at all.
+    None,
+    /// The engine's default bridge.
+    Bridge,
+    /// The host's network.
+    Host,
+}
+
+impl Network {
+    /// The engine's name of the network (`network_mode`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::Bridge => "bridge",
+            Network::Host => "host",
+        }
+    }
+}
+
+impl std::fmt::Display for Network {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
     }
 }
 
@@ -442,8 +471,9 @@ impl Default for VerificationConfig {
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
 pub struct ReviewConfig {
     pub enabled: bool,
-    /// `critical`, `high`, `medium`, `low` or `info`.
-    pub min_severity: String,
+    /// Review findings below this severity are not fed back: `critical`, `high`, `medium`,
+    /// `low` or `info`.
+    pub min_severity: Severity,
     pub allow_prompt_patch_drift: bool,
     /// Overrides of `llm` for the reviewer; unset keys inherit.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -454,7 +484,7 @@ impl Default for ReviewConfig {
     fn default() -> Self {
         ReviewConfig {
             enabled: false,
-            min_severity: "medium".into(),
+            min_severity: Severity::Medium,
             allow_prompt_patch_drift: false,
             llm: None,
         }
@@ -977,6 +1007,11 @@ fn describe(error: &figment::Error, figment: &Figment) -> ConfigError {
                 None => format!("unknown key `{field}`; known keys here: {}", expected.join(", ")),
             }
         }
+        figment::error::Kind::UnknownVariant(found, expected) => format!(
+            "must be one of {}, not `{}`",
+            expected.join(", "),
+            crate::untrusted::one_line(found)
+        ),
         other => other.to_string(),
     };
     // The error's path may end with the unknown key already: name it once.
@@ -1176,18 +1211,6 @@ impl Resolved {
         {
             return Err(self.bad("llm.base-url", "must start with http:// or https://"));
         }
-        if !["critical", "high", "medium", "low", "info"].contains(&config.review.min_severity.as_str()) {
-            return Err(self.bad(
-                "review.min-severity",
-                "must be one of critical, high, medium, low, info",
-            ));
-        }
-        if !["missing", "always", "never"].contains(&config.sandbox.pull.as_str()) {
-            return Err(self.bad("sandbox.pull", "must be one of missing, always, never"));
-        }
-        if !["auto", "bind", "copy"].contains(&config.sandbox.transport.as_str()) {
-            return Err(self.bad("sandbox.transport", "must be one of auto, bind, copy"));
-        }
         for (key, value) in [
             ("sandbox.ulimits.nofile", config.sandbox.ulimits.nofile),
             ("sandbox.ulimits.nproc", config.sandbox.ulimits.nproc),
@@ -1207,9 +1230,6 @@ impl Resolved {
                 "must name an image; leave it unset to have bork-ci build one",
             ));
         }
-        if !["none", "bridge", "host"].contains(&config.sandbox.network.as_str()) {
-            return Err(self.bad("sandbox.network", "must be one of none, bridge, host"));
-        }
         if let Err(problem) = crate::sandbox::docker::parse_memory(&config.sandbox.memory) {
             return Err(self.bad("sandbox.memory", problem));
         }
@@ -1218,9 +1238,6 @@ impl Resolved {
         }
         if config.sandbox.pids_limit < 1 {
             return Err(self.bad("sandbox.pids-limit", "must be a positive number"));
-        }
-        if !["none", "bridge", "host"].contains(&config.sandbox.setup_network.as_str()) {
-            return Err(self.bad("sandbox.setup-network", "must be one of none, bridge, host"));
         }
         if config
             .sandbox
@@ -1264,9 +1281,6 @@ impl Resolved {
     /// Checks the endpoint keys of `llm` (or `review.llm`, named by `section`).
     fn validate_endpoint(&self, section: &str, llm: &LlmConfig) -> Result<(), ConfigError> {
         let key = |name: &str| format!("{section}.{name}");
-        if !["key", "bearer"].contains(&llm.auth.as_str()) {
-            return Err(self.bad(&key("auth"), "must be `key` or `bearer`"));
-        }
         if let Some(url) = &llm.sts_url
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
@@ -1484,7 +1498,7 @@ impl Resolved {
 
     /// The Docker backend's settings from the `sandbox.*` keys.
     pub fn docker_settings(&self) -> Result<crate::sandbox::docker::DockerSettings, ConfigError> {
-        use crate::sandbox::docker::{DockerSettings, PullPolicy, parse_memory};
+        use crate::sandbox::docker::{DockerSettings, parse_memory};
         let sandbox = &self.config.sandbox;
         let mut settings = DockerSettings::new(self.artifact_root());
         settings.host = self.docker_host.clone();
@@ -1494,24 +1508,13 @@ impl Resolved {
         }
         settings.image = sandbox.image.clone();
         settings.runner_image = sandbox.runner_image.clone();
-        settings.transport =
-            crate::sandbox::docker::Transport::parse(&sandbox.transport).ok_or_else(|| {
-                ConfigError::BadValue {
-                    key: "sandbox.transport".into(),
-                    source_name: self.source_of("sandbox.transport"),
-                    message: "must be one of auto, bind, copy".into(),
-                }
-            })?;
+        settings.transport = sandbox.transport;
         settings.ulimits = crate::sandbox::docker::Ulimits {
             nofile: sandbox.ulimits.nofile,
             nproc: sandbox.ulimits.nproc,
         };
-        settings.pull = match sandbox.pull.as_str() {
-            "always" => PullPolicy::Always,
-            "never" => PullPolicy::Never,
-            _ => PullPolicy::Missing,
-        };
-        settings.network = sandbox.network.clone();
+        settings.pull = sandbox.pull;
+        settings.network = sandbox.network.as_str().to_owned();
         settings.memory = Some(
             parse_memory(&sandbox.memory).map_err(|error| ConfigError::BadValue {
                 key: "sandbox.memory".into(),
@@ -1522,7 +1525,7 @@ impl Resolved {
         settings.cpus = Some(sandbox.cpus);
         settings.pids_limit = Some(sandbox.pids_limit);
         settings.user = sandbox.user.clone();
-        settings.setup_network = sandbox.setup_network.clone();
+        settings.setup_network = sandbox.setup_network.as_str().to_owned();
         settings.setup_egress = self.setup_network.clone();
         Ok(settings)
     }
@@ -1905,7 +1908,7 @@ mod tests {
         resolved.validate_llm().expect("valid");
         let review = resolved.review_llm();
         assert_eq!(review.model, "review-dep");
-        assert_eq!(review.auth, "bearer");
+        assert_eq!(review.auth, AuthMode::Bearer);
         assert_eq!(review.key_env(), "AZURE_OPENAI_AD_TOKEN");
         assert_eq!(review.temperature, Some(0.1));
         assert!(
@@ -1963,6 +1966,72 @@ mod tests {
             };
             assert!(text.contains(key), "{config}: {text}");
         }
+    }
+
+    #[test]
+    fn a_value_outside_a_list_names_the_key_and_every_allowed_value() {
+        for (name, text, key, allowed) in [
+            (
+                "BORK_SANDBOX_TRANSPORT",
+                "rsync",
+                "sandbox.transport",
+                "auto, bind, copy",
+            ),
+            (
+                "BORK_SANDBOX_PULL",
+                "sometimes",
+                "sandbox.pull",
+                "missing, always, never",
+            ),
+            (
+                "BORK_SANDBOX_NETWORK",
+                "wifi",
+                "sandbox.network",
+                "none, bridge, host",
+            ),
+            (
+                "BORK_SANDBOX_SETUP_NETWORK",
+                "wifi",
+                "sandbox.setup-network",
+                "none, bridge, host",
+            ),
+            (
+                "BORK_REVIEW_MIN_SEVERITY",
+                "urgent",
+                "review.min-severity",
+                "critical, high, medium, low, info",
+            ),
+            ("BORK_LLM_AUTH", "basic", "llm.auth", "key, bearer"),
+        ] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let text = load(dir.path(), None, &env(&[(name, text)]), &vec![])
+                .expect_err(name)
+                .to_string();
+            assert!(
+                text.contains(key) && text.contains(allowed) && text.contains(name),
+                "{name}: {text}"
+            );
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let resolved = load(
+            dir.path(),
+            None,
+            &env(&[
+                ("BORK_SANDBOX_TRANSPORT", "copy"),
+                ("BORK_SANDBOX_PULL", "never"),
+                ("BORK_SANDBOX_NETWORK", "bridge"),
+                ("BORK_REVIEW_MIN_SEVERITY", "high"),
+                ("BORK_LLM_AUTH", "bearer"),
+            ]),
+            &vec![],
+        )
+        .expect("loads");
+        let config = &resolved.config;
+        assert_eq!(config.sandbox.transport, Transport::Copy);
+        assert_eq!(config.sandbox.pull, PullPolicy::Never);
+        assert_eq!(config.sandbox.network, Network::Bridge);
+        assert_eq!(config.review.min_severity, Severity::High);
+        assert_eq!(config.llm.auth, AuthMode::Bearer);
     }
 
     #[test]

@@ -48,7 +48,8 @@ pub const RESERVED_BODY_KEYS: &[&str] = &[
 ];
 
 /// How the key is sent to Azure OpenAI (`llm.auth`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum AuthMode {
     /// The provider's own key header (`api-key` for Azure).
     #[default]

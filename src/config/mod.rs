@@ -91,9 +91,9 @@ impl Default for Config {
             checker_timeout_secs: 600,
             context_budget_tokens: 200_000,
             run_timeout_secs: 3600,
-            base: "main".into(),
+            base: crate::pack::DEFAULT_BASE.into(),
             diff_base: None,
-            max_file_bytes: 256 * 1024,
+            max_file_bytes: crate::pack::DEFAULT_MAX_FILE_BYTES,
             llm: LlmConfig::default(),
             sandbox: SandboxConfig::default(),
             verification: VerificationConfig::default(),
@@ -388,6 +388,43 @@ impl Default for SandboxConfig {
             setup_timeout_secs: 1800,
             artifact_dir: None,
         }
+    }
+}
+
+impl SandboxConfig {
+    /// The docker backend's settings from these keys, with artifacts under `artifact_dir`: the
+    /// one conversion, so that each default is stated once (in [`SandboxConfig::default`]). The
+    /// engine is `DOCKER_HOST`'s, the lease the backend's default, no egress for the setup job:
+    /// [`Resolved::docker_settings`] sets those from the run. An error is `sandbox.memory`'s.
+    pub fn docker_settings(
+        &self,
+        artifact_dir: PathBuf,
+    ) -> Result<crate::sandbox::docker::DockerSettings, String> {
+        use crate::sandbox::docker;
+        Ok(docker::DockerSettings {
+            host: None,
+            image: self.image.clone(),
+            runner_image: self.runner_image.clone(),
+            runner_binary: None,
+            transport: self.transport,
+            ulimits: docker::Ulimits {
+                nofile: self.ulimits.nofile,
+                nproc: self.ulimits.nproc,
+            },
+            pull: self.pull,
+            network: self.network.as_str().to_owned(),
+            memory: Some(docker::parse_memory(&self.memory)?),
+            cpus: Some(self.cpus),
+            pids_limit: Some(self.pids_limit),
+            user: self.user.clone(),
+            tmpfs_bytes: docker::TMPFS_BYTES,
+            // Unless the caller names the repository: one dependency cache per artifact root.
+            deps_identity: artifact_dir.display().to_string(),
+            artifact_dir,
+            setup_network: self.setup_network.as_str().to_owned(),
+            setup_egress: crate::sandbox::SetupNetwork::default(),
+            lease: docker::DEFAULT_LEASE,
+        })
     }
 }
 
@@ -1496,36 +1533,19 @@ impl Resolved {
             .unwrap_or_else(crate::verify::default_artifact_dir)
     }
 
-    /// The Docker backend's settings from the `sandbox.*` keys.
+    /// The Docker backend's settings from the `sandbox.*` keys, the engine `DOCKER_HOST` names,
+    /// the run's lease (its time budget and a grace) and the runner's egress for the setup job.
     pub fn docker_settings(&self) -> Result<crate::sandbox::docker::DockerSettings, ConfigError> {
-        use crate::sandbox::docker::{DockerSettings, parse_memory};
-        let sandbox = &self.config.sandbox;
-        let mut settings = DockerSettings::new(self.artifact_root());
+        let mut settings = self
+            .config
+            .sandbox
+            .docker_settings(self.artifact_root())
+            .map_err(|message| self.bad("sandbox.memory", message))?;
         settings.host = self.docker_host.clone();
         if self.config.run_timeout_secs > 0 {
             settings.lease = std::time::Duration::from_secs(self.config.run_timeout_secs)
                 + crate::sandbox::docker::LEASE_GRACE;
         }
-        settings.image = sandbox.image.clone();
-        settings.runner_image = sandbox.runner_image.clone();
-        settings.transport = sandbox.transport;
-        settings.ulimits = crate::sandbox::docker::Ulimits {
-            nofile: sandbox.ulimits.nofile,
-            nproc: sandbox.ulimits.nproc,
-        };
-        settings.pull = sandbox.pull;
-        settings.network = sandbox.network.as_str().to_owned();
-        settings.memory = Some(
-            parse_memory(&sandbox.memory).map_err(|error| ConfigError::BadValue {
-                key: "sandbox.memory".into(),
-                source_name: self.source_of("sandbox.memory"),
-                message: error.to_string(),
-            })?,
-        );
-        settings.cpus = Some(sandbox.cpus);
-        settings.pids_limit = Some(sandbox.pids_limit);
-        settings.user = sandbox.user.clone();
-        settings.setup_network = sandbox.setup_network.as_str().to_owned();
         settings.setup_egress = self.setup_network.clone();
         Ok(settings)
     }

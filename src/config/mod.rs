@@ -323,6 +323,150 @@ impl LlmConfig {
     }
 }
 
+/// `review.llm`: the keys of [`LlmConfig`], each optional; a key set here replaces `llm`'s, one
+/// left unset (or `null`) inherits it. `extra-headers`, `extra-body` and `prices` are merged key
+/// by key.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct LlmOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens_field: Option<crate::llm::MaxTokensField>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_request_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_total_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prices: Option<PriceOverrides>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sts_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_headers: Option<BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_body: Option<serde_json::Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_caching: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<crate::llm::StructuredOutput>,
+}
+
+/// `review.llm.prices`: each price optional, inheriting `llm.prices`'.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct PriceOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_per_mtok: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_per_mtok: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_input_per_mtok: Option<f64>,
+}
+
+impl LlmOverrides {
+    /// `base` with the keys set here laid over it.
+    pub fn over(&self, base: &LlmConfig) -> LlmConfig {
+        let mut llm = base.clone();
+        macro_rules! replace {
+            ($($field:ident),*) => {$(
+                if let Some(value) = &self.$field {
+                    llm.$field = value.clone();
+                }
+            )*};
+        }
+        macro_rules! replace_optional {
+            ($($field:ident),*) => {$(
+                if let Some(value) = &self.$field {
+                    llm.$field = Some(value.clone());
+                }
+            )*};
+        }
+        replace!(
+            provider,
+            model,
+            max_output_tokens,
+            timeout_secs,
+            max_request_secs,
+            stream,
+            max_retries,
+            auth,
+            prompt_caching,
+            structured_output
+        );
+        replace_optional!(
+            base_url,
+            api_key_env,
+            max_tokens_field,
+            max_total_tokens,
+            max_cost_usd,
+            script,
+            api_version,
+            region,
+            project,
+            sts_url,
+            temperature,
+            seed,
+            context_window
+        );
+        if let Some(prices) = &self.prices {
+            let inherited = llm.prices.unwrap_or_default();
+            llm.prices = Some(Prices {
+                input_per_mtok: prices.input_per_mtok.unwrap_or(inherited.input_per_mtok),
+                output_per_mtok: prices.output_per_mtok.unwrap_or(inherited.output_per_mtok),
+                cached_input_per_mtok: prices
+                    .cached_input_per_mtok
+                    .unwrap_or(inherited.cached_input_per_mtok),
+            });
+        }
+        if let Some(headers) = &self.extra_headers {
+            llm.extra_headers
+                .extend(headers.iter().map(|(name, value)| (name.clone(), value.clone())));
+        }
+        if let Some(body) = &self.extra_body {
+            for (key, value) in body {
+                let merged = match llm.extra_body.remove(key) {
+                    Some(inherited) => merge_json(inherited, value),
+                    None => value.clone(),
+                };
+                llm.extra_body.insert(key.clone(), merged);
+            }
+        }
+        llm
+    }
+}
+
 /// Prices in US dollars per million tokens.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
@@ -514,7 +658,7 @@ pub struct ReviewConfig {
     pub allow_prompt_patch_drift: bool,
     /// Overrides of `llm` for the reviewer; unset keys inherit.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub llm: Option<Value>,
+    pub llm: Option<LlmOverrides>,
 }
 
 impl Default for ReviewConfig {
@@ -1305,12 +1449,8 @@ impl Resolved {
             }
         }
         self.validate_endpoint("llm", &config.llm)?;
-        if let Some(review_llm) = &config.review.llm {
-            let merged = merge_json(serde_json::to_value(&config.llm).unwrap_or_default(), review_llm);
-            match serde_json::from_value::<LlmConfig>(merged) {
-                Err(error) => return Err(self.bad("review.llm", error.to_string())),
-                Ok(review) => self.validate_endpoint("review.llm", &review)?,
-            }
+        if config.review.llm.is_some() {
+            self.validate_endpoint("review.llm", &self.review_llm())?;
         }
         Ok(())
     }
@@ -1442,25 +1582,18 @@ impl Resolved {
 
     /// The reviewer's LLM settings: `llm` with `review.llm` laid over it.
     pub fn review_llm(&self) -> LlmConfig {
-        match &self.config.review.llm {
-            None => self.config.llm.clone(),
-            Some(overrides) => {
-                let merged = merge_json(
-                    serde_json::to_value(&self.config.llm).unwrap_or_default(),
-                    overrides,
-                );
-                let mut llm: LlmConfig =
-                    serde_json::from_value(merged).unwrap_or_else(|_| self.config.llm.clone());
-                // Another provider without a model: its default, not the main model's name.
-                if llm.provider != self.config.llm.provider
-                    && overrides.get("model").is_none()
-                    && model_is_default(&self.figment, "llm.model")
-                {
-                    llm.model = llm.provider.default_model().to_owned();
-                }
-                llm
-            }
+        let Some(overrides) = &self.config.review.llm else {
+            return self.config.llm.clone();
+        };
+        let mut llm = overrides.over(&self.config.llm);
+        // Another provider without a model: its default, not the main model's name.
+        if llm.provider != self.config.llm.provider
+            && overrides.model.is_none()
+            && model_is_default(&self.figment, "llm.model")
+        {
+            llm.model = llm.provider.default_model().to_owned();
         }
+        llm
     }
 
     /// Every resolved value with where it came from, one `key = value  # source` line each.
@@ -1673,21 +1806,23 @@ impl Resolved {
     }
 }
 
+/// The fields of a section as serde itself lists them (a probe with an unknown field asks it).
+fn fields<T: serde::de::DeserializeOwned>() -> Vec<&'static str> {
+    let probe = Figment::from(figment::providers::Serialized::defaults(
+        serde_json::json!({ "bork-ci-probe": true }),
+    ));
+    match probe.extract::<T>() {
+        Err(error) => match &error.kind {
+            figment::error::Kind::UnknownField(_, expected) => expected.to_vec(),
+            _ => Vec::new(),
+        },
+        Ok(_) => Vec::new(),
+    }
+}
+
 /// Every key the configuration accepts, as dotted paths (`llm.max-cost-usd`), set or not: the
 /// fields of each section as serde itself lists them (a probe with an unknown field asks it).
 pub fn every_key() -> Vec<String> {
-    fn fields<T: serde::de::DeserializeOwned>() -> Vec<&'static str> {
-        let probe = Figment::from(figment::providers::Serialized::defaults(
-            serde_json::json!({ "bork-ci-probe": true }),
-        ));
-        match probe.extract::<T>() {
-            Err(error) => match &error.kind {
-                figment::error::Kind::UnknownField(_, expected) => expected.to_vec(),
-                _ => Vec::new(),
-            },
-            Ok(_) => Vec::new(),
-        }
-    }
     let sections: [(&str, Vec<&'static str>); 7] = [
         ("", fields::<Config>()),
         ("llm", fields::<LlmConfig>()),
@@ -1948,6 +2083,42 @@ mod tests {
             "{shown}"
         );
         assert!(resolved.llm_secrets().len() >= 4);
+    }
+
+    #[test]
+    fn review_llm_overrides_every_llm_key_and_merges_maps_key_by_key() {
+        assert_eq!(fields::<LlmOverrides>(), fields::<LlmConfig>());
+        assert_eq!(fields::<PriceOverrides>(), fields::<Prices>());
+        let dir = repo_with(
+            r#"{"llm": {"model": "main", "extra-headers": {"X-A": "a"}, "extra-body": {"o": {"a": 1, "b": 2}},
+                "prices": {"input-per-mtok": 3, "output-per-mtok": 15}, "max-retries": 2},
+                "review": {"llm": {"extra-headers": {"X-B": "b"}, "extra-body": {"o": {"b": 3}},
+                "prices": {"output-per-mtok": 5}, "stream": false, "base-url": null}}}"#,
+        );
+        let resolved = load(dir.path(), None, &env(&[]), &vec![]).expect("loads");
+        let review = resolved.review_llm();
+        assert_eq!(review.model, "main");
+        assert_eq!(review.max_retries, 2);
+        assert!(!review.stream && resolved.config.llm.stream);
+        assert_eq!(review.extra_headers.len(), 2);
+        assert_eq!(review.extra_body["o"], serde_json::json!({"a": 1, "b": 3}));
+        let prices = review.prices.expect("prices");
+        assert_eq!((prices.input_per_mtok, prices.output_per_mtok), (3.0, 5.0));
+        let other = repo_with(r#"{"review": {"llm": {"provider": "anthropic"}}}"#);
+        let resolved = load(other.path(), None, &env(&[]), &vec![]).expect("loads");
+        assert_eq!(
+            resolved.review_llm().model,
+            ProviderKind::Anthropic.default_model(),
+            "another provider without a model takes its own default"
+        );
+        let bad = repo_with(r#"{"review": {"llm": {"auth": "basic"}}}"#);
+        let text = load(bad.path(), None, &env(&[]), &vec![])
+            .expect_err("rejects")
+            .to_string();
+        assert!(
+            text.contains("review.llm.auth") && text.contains("key, bearer"),
+            "{text}"
+        );
     }
 
     #[test]

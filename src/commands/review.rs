@@ -10,7 +10,7 @@ use crate::config;
 use crate::exit::ExitCode;
 use crate::reconcile;
 
-pub(super) async fn review(args: ReviewArgs) -> Result<ExitCode> {
+pub(super) async fn review(args: ReviewArgs, env: &config::Env) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
     let mut flags = args.flags.values();
     if let Some(severity) = &args.min_severity {
@@ -20,7 +20,7 @@ pub(super) async fn review(args: ReviewArgs) -> Result<ExitCode> {
             "--min-severity",
         ));
     }
-    let resolved = config::load(&repo, args.repo.config.as_deref(), &config::process_env(), &flags)
+    let resolved = config::load(&repo, args.repo.config.as_deref(), env, &flags)
         .map_err(anyhow::Error::new)
         .context("invalid configuration")?;
     resolved

@@ -740,6 +740,12 @@ pub struct Resolved {
     /// and the variable is unset: a judge run with `--sandbox none` gets a fresh `HOME` and
     /// still finds them.
     pub toolchain_homes: Vec<(String, String)>,
+    /// The environment the configuration was read from (the process's snapshot): where the
+    /// values of the secret variables are looked up.
+    pub env: Env,
+    /// The artifact root when `sandbox.artifact-dir` is unset: `AGENT_ARTIFACT_DIR`, else
+    /// `~/.agent-artifacts`.
+    default_artifact_dir: PathBuf,
     figment: Figment,
 }
 
@@ -818,9 +824,13 @@ fn parse_env(var: &env_vars::EnvVar, text: &str) -> Result<Value, ConfigError> {
     })
 }
 
-/// The process environment, read once (non-UTF-8 variables are skipped).
+/// The process environment as one snapshot: variable names and values.
+pub type Env = BTreeMap<String, String>;
+
+/// The process environment, read once, by `main`, and passed down from there as a value
+/// (non-UTF-8 variables are skipped).
 #[expect(clippy::disallowed_methods, reason = "the environment is read here, once")]
-pub fn process_env() -> BTreeMap<String, String> {
+pub fn process_env() -> Env {
     std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
         .collect()
@@ -1087,6 +1097,8 @@ pub fn load_with_trusted(
         push: push_event(env),
         setup_network: setup_network(env),
         toolchain_homes: toolchain_homes(env),
+        env: env.clone(),
+        default_artifact_dir: crate::verify::default_artifact_dir(env),
         api_key: Some(config.llm.key_env())
             .filter(|name| !name.is_empty())
             .and_then(|name| env.get(&name))
@@ -1663,7 +1675,7 @@ impl Resolved {
             .artifact_dir
             .as_ref()
             .map(PathBuf::from)
-            .unwrap_or_else(crate::verify::default_artifact_dir)
+            .unwrap_or_else(|| self.default_artifact_dir.clone())
     }
 
     /// The Docker backend's settings from the `sandbox.*` keys, the engine `DOCKER_HOST` names,

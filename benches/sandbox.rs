@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bork_ci::sandbox::docker::{DockerSandbox, DockerSettings, PullPolicy, Transport};
+use bork_ci::sandbox::docker::{DockerSandbox, PullPolicy, Transport};
 use bork_ci::sandbox::{Job, JobKind, Outcome};
 
 const IMAGE: &str = "bork-ci-test/busybox:latest";
@@ -56,7 +56,9 @@ fn main() {
     let repo = tempfile::tempdir().expect("tempdir");
     std::fs::write(repo.path().join("README.md"), "bench\n").expect("write");
     let artifacts = tempfile::tempdir().expect("tempdir");
-    let mut settings = DockerSettings::new(artifacts.path().to_owned());
+    let mut settings = bork_ci::config::SandboxConfig::default()
+        .docker_settings(artifacts.path().to_owned())
+        .expect("the default settings convert");
     settings.image = IMAGE.to_owned();
     settings.pull = PullPolicy::Never;
     // Bind mounts, as `docker run -v` does (`cargo bench --bench transport` compares with copy).

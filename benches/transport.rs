@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bork_ci::sandbox::docker::{DockerSandbox, DockerSettings, PullPolicy, Transport};
+use bork_ci::sandbox::docker::{DockerSandbox, PullPolicy, Transport};
 use bork_ci::sandbox::{Job, JobKind, Outcome};
 
 const IMAGE: &str = "bork-ci-test/busybox:latest";
@@ -89,7 +89,9 @@ fn main() {
     let bytes = repository(repo.path());
     let artifacts = tempfile::tempdir().expect("tempdir");
     let sandbox = |transport: Transport, run: &str| {
-        let mut settings = DockerSettings::new(artifacts.path().to_owned());
+        let mut settings = bork_ci::config::SandboxConfig::default()
+            .docker_settings(artifacts.path().to_owned())
+            .expect("the default settings convert");
         settings.image = IMAGE.to_owned();
         settings.pull = PullPolicy::Never;
         settings.transport = transport;

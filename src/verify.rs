@@ -85,16 +85,13 @@ impl VerifyOptions {
     }
 }
 
-/// `AGENT_ARTIFACT_DIR` when set, else `~/.agent-artifacts/` (for the config layer's default).
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the artifact root's documented variables"
-)]
-pub fn default_artifact_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("AGENT_ARTIFACT_DIR").filter(|d| !d.is_empty()) {
+/// `AGENT_ARTIFACT_DIR` in `env` when set, else `~/.agent-artifacts/` (for the config layer's
+/// default).
+pub fn default_artifact_dir(env: &std::collections::BTreeMap<String, String>) -> PathBuf {
+    if let Some(dir) = env.get("AGENT_ARTIFACT_DIR").filter(|dir| !dir.is_empty()) {
         return PathBuf::from(dir);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let home = env.get("HOME").map(PathBuf::from).unwrap_or_default();
     home.join(".agent-artifacts")
 }
 

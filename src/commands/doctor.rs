@@ -35,7 +35,7 @@ impl Check {
     }
 }
 
-pub(super) async fn doctor(args: crate::cli::DoctorArgs) -> Result<ExitCode> {
+pub(super) async fn doctor(args: crate::cli::DoctorArgs, env: &crate::config::Env) -> Result<ExitCode> {
     let mut checks = Vec::new();
     let repo = match repo_root(&args.repo) {
         Ok(repo) => repo,
@@ -59,7 +59,7 @@ pub(super) async fn doctor(args: crate::cli::DoctorArgs) -> Result<ExitCode> {
             format!("{} at {}", repo.display(), &head[..head.len().min(12)]),
         )
     });
-    let resolved = match load_config(&repo, &args.repo, &args.flags) {
+    let resolved = match load_config(&repo, &args.repo, &args.flags, env) {
         Ok(resolved) => resolved,
         Err(error) => {
             checks.push(Check::fail(

@@ -8,9 +8,9 @@ use anyhow::{Context, Result};
 use super::{GC_TTL, load_config, repo_root};
 use crate::exit::ExitCode;
 
-pub(super) async fn gc(args: crate::cli::GcArgs) -> Result<ExitCode> {
+pub(super) async fn gc(args: crate::cli::GcArgs, env: &crate::config::Env) -> Result<ExitCode> {
     let repo = repo_root(&args.repo).unwrap_or_else(|_| PathBuf::from("."));
-    let resolved = load_config(&repo, &args.repo, &crate::cli::ConfigFlags::default())?;
+    let resolved = load_config(&repo, &args.repo, &crate::cli::ConfigFlags::default(), env)?;
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let docker = crate::sandbox::docker::DockerSandbox::connect(
         resolved.docker_settings().map_err(anyhow::Error::new)?,

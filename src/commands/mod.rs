@@ -26,8 +26,7 @@ use crate::sandbox::{Sandbox, SandboxKind};
 /// Sets up `tracing` on stderr: the format (`--log-format`), the level (`BORK_LOG` when set,
 /// else `-q` warnings and errors only, default info, `-v` debug, `-vv` trace) and colour
 /// (`--color`, `NO_COLOR`, `TERM=dumb`; JSON lines are never coloured).
-pub fn init_logging(cli: &Cli) {
-    let env = config::process_env();
+pub fn init_logging(cli: &Cli, env: &config::Env) {
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "warn",
         (false, 0) => "info",
@@ -135,21 +134,23 @@ impl tracing::field::Visit for Fields {
     }
 }
 
-/// Runs the parsed command and returns its exit code.
-pub async fn dispatch(cli: Cli) -> ExitCode {
+/// Runs the parsed command with the process environment `env` (read once, by `main`) and
+/// returns its exit code.
+pub async fn dispatch(cli: Cli, env: config::Env) -> ExitCode {
+    let env = &env;
     let result = match cli.command {
-        Command::Run(args) => run::run(*args, cli.log_format == LogFormat::Json).await,
-        Command::EditStep(args) => edit_step::edit_step(args).await,
+        Command::Run(args) => run::run(*args, cli.log_format == LogFormat::Json, env).await,
+        Command::EditStep(args) => edit_step::edit_step(args, env).await,
         Command::SandboxUnpack(args) => sandbox_unpack::sandbox_unpack(&args),
-        Command::Verify(args) => verify::verify(args).await,
-        Command::Gc(args) => gc::gc(args).await,
+        Command::Verify(args) => verify::verify(args, env).await,
+        Command::Gc(args) => gc::gc(args, env).await,
         Command::Init(args) => init::init(args),
-        Command::Doctor(args) => doctor::doctor(*args).await,
-        Command::Pack(args) => pack::pack(args, cli.quiet),
+        Command::Doctor(args) => doctor::doctor(*args, env).await,
+        Command::Pack(args) => pack::pack(args, cli.quiet, env),
         Command::Completions(args) => docs::completions(&args),
         Command::Man(args) => docs::man(&args),
-        Command::Config(args) => show_config::show_config(args),
-        Command::Review(args) => review::review(args).await,
+        Command::Config(args) => show_config::show_config(args, env),
+        Command::Review(args) => review::review(args, env).await,
     };
     match result {
         Ok(code) => code,
@@ -178,15 +179,15 @@ fn repo_root(args: &RepoArgs) -> Result<PathBuf> {
     }
 }
 
-fn load_config(repo: &Path, args: &RepoArgs, flags: &crate::cli::ConfigFlags) -> Result<Resolved> {
-    config::load(
-        repo,
-        args.config.as_deref(),
-        &config::process_env(),
-        &flags.values(),
-    )
-    .map_err(anyhow::Error::new)
-    .context("invalid configuration")
+fn load_config(
+    repo: &Path,
+    args: &RepoArgs,
+    flags: &crate::cli::ConfigFlags,
+    env: &config::Env,
+) -> Result<Resolved> {
+    config::load(repo, args.config.as_deref(), env, &flags.values())
+        .map_err(anyhow::Error::new)
+        .context("invalid configuration")
 }
 
 /// The age past which `gc` removes unreferenced caches and leftovers without a lease (made by

@@ -10,9 +10,9 @@ use crate::config;
 use crate::exit::ExitCode;
 use crate::reconcile;
 
-pub(super) fn pack(args: PackArgs, quiet: bool) -> Result<ExitCode> {
+pub(super) fn pack(args: PackArgs, quiet: bool, env: &config::Env) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
-    let resolved = load_config(&repo, &args.repo, &args.flags)?;
+    let resolved = load_config(&repo, &args.repo, &args.flags, env)?;
     let (conversation, snapshot) = reconcile::initial_prompt(&repo, &resolved)?;
     let estimate = reconcile::estimate(&conversation);
     let mut stdout = std::io::stdout().lock();
@@ -24,9 +24,7 @@ pub(super) fn pack(args: PackArgs, quiet: bool) -> Result<ExitCode> {
     let total = head.len() + conversation.prefix.len();
     // The prompt holds the repository's files: exact when piped to a file, but never able to
     // drive a terminal, nor the Actions runner (which reads stdout for workflow commands).
-    let in_actions = config::process_env()
-        .get("GITHUB_ACTIONS")
-        .is_some_and(|value| value == "true");
+    let in_actions = env.get("GITHUB_ACTIONS").is_some_and(|value| value == "true");
     let prompt = format!("{head}{}", conversation.prefix);
     let shown = if in_actions {
         crate::untrusted::block(&prompt, &crate::untrusted::random_token())

@@ -10,7 +10,7 @@ use crate::config;
 use crate::exit::ExitCode;
 use crate::reconcile;
 
-pub(super) async fn review(args: ReviewArgs) -> Result<ExitCode> {
+pub(super) async fn review(args: ReviewArgs, env: &config::Env) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
     let mut flags = args.flags.values();
     if let Some(severity) = &args.min_severity {
@@ -20,19 +20,14 @@ pub(super) async fn review(args: ReviewArgs) -> Result<ExitCode> {
             "--min-severity",
         ));
     }
-    let resolved = config::load(&repo, args.repo.config.as_deref(), &config::process_env(), &flags)
+    let resolved = config::load(&repo, args.repo.config.as_deref(), env, &flags)
         .map_err(anyhow::Error::new)
         .context("invalid configuration")?;
     resolved
         .validate_llm()
         .map_err(anyhow::Error::new)
         .context("invalid configuration")?;
-    let min_severity: crate::review::Severity = resolved
-        .config
-        .review
-        .min_severity
-        .parse()
-        .map_err(|error| anyhow::anyhow!("review.min-severity: {error}"))?;
+    let min_severity = resolved.config.review.min_severity;
     let (outcome, usage) = reconcile::review_once(&resolved, &repo, args.files.as_deref()).await?;
     let output = crate::review::checker_output(&outcome, min_severity, args.format);
     if let Err(error) = &outcome {

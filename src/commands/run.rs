@@ -9,9 +9,8 @@ use crate::exit::ExitCode;
 use crate::reconcile::{self, RunOptions};
 use crate::report;
 
-pub(super) async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
+pub(super) async fn run(args: RunArgs, json_logs: bool, env: &config::Env) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
-    let env = config::process_env();
     let in_actions = env.get("GITHUB_ACTIONS").is_some_and(|value| value == "true");
     // Whether GitHub started this run for a pull request does not depend on the configuration:
     // on such events the checkout's file is not trusted, and the security keys (`github.*`,
@@ -30,8 +29,8 @@ pub(super) async fn run(args: RunArgs, json_logs: bool) -> Result<ExitCode> {
         false => None,
     };
     let resolved = match &event {
-        Some(ctx) => crate::delivery::trusted_config(ctx, &repo, &args.repo, &args.flags, &env).await?,
-        None => load_config(&repo, &args.repo, &args.flags)?,
+        Some(ctx) => crate::delivery::trusted_config(ctx, &repo, &args.repo, &args.flags, env).await?,
+        None => load_config(&repo, &args.repo, &args.flags, env)?,
     };
     let github_flags = crate::delivery::github_flags(&args.github, &resolved.config.github);
     let github = crate::delivery::github_context(&github_flags, &resolved.config.github)?;

@@ -8,9 +8,9 @@ use super::{load_config, repo_root};
 use crate::cli::ConfigArgs;
 use crate::exit::ExitCode;
 
-pub(super) fn show_config(args: ConfigArgs) -> Result<ExitCode> {
+pub(super) fn show_config(args: ConfigArgs, env: &crate::config::Env) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
-    let resolved = load_config(&repo, &args.repo, &args.flags)?;
+    let resolved = load_config(&repo, &args.repo, &args.flags, env)?;
     let text = match args.format {
         crate::cli::ConfigFormat::Text => resolved.explain(),
         crate::cli::ConfigFormat::Json => format!("{:#}\n", resolved.explain_json()),

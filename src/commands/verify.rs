@@ -7,9 +7,9 @@ use anyhow::{Context, Result};
 use super::{load_config, repo_root, sandbox_for};
 use crate::exit::ExitCode;
 
-pub(super) async fn verify(args: crate::cli::VerifyArgs) -> Result<ExitCode> {
+pub(super) async fn verify(args: crate::cli::VerifyArgs, env: &crate::config::Env) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
-    let resolved = load_config(&repo, &args.repo, &args.flags)?;
+    let resolved = load_config(&repo, &args.repo, &args.flags, env)?;
     let steps = crate::verify::load_steps(&repo, &resolved.verification_steps())
         .context("reading the verification steps")?;
     if steps.is_empty() {

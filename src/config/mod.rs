@@ -17,8 +17,10 @@ use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::llm::ProviderKind;
+use crate::llm::{AuthMode, ProviderKind};
+use crate::review::Severity;
 use crate::sandbox::SandboxKind;
+use crate::sandbox::docker::{PullPolicy, Transport};
 
 /// Where the configuration file lives, relative to the repository root.
 pub const CONFIG_PATH: &str = ".config/bork.json";
@@ -89,9 +91,9 @@ impl Default for Config {
             checker_timeout_secs: 600,
             context_budget_tokens: 200_000,
             run_timeout_secs: 3600,
-            base: "main".into(),
+            base: crate::pack::DEFAULT_BASE.into(),
             diff_base: None,
-            max_file_bytes: 256 * 1024,
+            max_file_bytes: crate::pack::DEFAULT_MAX_FILE_BYTES,
             llm: LlmConfig::default(),
             sandbox: SandboxConfig::default(),
             verification: VerificationConfig::default(),
@@ -147,7 +149,7 @@ pub struct LlmConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
     /// Azure: `key` (the `api-key` header) or `bearer` (an Entra ID token as `Authorization: Bearer`).
-    pub auth: String,
+    pub auth: AuthMode,
     /// Bedrock and Vertex: the region; Bedrock falls back to `AWS_REGION`, `AWS_DEFAULT_REGION`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
@@ -201,7 +203,7 @@ impl Default for LlmConfig {
             prices: None,
             script: None,
             api_version: None,
-            auth: "key".into(),
+            auth: AuthMode::Key,
             region: None,
             project: None,
             sts_url: None,
@@ -241,11 +243,7 @@ impl LlmConfig {
             script: self.script.as_ref().map(PathBuf::from),
             endpoint: llm::EndpointSettings {
                 api_version: self.api_version.clone(),
-                auth: if self.auth == "bearer" {
-                    llm::AuthMode::Bearer
-                } else {
-                    llm::AuthMode::Key
-                },
+                auth: self.auth,
                 region: self.region.clone(),
                 project: self.project.clone(),
                 sts_url: self.sts_url.clone(),
@@ -284,7 +282,9 @@ impl LlmConfig {
     pub fn key_env(&self) -> String {
         match (&self.api_key_env, self.provider) {
             (Some(name), _) => name.clone(),
-            (None, ProviderKind::Azure) if self.auth == "bearer" => "AZURE_OPENAI_AD_TOKEN".to_owned(),
+            (None, ProviderKind::Azure) if self.auth == AuthMode::Bearer => {
+                "AZURE_OPENAI_AD_TOKEN".to_owned()
+            }
             (None, provider) => provider.default_api_key_env().to_owned(),
         }
     }
@@ -323,6 +323,150 @@ impl LlmConfig {
     }
 }
 
+/// `review.llm`: the keys of [`LlmConfig`], each optional; a key set here replaces `llm`'s, one
+/// left unset (or `null`) inherits it. `extra-headers`, `extra-body` and `prices` are merged key
+/// by key.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct LlmOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens_field: Option<crate::llm::MaxTokensField>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_request_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_total_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prices: Option<PriceOverrides>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sts_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_headers: Option<BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_body: Option<serde_json::Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_caching: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<crate::llm::StructuredOutput>,
+}
+
+/// `review.llm.prices`: each price optional, inheriting `llm.prices`'.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct PriceOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_per_mtok: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_per_mtok: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_input_per_mtok: Option<f64>,
+}
+
+impl LlmOverrides {
+    /// `base` with the keys set here laid over it.
+    pub fn over(&self, base: &LlmConfig) -> LlmConfig {
+        let mut llm = base.clone();
+        macro_rules! replace {
+            ($($field:ident),*) => {$(
+                if let Some(value) = &self.$field {
+                    llm.$field = value.clone();
+                }
+            )*};
+        }
+        macro_rules! replace_optional {
+            ($($field:ident),*) => {$(
+                if let Some(value) = &self.$field {
+                    llm.$field = Some(value.clone());
+                }
+            )*};
+        }
+        replace!(
+            provider,
+            model,
+            max_output_tokens,
+            timeout_secs,
+            max_request_secs,
+            stream,
+            max_retries,
+            auth,
+            prompt_caching,
+            structured_output
+        );
+        replace_optional!(
+            base_url,
+            api_key_env,
+            max_tokens_field,
+            max_total_tokens,
+            max_cost_usd,
+            script,
+            api_version,
+            region,
+            project,
+            sts_url,
+            temperature,
+            seed,
+            context_window
+        );
+        if let Some(prices) = &self.prices {
+            let inherited = llm.prices.unwrap_or_default();
+            llm.prices = Some(Prices {
+                input_per_mtok: prices.input_per_mtok.unwrap_or(inherited.input_per_mtok),
+                output_per_mtok: prices.output_per_mtok.unwrap_or(inherited.output_per_mtok),
+                cached_input_per_mtok: prices
+                    .cached_input_per_mtok
+                    .unwrap_or(inherited.cached_input_per_mtok),
+            });
+        }
+        if let Some(headers) = &self.extra_headers {
+            llm.extra_headers
+                .extend(headers.iter().map(|(name, value)| (name.clone(), value.clone())));
+        }
+        if let Some(body) = &self.extra_body {
+            for (key, value) in body {
+                let merged = match llm.extra_body.remove(key) {
+                    Some(inherited) => merge_json(inherited, value),
+                    None => value.clone(),
+                };
+                llm.extra_body.insert(key.clone(), merged);
+            }
+        }
+        llm
+    }
+}
+
 /// Prices in US dollars per million tokens.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
@@ -343,13 +487,13 @@ pub struct SandboxConfig {
     /// its own executable, tagged `bork-ci-runner:<sha256 prefix>`.
     pub runner_image: Option<String>,
     /// How files reach the containers: `auto` (default), `bind` or `copy`.
-    pub transport: String,
+    pub transport: Transport,
     /// Resource limits of every container.
     pub ulimits: SandboxUlimits,
-    /// `missing`, `always` or `never`.
-    pub pull: String,
-    /// `none` (default) or `bridge`.
-    pub network: String,
+    /// When to pull images: `missing`, `always` or `never`.
+    pub pull: PullPolicy,
+    /// The network of the checker and the verifier: `none` (default), `bridge` or `host`.
+    pub network: Network,
     /// Memory limit, e.g. `2g`.
     pub memory: String,
     pub cpus: f64,
@@ -361,7 +505,7 @@ pub struct SandboxConfig {
     /// judges then read (read-only) without network.
     pub setup: Vec<String>,
     /// The network of the setup commands: `bridge` (default), `host` or `none`.
-    pub setup_network: String,
+    pub setup_network: Network,
     /// Wall-clock limit of all setup commands together, in seconds.
     pub setup_timeout_secs: u64,
     /// Artifact directory outside the repository; absent: `AGENT_ARTIFACT_DIR` or `~/.agent-artifacts`.
@@ -375,19 +519,56 @@ impl Default for SandboxConfig {
             kind: SandboxKind::Docker,
             image: "debian:bookworm-slim".into(),
             runner_image: None,
-            transport: "auto".into(),
+            transport: Transport::Auto,
             ulimits: SandboxUlimits::default(),
-            pull: "missing".into(),
-            network: "none".into(),
+            pull: PullPolicy::Missing,
+            network: Network::None,
             memory: "2g".into(),
             cpus: 2.0,
             pids_limit: 512,
             user: "65534:65534".into(),
             setup: Vec::new(),
-            setup_network: "bridge".into(),
+            setup_network: Network::Bridge,
             setup_timeout_secs: 1800,
             artifact_dir: None,
         }
+    }
+}
+
+impl SandboxConfig {
+    /// The docker backend's settings from these keys, with artifacts under `artifact_dir`: the
+    /// one conversion, so that each default is stated once (in [`SandboxConfig::default`]). The
+    /// engine is `DOCKER_HOST`'s, the lease the backend's default, no egress for the setup job:
+    /// [`Resolved::docker_settings`] sets those from the run. An error is `sandbox.memory`'s.
+    pub fn docker_settings(
+        &self,
+        artifact_dir: PathBuf,
+    ) -> Result<crate::sandbox::docker::DockerSettings, String> {
+        use crate::sandbox::docker;
+        Ok(docker::DockerSettings {
+            host: None,
+            image: self.image.clone(),
+            runner_image: self.runner_image.clone(),
+            runner_binary: None,
+            transport: self.transport,
+            ulimits: docker::Ulimits {
+                nofile: self.ulimits.nofile,
+                nproc: self.ulimits.nproc,
+            },
+            pull: self.pull,
+            network: self.network.as_str().to_owned(),
+            memory: Some(docker::parse_memory(&self.memory)?),
+            cpus: Some(self.cpus),
+            pids_limit: Some(self.pids_limit),
+            user: self.user.clone(),
+            tmpfs_bytes: docker::TMPFS_BYTES,
+            // Unless the caller names the repository: one dependency cache per artifact root.
+            deps_identity: artifact_dir.display().to_string(),
+            artifact_dir,
+            setup_network: self.setup_network.as_str().to_owned(),
+            setup_egress: crate::sandbox::SetupNetwork::default(),
+            lease: docker::DEFAULT_LEASE,
+        })
     }
 }
 
@@ -409,6 +590,35 @@ impl Default for SandboxUlimits {
             nofile: 1024,
             nproc: 4096,
         }
+    }
+}
+
+/// A container network (`sandbox.network`, `sandbox.setup-network`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Network {
+    /// No network at all.
+    None,
+    /// The engine's default bridge.
+    Bridge,
+    /// The host's network.
+    Host,
+}
+
+impl Network {
+    /// The engine's name of the network (`network_mode`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::Bridge => "bridge",
+            Network::Host => "host",
+        }
+    }
+}
+
+impl std::fmt::Display for Network {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
     }
 }
 
@@ -442,19 +652,20 @@ impl Default for VerificationConfig {
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
 pub struct ReviewConfig {
     pub enabled: bool,
-    /// `critical`, `high`, `medium`, `low` or `info`.
-    pub min_severity: String,
+    /// Review findings below this severity are not fed back: `critical`, `high`, `medium`,
+    /// `low` or `info`.
+    pub min_severity: Severity,
     pub allow_prompt_patch_drift: bool,
     /// Overrides of `llm` for the reviewer; unset keys inherit.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub llm: Option<Value>,
+    pub llm: Option<LlmOverrides>,
 }
 
 impl Default for ReviewConfig {
     fn default() -> Self {
         ReviewConfig {
             enabled: false,
-            min_severity: "medium".into(),
+            min_severity: Severity::Medium,
             allow_prompt_patch_drift: false,
             llm: None,
         }
@@ -529,6 +740,12 @@ pub struct Resolved {
     /// and the variable is unset: a judge run with `--sandbox none` gets a fresh `HOME` and
     /// still finds them.
     pub toolchain_homes: Vec<(String, String)>,
+    /// The environment the configuration was read from (the process's snapshot): where the
+    /// values of the secret variables are looked up.
+    pub env: Env,
+    /// The artifact root when `sandbox.artifact-dir` is unset: `AGENT_ARTIFACT_DIR`, else
+    /// `~/.agent-artifacts`.
+    default_artifact_dir: PathBuf,
     figment: Figment,
 }
 
@@ -607,9 +824,13 @@ fn parse_env(var: &env_vars::EnvVar, text: &str) -> Result<Value, ConfigError> {
     })
 }
 
-/// The process environment, read once (non-UTF-8 variables are skipped).
+/// The process environment as one snapshot: variable names and values.
+pub type Env = BTreeMap<String, String>;
+
+/// The process environment, read once, by `main`, and passed down from there as a value
+/// (non-UTF-8 variables are skipped).
 #[expect(clippy::disallowed_methods, reason = "the environment is read here, once")]
-pub fn process_env() -> BTreeMap<String, String> {
+pub fn process_env() -> Env {
     std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
         .collect()
@@ -876,6 +1097,8 @@ pub fn load_with_trusted(
         push: push_event(env),
         setup_network: setup_network(env),
         toolchain_homes: toolchain_homes(env),
+        env: env.clone(),
+        default_artifact_dir: crate::verify::default_artifact_dir(env),
         api_key: Some(config.llm.key_env())
             .filter(|name| !name.is_empty())
             .and_then(|name| env.get(&name))
@@ -977,6 +1200,11 @@ fn describe(error: &figment::Error, figment: &Figment) -> ConfigError {
                 None => format!("unknown key `{field}`; known keys here: {}", expected.join(", ")),
             }
         }
+        figment::error::Kind::UnknownVariant(found, expected) => format!(
+            "must be one of {}, not `{}`",
+            expected.join(", "),
+            crate::untrusted::one_line(found)
+        ),
         other => other.to_string(),
     };
     // The error's path may end with the unknown key already: name it once.
@@ -1176,18 +1404,6 @@ impl Resolved {
         {
             return Err(self.bad("llm.base-url", "must start with http:// or https://"));
         }
-        if !["critical", "high", "medium", "low", "info"].contains(&config.review.min_severity.as_str()) {
-            return Err(self.bad(
-                "review.min-severity",
-                "must be one of critical, high, medium, low, info",
-            ));
-        }
-        if !["missing", "always", "never"].contains(&config.sandbox.pull.as_str()) {
-            return Err(self.bad("sandbox.pull", "must be one of missing, always, never"));
-        }
-        if !["auto", "bind", "copy"].contains(&config.sandbox.transport.as_str()) {
-            return Err(self.bad("sandbox.transport", "must be one of auto, bind, copy"));
-        }
         for (key, value) in [
             ("sandbox.ulimits.nofile", config.sandbox.ulimits.nofile),
             ("sandbox.ulimits.nproc", config.sandbox.ulimits.nproc),
@@ -1207,9 +1423,6 @@ impl Resolved {
                 "must name an image; leave it unset to have bork-ci build one",
             ));
         }
-        if !["none", "bridge", "host"].contains(&config.sandbox.network.as_str()) {
-            return Err(self.bad("sandbox.network", "must be one of none, bridge, host"));
-        }
         if let Err(problem) = crate::sandbox::docker::parse_memory(&config.sandbox.memory) {
             return Err(self.bad("sandbox.memory", problem));
         }
@@ -1218,9 +1431,6 @@ impl Resolved {
         }
         if config.sandbox.pids_limit < 1 {
             return Err(self.bad("sandbox.pids-limit", "must be a positive number"));
-        }
-        if !["none", "bridge", "host"].contains(&config.sandbox.setup_network.as_str()) {
-            return Err(self.bad("sandbox.setup-network", "must be one of none, bridge, host"));
         }
         if config
             .sandbox
@@ -1251,12 +1461,8 @@ impl Resolved {
             }
         }
         self.validate_endpoint("llm", &config.llm)?;
-        if let Some(review_llm) = &config.review.llm {
-            let merged = merge_json(serde_json::to_value(&config.llm).unwrap_or_default(), review_llm);
-            match serde_json::from_value::<LlmConfig>(merged) {
-                Err(error) => return Err(self.bad("review.llm", error.to_string())),
-                Ok(review) => self.validate_endpoint("review.llm", &review)?,
-            }
+        if config.review.llm.is_some() {
+            self.validate_endpoint("review.llm", &self.review_llm())?;
         }
         Ok(())
     }
@@ -1264,9 +1470,6 @@ impl Resolved {
     /// Checks the endpoint keys of `llm` (or `review.llm`, named by `section`).
     fn validate_endpoint(&self, section: &str, llm: &LlmConfig) -> Result<(), ConfigError> {
         let key = |name: &str| format!("{section}.{name}");
-        if !["key", "bearer"].contains(&llm.auth.as_str()) {
-            return Err(self.bad(&key("auth"), "must be `key` or `bearer`"));
-        }
         if let Some(url) = &llm.sts_url
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
@@ -1391,25 +1594,18 @@ impl Resolved {
 
     /// The reviewer's LLM settings: `llm` with `review.llm` laid over it.
     pub fn review_llm(&self) -> LlmConfig {
-        match &self.config.review.llm {
-            None => self.config.llm.clone(),
-            Some(overrides) => {
-                let merged = merge_json(
-                    serde_json::to_value(&self.config.llm).unwrap_or_default(),
-                    overrides,
-                );
-                let mut llm: LlmConfig =
-                    serde_json::from_value(merged).unwrap_or_else(|_| self.config.llm.clone());
-                // Another provider without a model: its default, not the main model's name.
-                if llm.provider != self.config.llm.provider
-                    && overrides.get("model").is_none()
-                    && model_is_default(&self.figment, "llm.model")
-                {
-                    llm.model = llm.provider.default_model().to_owned();
-                }
-                llm
-            }
+        let Some(overrides) = &self.config.review.llm else {
+            return self.config.llm.clone();
+        };
+        let mut llm = overrides.over(&self.config.llm);
+        // Another provider without a model: its default, not the main model's name.
+        if llm.provider != self.config.llm.provider
+            && overrides.model.is_none()
+            && model_is_default(&self.figment, "llm.model")
+        {
+            llm.model = llm.provider.default_model().to_owned();
         }
+        llm
     }
 
     /// Every resolved value with where it came from, one `key = value  # source` line each.
@@ -1479,50 +1675,22 @@ impl Resolved {
             .artifact_dir
             .as_ref()
             .map(PathBuf::from)
-            .unwrap_or_else(crate::verify::default_artifact_dir)
+            .unwrap_or_else(|| self.default_artifact_dir.clone())
     }
 
-    /// The Docker backend's settings from the `sandbox.*` keys.
+    /// The Docker backend's settings from the `sandbox.*` keys, the engine `DOCKER_HOST` names,
+    /// the run's lease (its time budget and a grace) and the runner's egress for the setup job.
     pub fn docker_settings(&self) -> Result<crate::sandbox::docker::DockerSettings, ConfigError> {
-        use crate::sandbox::docker::{DockerSettings, PullPolicy, parse_memory};
-        let sandbox = &self.config.sandbox;
-        let mut settings = DockerSettings::new(self.artifact_root());
+        let mut settings = self
+            .config
+            .sandbox
+            .docker_settings(self.artifact_root())
+            .map_err(|message| self.bad("sandbox.memory", message))?;
         settings.host = self.docker_host.clone();
         if self.config.run_timeout_secs > 0 {
             settings.lease = std::time::Duration::from_secs(self.config.run_timeout_secs)
                 + crate::sandbox::docker::LEASE_GRACE;
         }
-        settings.image = sandbox.image.clone();
-        settings.runner_image = sandbox.runner_image.clone();
-        settings.transport =
-            crate::sandbox::docker::Transport::parse(&sandbox.transport).ok_or_else(|| {
-                ConfigError::BadValue {
-                    key: "sandbox.transport".into(),
-                    source_name: self.source_of("sandbox.transport"),
-                    message: "must be one of auto, bind, copy".into(),
-                }
-            })?;
-        settings.ulimits = crate::sandbox::docker::Ulimits {
-            nofile: sandbox.ulimits.nofile,
-            nproc: sandbox.ulimits.nproc,
-        };
-        settings.pull = match sandbox.pull.as_str() {
-            "always" => PullPolicy::Always,
-            "never" => PullPolicy::Never,
-            _ => PullPolicy::Missing,
-        };
-        settings.network = sandbox.network.clone();
-        settings.memory = Some(
-            parse_memory(&sandbox.memory).map_err(|error| ConfigError::BadValue {
-                key: "sandbox.memory".into(),
-                source_name: self.source_of("sandbox.memory"),
-                message: error.to_string(),
-            })?,
-        );
-        settings.cpus = Some(sandbox.cpus);
-        settings.pids_limit = Some(sandbox.pids_limit);
-        settings.user = sandbox.user.clone();
-        settings.setup_network = sandbox.setup_network.clone();
         settings.setup_egress = self.setup_network.clone();
         Ok(settings)
     }
@@ -1650,21 +1818,23 @@ impl Resolved {
     }
 }
 
+/// The fields of a section as serde itself lists them (a probe with an unknown field asks it).
+fn fields<T: serde::de::DeserializeOwned>() -> Vec<&'static str> {
+    let probe = Figment::from(figment::providers::Serialized::defaults(
+        serde_json::json!({ "bork-ci-probe": true }),
+    ));
+    match probe.extract::<T>() {
+        Err(error) => match &error.kind {
+            figment::error::Kind::UnknownField(_, expected) => expected.to_vec(),
+            _ => Vec::new(),
+        },
+        Ok(_) => Vec::new(),
+    }
+}
+
 /// Every key the configuration accepts, as dotted paths (`llm.max-cost-usd`), set or not: the
 /// fields of each section as serde itself lists them (a probe with an unknown field asks it).
 pub fn every_key() -> Vec<String> {
-    fn fields<T: serde::de::DeserializeOwned>() -> Vec<&'static str> {
-        let probe = Figment::from(figment::providers::Serialized::defaults(
-            serde_json::json!({ "bork-ci-probe": true }),
-        ));
-        match probe.extract::<T>() {
-            Err(error) => match &error.kind {
-                figment::error::Kind::UnknownField(_, expected) => expected.to_vec(),
-                _ => Vec::new(),
-            },
-            Ok(_) => Vec::new(),
-        }
-    }
     let sections: [(&str, Vec<&'static str>); 7] = [
         ("", fields::<Config>()),
         ("llm", fields::<LlmConfig>()),
@@ -1905,7 +2075,7 @@ mod tests {
         resolved.validate_llm().expect("valid");
         let review = resolved.review_llm();
         assert_eq!(review.model, "review-dep");
-        assert_eq!(review.auth, "bearer");
+        assert_eq!(review.auth, AuthMode::Bearer);
         assert_eq!(review.key_env(), "AZURE_OPENAI_AD_TOKEN");
         assert_eq!(review.temperature, Some(0.1));
         assert!(
@@ -1925,6 +2095,42 @@ mod tests {
             "{shown}"
         );
         assert!(resolved.llm_secrets().len() >= 4);
+    }
+
+    #[test]
+    fn review_llm_overrides_every_llm_key_and_merges_maps_key_by_key() {
+        assert_eq!(fields::<LlmOverrides>(), fields::<LlmConfig>());
+        assert_eq!(fields::<PriceOverrides>(), fields::<Prices>());
+        let dir = repo_with(
+            r#"{"llm": {"model": "main", "extra-headers": {"X-A": "a"}, "extra-body": {"o": {"a": 1, "b": 2}},
+                "prices": {"input-per-mtok": 3, "output-per-mtok": 15}, "max-retries": 2},
+                "review": {"llm": {"extra-headers": {"X-B": "b"}, "extra-body": {"o": {"b": 3}},
+                "prices": {"output-per-mtok": 5}, "stream": false, "base-url": null}}}"#,
+        );
+        let resolved = load(dir.path(), None, &env(&[]), &vec![]).expect("loads");
+        let review = resolved.review_llm();
+        assert_eq!(review.model, "main");
+        assert_eq!(review.max_retries, 2);
+        assert!(!review.stream && resolved.config.llm.stream);
+        assert_eq!(review.extra_headers.len(), 2);
+        assert_eq!(review.extra_body["o"], serde_json::json!({"a": 1, "b": 3}));
+        let prices = review.prices.expect("prices");
+        assert_eq!((prices.input_per_mtok, prices.output_per_mtok), (3.0, 5.0));
+        let other = repo_with(r#"{"review": {"llm": {"provider": "anthropic"}}}"#);
+        let resolved = load(other.path(), None, &env(&[]), &vec![]).expect("loads");
+        assert_eq!(
+            resolved.review_llm().model,
+            ProviderKind::Anthropic.default_model(),
+            "another provider without a model takes its own default"
+        );
+        let bad = repo_with(r#"{"review": {"llm": {"auth": "basic"}}}"#);
+        let text = load(bad.path(), None, &env(&[]), &vec![])
+            .expect_err("rejects")
+            .to_string();
+        assert!(
+            text.contains("review.llm.auth") && text.contains("key, bearer"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -1963,6 +2169,72 @@ mod tests {
             };
             assert!(text.contains(key), "{config}: {text}");
         }
+    }
+
+    #[test]
+    fn a_value_outside_a_list_names_the_key_and_every_allowed_value() {
+        for (name, text, key, allowed) in [
+            (
+                "BORK_SANDBOX_TRANSPORT",
+                "rsync",
+                "sandbox.transport",
+                "auto, bind, copy",
+            ),
+            (
+                "BORK_SANDBOX_PULL",
+                "sometimes",
+                "sandbox.pull",
+                "missing, always, never",
+            ),
+            (
+                "BORK_SANDBOX_NETWORK",
+                "wifi",
+                "sandbox.network",
+                "none, bridge, host",
+            ),
+            (
+                "BORK_SANDBOX_SETUP_NETWORK",
+                "wifi",
+                "sandbox.setup-network",
+                "none, bridge, host",
+            ),
+            (
+                "BORK_REVIEW_MIN_SEVERITY",
+                "urgent",
+                "review.min-severity",
+                "critical, high, medium, low, info",
+            ),
+            ("BORK_LLM_AUTH", "basic", "llm.auth", "key, bearer"),
+        ] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let text = load(dir.path(), None, &env(&[(name, text)]), &vec![])
+                .expect_err(name)
+                .to_string();
+            assert!(
+                text.contains(key) && text.contains(allowed) && text.contains(name),
+                "{name}: {text}"
+            );
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let resolved = load(
+            dir.path(),
+            None,
+            &env(&[
+                ("BORK_SANDBOX_TRANSPORT", "copy"),
+                ("BORK_SANDBOX_PULL", "never"),
+                ("BORK_SANDBOX_NETWORK", "bridge"),
+                ("BORK_REVIEW_MIN_SEVERITY", "high"),
+                ("BORK_LLM_AUTH", "bearer"),
+            ]),
+            &vec![],
+        )
+        .expect("loads");
+        let config = &resolved.config;
+        assert_eq!(config.sandbox.transport, Transport::Copy);
+        assert_eq!(config.sandbox.pull, PullPolicy::Never);
+        assert_eq!(config.sandbox.network, Network::Bridge);
+        assert_eq!(config.review.min_severity, Severity::High);
+        assert_eq!(config.llm.auth, AuthMode::Bearer);
     }
 
     #[test]

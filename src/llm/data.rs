@@ -561,7 +561,8 @@ impl LlmError {
 }
 
 /// How the key is sent to Azure OpenAI (`llm.auth`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum AuthMode {
     /// The provider's own key header (`api-key` for Azure).
     #[default]

@@ -50,16 +50,7 @@ impl Plan {
         let verifier_steps =
             crate::blocking::run(|| crate::verify::load_steps(repo, &resolved.verification_steps()))
                 .context("reading the verification steps")?;
-        let review_min_severity = if config.review.enabled {
-            let severity = config
-                .review
-                .min_severity
-                .parse::<Severity>()
-                .map_err(|error| anyhow::anyhow!("review.min-severity: {error}"))?;
-            Some(severity)
-        } else {
-            None
-        };
+        let review_min_severity = config.review.enabled.then_some(config.review.min_severity);
         Ok(Plan {
             limits: Limits::of(config),
             max_iterations: config.max_iterations,

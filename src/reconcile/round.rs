@@ -829,7 +829,7 @@ pub(super) async fn round(
             "the packed prompt is about {estimate} tokens, over the model's context window of {window} (`llm.context-window`); the server may refuse it or silently drop its start"
         );
     }
-    if let Some(name) = secret_in_prompt(resolved, &conversation, &crate::config::process_env()) {
+    if let Some(name) = secret_in_prompt(resolved, &conversation, &resolved.env) {
         return Err(RunError::SecretInPrompt { name }.into());
     }
     let provider = Provider::new(

@@ -195,6 +195,8 @@ impl Local {
             command.env_remove(name);
         }
         // Whatever variable holds a registered secret, under whatever name, is withheld too.
+        // The live environment, not the configuration's snapshot: the child inherits the live
+        // one, so that is what must be searched (non-UTF-8 variables included).
         for (name, value) in std::env::vars_os() {
             if crate::secrets::find(&value.to_string_lossy()).is_some() {
                 command.env_remove(name);

@@ -55,7 +55,9 @@ pub fn job_files(artifacts: &Path, run_id: &str, name: &str) -> Vec<std::path::P
 
 /// Settings for tests: the busybox image for every kind, artifacts under `artifacts`.
 pub fn settings(artifacts: &Path) -> DockerSettings {
-    let mut settings = DockerSettings::new(artifacts.to_owned());
+    let mut settings = bork_ci::config::SandboxConfig::default()
+        .docker_settings(artifacts.to_owned())
+        .expect("the default settings convert");
     settings.image = TEST_IMAGE.to_owned();
     settings.runner_image = Some(TEST_IMAGE.to_owned());
     settings.pull = PullPolicy::Never;

@@ -94,7 +94,11 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(24 * 3600);
 /// ran out (stopping, the report, removing its containers).
 pub const LEASE_GRACE: Duration = Duration::from_secs(15 * 60);
 
-/// The `sandbox.*` settings the docker backend needs, as plain values.
+/// The size of the `/tmp` tmpfs of every container (and of a judge's `HOME`).
+pub const TMPFS_BYTES: u64 = 256 << 20;
+
+/// The `sandbox.*` settings the docker backend needs, as plain values; made from the
+/// configuration (`config::SandboxConfig::docker_settings`), which holds their defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DockerSettings {
     /// Engine endpoint (`unix://…`, `tcp://…`); `None` means `DOCKER_HOST`, then the local socket.
@@ -140,33 +144,6 @@ pub struct DockerSettings {
     pub lease: Duration,
 }
 
-impl DockerSettings {
-    /// The defaults, with artifacts under `artifact_dir`.
-    pub fn new(artifact_dir: PathBuf) -> DockerSettings {
-        DockerSettings {
-            host: None,
-            image: "debian:bookworm-slim".to_owned(),
-            runner_image: None,
-            runner_binary: None,
-            transport: Transport::Auto,
-            lease: DEFAULT_LEASE,
-            ulimits: Ulimits::default(),
-            pull: PullPolicy::Missing,
-            network: "none".to_owned(),
-            memory: Some(2 << 30),
-            cpus: Some(2.0),
-            pids_limit: Some(512),
-            user: "65534:65534".to_owned(),
-            tmpfs_bytes: 256 << 20,
-            // Unless the caller names the repository: one dependency cache per artifact root.
-            deps_identity: artifact_dir.display().to_string(),
-            artifact_dir,
-            setup_network: "bridge".to_owned(),
-            setup_egress: super::SetupNetwork::default(),
-        }
-    }
-}
-
 /// Resource limits set on every container: at or below the hard limits of usual hosts, so that
 /// engines that apply their own larger defaults (Podman) do not fail with "error setting rlimit".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,15 +152,6 @@ pub struct Ulimits {
     pub nofile: i64,
     /// Processes of the container's user (`RLIMIT_NPROC`).
     pub nproc: i64,
-}
-
-impl Default for Ulimits {
-    fn default() -> Self {
-        Ulimits {
-            nofile: 1024,
-            nproc: 4096,
-        }
-    }
 }
 
 impl Ulimits {

@@ -466,6 +466,7 @@ const PURE_FILES: &[&str] = &[
     "findings.rs",
     "sarif.rs",
     "strict_json.rs",
+    "url_text.rs",
     "llm/sse.rs",
     "exit.rs",
 ];

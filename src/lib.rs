@@ -33,4 +33,5 @@ pub mod sarif;
 pub mod secrets;
 pub mod strict_json;
 pub mod untrusted;
+pub mod url_text;
 pub mod verify;

@@ -193,15 +193,7 @@ fn relative_path(path: &str) -> Option<String> {
 /// A relative URI reference: unreserved bytes and `/` as they are, everything else
 /// percent-encoded (so a `:` can never read as a scheme).
 fn uri(path: &str) -> String {
-    let mut out = String::new();
-    for byte in path.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    crate::url_text::encode(path, crate::url_text::Keep::Slash)
 }
 
 #[cfg(test)]

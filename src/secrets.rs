@@ -87,22 +87,31 @@ pub fn encodings(value: &str) -> Vec<String> {
         }
         needles.push(value[..end].to_owned());
     }
-    let mut upper = String::new();
-    let mut lower = String::new();
-    for byte in bytes {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(byte) {
-            upper.push(*byte as char);
-            lower.push(*byte as char);
-        } else {
-            upper.push_str(&format!("%{byte:02X}"));
-            lower.push_str(&format!("%{byte:02x}"));
-        }
-    }
+    let upper = crate::url_text::encode(value, crate::url_text::Keep::Unreserved);
+    let lower = lower_hex(&upper);
     needles.push(upper);
     needles.push(lower);
     needles.sort_by_key(|needle| std::cmp::Reverse(needle.len()));
     needles.dedup();
     needles
+}
+
+/// Percent-encoded text with lower-case hex digits (`%c3%a9`), as some encoders write it.
+fn lower_hex(encoded: &str) -> String {
+    let mut out = String::with_capacity(encoded.len());
+    let mut hex_left = 0;
+    for c in encoded.chars() {
+        if hex_left > 0 {
+            out.push(c.to_ascii_lowercase());
+            hex_left -= 1;
+        } else {
+            if c == '%' {
+                hex_left = 2;
+            }
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// RFC 4648 base32, without padding.

@@ -188,15 +188,52 @@ pub fn block(text: &str, token: &str) -> String {
     format!("::stop-commands::{token}\n{body}{newline}::{token}::\n")
 }
 
-/// One line safe to print outside a stop-commands block: secrets redacted, controls escaped,
-/// newlines flattened, and a leading `::` (after blanks) or a `##[` defused.
+/// Text for a terminal line, in this order: registered secrets redacted, then controls (ANSI
+/// escapes included) escaped, newlines flattened and `##[` defused. Every byte bork-ci writes
+/// to stderr passes here, through [`line()`], [`LogWriter`], [`ColourLogWriter`] or [`relay`]
+/// (and the text log's fields, so no colour code of theirs survives [`ColourLogWriter`]).
+pub fn terminal_text(text: &str) -> String {
+    inline(&crate::secrets::redact(text)).replace("##[", "#\\u{23}[")
+}
+
+/// One line safe to print outside a stop-commands block: [`terminal_text`], and a leading `::`
+/// (after blanks) defused.
 pub fn line(text: &str) -> String {
-    let redacted = crate::secrets::redact(text);
-    let mut out = inline(&redacted);
+    let mut out = terminal_text(text);
     if out.trim_start().starts_with("::") {
         out.insert_str(0, "[untrusted] ");
     }
-    out.replace("##[", "#\\u{23}[")
+    out
+}
+
+/// Lines for a terminal outside a stop-commands block (a judge's output, an edit's contents):
+/// secrets redacted, then [`escape`]d with newlines kept, and each line that would start a
+/// workflow command (`::` after blanks) defused as in [`line()`]. Outside GitHub Actions, where
+/// bork-ci draws no stop-commands token, its output may still reach a runner's log (a
+/// container started by a workflow step sees no `GITHUB_ACTIONS`).
+pub fn terminal_lines(text: &str) -> String {
+    let escaped = escape(&crate::secrets::redact(text));
+    if !escaped.lines().any(|each| each.trim_start().starts_with("::")) {
+        return escaped;
+    }
+    let mut out = String::with_capacity(escaped.len() + 16);
+    for each in escaped.split_inclusive('\n') {
+        if each.trim_start().starts_with("::") {
+            out.push_str("[untrusted] ");
+        }
+        out.push_str(each);
+    }
+    out
+}
+
+/// The writer of every `tracing` line on stderr, on a terminal or not: [`ColourLogWriter`]
+/// when the formatter writes colours, else [`LogWriter`].
+pub fn log_writer(colour: bool) -> Box<dyn Write> {
+    if colour {
+        Box::new(ColourLogWriter(std::io::stderr()))
+    } else {
+        Box::new(LogWriter(std::io::stderr()))
+    }
 }
 
 /// The writer behind every log line on stderr: each write (one `tracing` event) becomes
@@ -236,7 +273,7 @@ impl<W: Write> Write for ColourLogWriter<W> {
                 Some((start, end)) => (&rest[..start], &rest[start..end], &rest[end..]),
                 None => (rest, "", ""),
             };
-            let cleaned = inline(&crate::secrets::redact(plain)).replace("##[", "#\\u{23}[");
+            let cleaned = terminal_text(plain);
             visible.push_str(&cleaned);
             safe.push_str(&cleaned);
             safe.push_str(colour);
@@ -312,6 +349,15 @@ mod tests {
                 assert!(!each.contains('\u{1b}'));
             }
         }
+    }
+
+    #[test]
+    fn terminal_lines_keep_newlines_and_start_no_command() {
+        assert_eq!(terminal_lines("a\nb\n"), "a\nb\n");
+        assert_eq!(
+            terminal_lines("ok\n  ::add-mask::x\n\u{1b}[31mred\n::error::y"),
+            "ok\n[untrusted]   ::add-mask::x\n\\u{1b}[31mred\n[untrusted] ::error::y"
+        );
     }
 
     #[test]

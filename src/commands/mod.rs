@@ -65,17 +65,8 @@ pub fn init_logging(cli: &Cli, env: &config::Env) {
         args: child_args,
         filter: child_filter,
     });
-    let writer = move || -> Box<dyn std::io::Write> {
-        // Every log line is one line, escaped and redacted; on a terminal (colors) only
-        // redacted.
-        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            Box::new(crate::secrets::Redacting(std::io::stderr()))
-        } else if ansi {
-            Box::new(crate::untrusted::ColourLogWriter(std::io::stderr()))
-        } else {
-            Box::new(crate::untrusted::LogWriter(std::io::stderr()))
-        }
-    };
+    // Every log line is one line, redacted and escaped, on a terminal as in a runner's log.
+    let writer = move || crate::untrusted::log_writer(ansi);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)
@@ -90,7 +81,8 @@ pub fn init_logging(cli: &Cli, env: &config::Env) {
 }
 
 /// The text log's fields: the message, then only the fields whose value it does not already
-/// hold (`iteration 1 of 5` needs no `iteration=1 max_iterations=5` after it).
+/// hold (`iteration 1 of 5` needs no `iteration=1 max_iterations=5` after it). Each is
+/// [`crate::untrusted::terminal_text`], so the only colour codes in a line are the formatter's.
 struct MessageFirst;
 
 impl<'writer> tracing_subscriber::fmt::FormatFields<'writer> for MessageFirst {
@@ -101,10 +93,10 @@ impl<'writer> tracing_subscriber::fmt::FormatFields<'writer> for MessageFirst {
     ) -> std::fmt::Result {
         let mut collected = Fields::default();
         fields.record(&mut collected);
-        write!(writer, "{}", collected.message)?;
+        write!(writer, "{}", crate::untrusted::terminal_text(&collected.message))?;
         for (name, value) in &collected.others {
             if !collected.message.contains(value.as_str()) {
-                write!(writer, " {name}={value}")?;
+                write!(writer, " {name}={}", crate::untrusted::terminal_text(value))?;
             }
         }
         Ok(())

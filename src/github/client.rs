@@ -423,15 +423,7 @@ fn redact_error(error: &octocrab::Error) -> String {
 
 /// Percent-encodes one path segment or query value (`bork:needs-human` stays readable).
 pub fn encode(segment: &str) -> String {
-    let mut out = String::new();
-    for byte in segment.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~' | b':') {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    crate::url_text::encode(segment, crate::url_text::Keep::Colon)
 }
 
 #[cfg(test)]

@@ -345,7 +345,7 @@ pub fn error_text(error: &anyhow::Error) -> String {
 
 /// A judge's output (its stderr tail) for people, on bork-ci's stderr: under GitHub Actions
 /// (`stop_token` given) a folded `::group::` whose lines sit inside a stop-commands block;
-/// elsewhere between marker lines, escaped.
+/// elsewhere between marker lines, as [`crate::untrusted::terminal_lines`].
 pub fn judge_output_block(title: &str, tail: &str, stop_token: Option<&str>) -> String {
     let title = crate::untrusted::line(title);
     match stop_token {
@@ -354,7 +354,7 @@ pub fn judge_output_block(title: &str, tail: &str, stop_token: Option<&str>) -> 
             crate::untrusted::block(tail, token)
         ),
         None => {
-            let mut body = crate::untrusted::escape(tail);
+            let mut body = crate::untrusted::terminal_lines(tail);
             if !body.ends_with('\n') {
                 body.push('\n');
             }
@@ -382,7 +382,7 @@ pub fn untrusted_block(title: &str, contents: &str, stop_token: Option<&str>) ->
     match stop_token {
         Some(token) => block.push_str(&crate::untrusted::block(&body, token)),
         None => {
-            block.push_str(&crate::untrusted::escape(&body));
+            block.push_str(&crate::untrusted::terminal_lines(&body));
             if !block.ends_with('\n') {
                 block.push('\n');
             }

@@ -3,8 +3,8 @@
 //! module that orders a run, the rooms of `github` and of `llm`, whose arrows point one way, the
 //! pure modules,
 //! where processes start and are waited for, who names paths inside `.git`, who writes files and
-//! changes the checkout through git, and where the process ends; and that every guard
-//! ARCHITECTURE.md names is a test that exists. Each check has a self-test that plants what it
+//! changes the checkout through git, who writes to stderr, and where the process ends; and
+//! that every guard ARCHITECTURE.md names is a test that exists. Each check has a self-test that plants what it
 //! must find. (The other invariants are kept by `clippy.toml`'s `disallowed-methods` and by the
 //! behaviour tests named in ARCHITECTURE.md.)
 
@@ -553,6 +553,7 @@ const PURE_FILES: &[&str] = &[
     "findings.rs",
     "sarif.rs",
     "strict_json.rs",
+    "url_text.rs",
     "llm/sse.rs",
     "llm/data.rs",
     "exit.rs",
@@ -1258,6 +1259,69 @@ fn the_exit_check_finds_a_second_exit() {
             "commands/gc.rs names `process::exit(`",
             "report/mod.rs defines exit codes"
         ]
+    );
+}
+
+/// Who writes to stderr, with what passes its text through `untrusted` first. Print macros
+/// appear nowhere: every `tracing` line goes through `untrusted::log_writer`.
+const STDERR_WRITERS: &[(&str, &str)] = &[
+    (
+        "untrusted.rs",
+        "the log writer: every tracing line as `untrusted::line`",
+    ),
+    (
+        "sandbox/mod.rs",
+        "an edit step's stderr, relayed as `untrusted::line`s",
+    ),
+    (
+        "reconcile/round.rs",
+        "a judge's output, in a stop-commands block or as `untrusted::terminal_lines`",
+    ),
+    ("commands/pack.rs", "counts and the budget, no untrusted text"),
+    ("commands/mod.rs", "asks only whether stderr is a terminal"),
+];
+
+/// Files that write to stderr (or print) without being listed in `writers`.
+fn unlisted_stderr_writers(code: &[(String, String)], writers: &[(&str, &str)]) -> Vec<String> {
+    const PRINTS: &[&str] = &["eprintln!", "eprint!", "println!", "print!", "dbg!"];
+    let mut wrong = Vec::new();
+    for (file, text) in code {
+        let text = without_comments(text);
+        for print in PRINTS {
+            if names_call(&text, print) {
+                wrong.push(format!("{file} uses `{print}`"));
+            }
+        }
+        if text.contains("io::stderr()") && !writers.iter().any(|(listed, _)| listed == file) {
+            wrong.push(format!("{file} writes to stderr"));
+        }
+    }
+    wrong
+}
+
+#[test]
+fn terminal_lines_pass_untrusted() {
+    let wrong = unlisted_stderr_writers(&code(), STDERR_WRITERS);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn the_terminal_check_finds_a_raw_print() {
+    let planted = vec![
+        ("gc.rs".to_owned(), "eprintln!(\"{name}\");".to_owned()),
+        ("verify.rs".to_owned(), "let e = std::io::stderr();".to_owned()),
+        (
+            "untrusted.rs".to_owned(),
+            "// eprintln!\nstd::io::stderr()".to_owned(),
+        ),
+        (
+            "llm/x.rs".to_owned(),
+            "fn print(x: u8) { my_print!(x) }".to_owned(),
+        ),
+    ];
+    assert_eq!(
+        unlisted_stderr_writers(&planted, STDERR_WRITERS),
+        ["gc.rs uses `eprintln!`", "verify.rs writes to stderr"]
     );
 }
 

@@ -629,6 +629,42 @@ fn untrusted_text_never_issues_a_workflow_command() {
     }
 }
 
+#[test]
+fn terminal_lines_are_redacted_and_escaped_with_or_without_colour() {
+    // The model's answers and the checker's output hold a colour code, a screen clear, a
+    // hyperlink, a workflow command and the token; whether the log is coloured (as on a
+    // terminal) or not, stderr shows none of them raw.
+    const HOSTILE_SGR: &str = "\u{1b}[5;31m";
+    let checker = format!(
+        "#!/bin/sh\nprintf '\\033[5;31mRED \\033[2J\\033]8;;http://x\\007 {TOKEN}\\n::add-mask::x\\n' >&2\nprintf 'not json \\033[5;31m {TOKEN}\\n::add-mask::x\\n'\nexit 0\n"
+    );
+    let repo = base_repo(checker_config("check.sh"), &[("check.sh", &checker)]);
+    let hostile =
+        format!("not json {HOSTILE_SGR}RED \u{1b}[2J\u{1b}]8;;http://x\u{7} {TOKEN}\n::add-mask::x");
+    for colour in ["never", "always"] {
+        let outcome = run_with(
+            &repo,
+            &[json!(hostile.clone()), json!(hostile.clone())],
+            &[("GITHUB_TOKEN", TOKEN)],
+            &["--color", colour],
+        );
+        let stderr = &outcome.stderr;
+        assert!(stderr.contains("RED"), "the hostile text is shown: {stderr}");
+        assert!(!stderr.contains(HOSTILE_SGR), "{colour}: {stderr:?}");
+        assert!(
+            !stderr.contains("\u{1b}[2J") && !stderr.contains("\u{1b}]"),
+            "{colour}: {stderr:?}"
+        );
+        assert!(leaks(stderr).is_empty(), "{colour}: {:?}", leaks(stderr));
+        for line in lines_outside_blocks(stderr) {
+            assert!(!line.trim_start().starts_with("::add-mask"), "{colour}: {line:?}");
+        }
+        if colour == "never" {
+            assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+        }
+    }
+}
+
 /// Lines of `log` outside stop-commands blocks.
 fn lines_outside_blocks(log: &str) -> Vec<&str> {
     let mut stopped: Option<String> = None;

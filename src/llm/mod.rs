@@ -7,6 +7,11 @@
 //! ([`retry`]), token usage and its cost, and a scripted model that needs no network
 //! (`scripted`). Vendor JSON shapes stay private to the vendor modules.
 //!
+//! Its files are rooms on floors, each naming only lower floors (checked by
+//! `tests/it/architecture.rs`): `data`, `sse`, `retry`, `address` ← `vendor` (the `Vendor`
+//! trait), `google`, `aws_credentials` ← `openai`, `anthropic`, `bedrock`, `scripted` ←
+//! `endpoint` (picks the vendor) ← `wire` (the HTTP exchange) ← this file.
+//!
 //! It deliberately does not build the prompt (`prompt`), parse the model's answer (`edit::parse`:
 //! a fenced or malformed answer is passed through untouched), enforce a run's token or time budget
 //! (`reconcile`), or read configuration or the environment (`config` hands over [`LlmSettings`]

@@ -5,15 +5,7 @@ use reqwest::Url;
 
 /// A model, project or region as one URL path segment (`:` of Bedrock model ids becomes `%3A`).
 pub(super) fn encode_segment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.trim().bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~@".contains(&byte) {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    crate::url_text::encode(text.trim(), crate::url_text::Keep::At)
 }
 
 /// A URL as shown to people: scheme, host, port and path; no user info, no query, no fragment.

@@ -417,16 +417,37 @@ pub struct RunArgs {
     /// Outcomes that make the process fail, comma-separated: error, needs-human,
     /// awaiting-approval. Others exit 0 (the report, outputs and summary still say what
     /// happened); an error always fails. Unset: every outcome but converged fails (exit 1, 2, 3).
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        value_name = "OUTCOMES",
-        env = "BORK_FAIL_ON"
-    )]
+    /// Falls back to `BORK_FAIL_ON`.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "OUTCOMES")]
     pub fail_on: Vec<crate::exit::FailOn>,
     #[command(flatten)]
     pub github: crate::github::GithubFlags,
+}
+
+impl RunArgs {
+    /// `--fail-on`, else `BORK_FAIL_ON` in `env` (comma-separated; set but empty counts as unset).
+    pub fn fail_on_or_env(
+        &self,
+        env: &std::collections::BTreeMap<String, String>,
+    ) -> anyhow::Result<Vec<crate::exit::FailOn>> {
+        use crate::config::env_vars::flag::BORK_FAIL_ON;
+        if !self.fail_on.is_empty() {
+            return Ok(self.fail_on.clone());
+        }
+        let Some(text) = env.get(BORK_FAIL_ON).filter(|text| !text.is_empty()) else {
+            return Ok(Vec::new());
+        };
+        text.split(',')
+            .map(|item| {
+                <crate::exit::FailOn as ValueEnum>::from_str(item, false).map_err(|_| {
+                    anyhow::anyhow!(
+                        "{BORK_FAIL_ON}: `{}` is not an outcome; use error, needs-human or awaiting-approval",
+                        crate::untrusted::one_line(item)
+                    )
+                })
+            })
+            .collect()
+    }
 }
 
 /// `bork-ci pack`.

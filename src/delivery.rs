@@ -32,9 +32,14 @@ pub fn github_flags(flags: &github::GithubFlags, config: &GithubConfig) -> githu
     flags
 }
 
-/// What GitHub started this run with, if anything (`None`: a local run).
-pub fn github_context(flags: &github::GithubFlags, config: &GithubConfig) -> Result<Option<GithubContext>> {
-    Ok(GithubContext::from_env_and_flags(flags)
+/// What GitHub started this run with, if anything (`None`: a local run); the token is read from
+/// `env`, the process's snapshot.
+pub fn github_context(
+    flags: &github::GithubFlags,
+    config: &GithubConfig,
+    env: &BTreeMap<String, String>,
+) -> Result<Option<GithubContext>> {
+    Ok(GithubContext::from_env_and_flags(flags, env)
         .map_err(anyhow::Error::new)
         .context("reading the GitHub settings")?
         .map(|mut ctx| {

@@ -239,8 +239,11 @@ async fn judged(resolved: &crate::config::Resolved, repo: &std::path::Path, chec
 /// access (`contents: write`); what an App token grants beyond that (pull requests, workflows)
 /// GitHub does not say here, so the line says what to grant.
 async fn github(args: &crate::cli::DoctorArgs, resolved: &crate::config::Resolved) -> Option<Check> {
-    let flags = crate::delivery::github_flags(&args.github, &resolved.config.github);
-    let ctx = match crate::delivery::github_context(&flags, &resolved.config.github) {
+    let flags = match args.github.clone().with_env(&resolved.env) {
+        Ok(flags) => crate::delivery::github_flags(&flags, &resolved.config.github),
+        Err(error) => return Some(Check::fail("github", error.to_string())),
+    };
+    let ctx = match crate::delivery::github_context(&flags, &resolved.config.github, &resolved.env) {
         Ok(Some(ctx)) => ctx,
         Ok(None) => return None,
         Err(error) => return Some(Check::fail("github", crate::report::error_text(&error))),

@@ -9,7 +9,14 @@ use crate::exit::ExitCode;
 use crate::reconcile::{self, RunOptions};
 use crate::report;
 
-pub(super) async fn run(args: RunArgs, json_logs: bool, env: &config::Env) -> Result<ExitCode> {
+pub(super) async fn run(mut args: RunArgs, json_logs: bool, env: &config::Env) -> Result<ExitCode> {
+    // Flags left off the command line fall back to their variables (`config::env_vars::FLAG_VARS`).
+    args.fail_on = args.fail_on_or_env(env)?;
+    args.github = args
+        .github
+        .with_env(env)
+        .map_err(anyhow::Error::new)
+        .context("reading the GitHub settings")?;
     let repo = repo_root(&args.repo)?;
     let in_actions = env.get("GITHUB_ACTIONS").is_some_and(|value| value == "true");
     // Whether GitHub started this run for a pull request does not depend on the configuration:
@@ -25,6 +32,7 @@ pub(super) async fn run(args: RunArgs, json_logs: bool, env: &config::Env) -> Re
         true => crate::delivery::github_context(
             &crate::delivery::github_flags(&args.github, &defaults),
             &defaults,
+            env,
         )?,
         false => None,
     };
@@ -33,7 +41,7 @@ pub(super) async fn run(args: RunArgs, json_logs: bool, env: &config::Env) -> Re
         None => load_config(&repo, &args.repo, &args.flags, env)?,
     };
     let github_flags = crate::delivery::github_flags(&args.github, &resolved.config.github);
-    let github = crate::delivery::github_context(&github_flags, &resolved.config.github)?;
+    let github = crate::delivery::github_context(&github_flags, &resolved.config.github, env)?;
     if in_actions {
         crate::actions::mask_secrets(
             resolved

@@ -2,8 +2,10 @@
 //!
 //! The rule: `BORK_` followed by the key's path, sections and key joined by `_`, dashes as `_`,
 //! upper case. `llm.base-url` is `BORK_LLM_BASE_URL`; `max-iterations` is `BORK_MAX_ITERATIONS`.
-//! Lists are comma-separated. The table below is the whole set: a `BORK_*` name that is not in it
-//! is not configuration (the GitHub variables are read by `github`).
+//! Lists are comma-separated. [`ALL`] is the whole set of configuration variables; [`FLAG_VARS`]
+//! lists the variables that stand in for a flag of `bork-ci run` left off the command line (the
+//! Actions runner's `GITHUB_*` and bork-ci's run settings that are not configuration keys). Both
+//! are read from the process's one environment snapshot (`config::process_env`).
 
 /// How the text of a variable becomes a configuration value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +95,43 @@ vars! {
     "BORK_GITHUB_AUTHOR_EMAIL" => "github.author-email": Text,
     "BORK_GITHUB_BRANCH_PREFIX" => "github.branch-prefix": Text,
 }
+
+/// The variables that stand in for a flag the command line left out, by name.
+pub mod flag {
+    pub const GITHUB_REPOSITORY: &str = "GITHUB_REPOSITORY";
+    pub const GITHUB_API_URL: &str = "GITHUB_API_URL";
+    pub const GITHUB_SERVER_URL: &str = "GITHUB_SERVER_URL";
+    pub const GITHUB_SHA: &str = "GITHUB_SHA";
+    pub const GITHUB_REF: &str = "GITHUB_REF";
+    pub const GITHUB_EVENT_NAME: &str = "GITHUB_EVENT_NAME";
+    pub const GITHUB_EVENT_PATH: &str = "GITHUB_EVENT_PATH";
+    pub const GITHUB_STEP_SUMMARY: &str = "GITHUB_STEP_SUMMARY";
+    pub const GITHUB_OUTPUT: &str = "GITHUB_OUTPUT";
+    pub const BORK_GITHUB_LABEL: &str = "BORK_GITHUB_LABEL";
+    pub const BORK_GITHUB_AUTHOR_NAME: &str = "BORK_GITHUB_AUTHOR_NAME";
+    pub const BORK_GITHUB_AUTHOR_EMAIL: &str = "BORK_GITHUB_AUTHOR_EMAIL";
+    pub const BORK_WAIT_FOR_APPROVAL: &str = "BORK_WAIT_FOR_APPROVAL";
+    pub const BORK_FAIL_ON: &str = "BORK_FAIL_ON";
+}
+
+/// Each variable of [`flag`] with the flag it stands in for. A text variable set but empty is an
+/// empty value; a path, duration or list variable set but empty counts as unset.
+pub const FLAG_VARS: &[(&str, &str)] = &[
+    (flag::GITHUB_REPOSITORY, "--github-repo"),
+    (flag::GITHUB_API_URL, "--github-api-url"),
+    (flag::GITHUB_SERVER_URL, "--github-server-url"),
+    (flag::GITHUB_SHA, "--github-sha"),
+    (flag::GITHUB_REF, "--github-ref"),
+    (flag::GITHUB_EVENT_NAME, "--github-event-name"),
+    (flag::GITHUB_EVENT_PATH, "--github-event-path"),
+    (flag::GITHUB_STEP_SUMMARY, "--github-step-summary"),
+    (flag::GITHUB_OUTPUT, "--github-output"),
+    (flag::BORK_GITHUB_LABEL, "--github-label"),
+    (flag::BORK_GITHUB_AUTHOR_NAME, "--github-author-name"),
+    (flag::BORK_GITHUB_AUTHOR_EMAIL, "--github-author-email"),
+    (flag::BORK_WAIT_FOR_APPROVAL, "--wait-for-approval"),
+    (flag::BORK_FAIL_ON, "--fail-on"),
+];
 
 /// The variable name the rule gives a key path.
 pub fn name_for(key: &str) -> String {

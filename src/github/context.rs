@@ -6,6 +6,7 @@
 //! It reads the runner's documented variables and the event file, and talks to nobody: the
 //! REST calls are the session's, git is `git`'s.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use secrecy::SecretString;
@@ -17,58 +18,105 @@ use super::data::{
 };
 
 /// Command-line flags for GitHub delivery; the CLI flattens this into `bork-ci run`. Each flag
-/// falls back to the Actions variable of the same meaning.
+/// falls back to the Actions variable of the same meaning ([`GithubFlags::with_env`]).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct GithubFlags {
     /// Repository as `owner/name`; without it the run stays local. Named without a token, or set
-    /// but empty while a token is: an error.
-    #[arg(long, env = "GITHUB_REPOSITORY", value_name = "OWNER/NAME")]
+    /// but empty while a token is: an error. Falls back to `GITHUB_REPOSITORY`.
+    #[arg(long, value_name = "OWNER/NAME")]
     pub github_repo: Option<String>,
-    /// REST API root (GitHub Enterprise Server: `https://HOST/api/v3`).
-    #[arg(long, env = "GITHUB_API_URL", value_name = "URL")]
+    /// REST API root (GitHub Enterprise Server: `https://HOST/api/v3`). Falls back to
+    /// `GITHUB_API_URL`.
+    #[arg(long, value_name = "URL")]
     pub github_api_url: Option<String>,
-    /// Web/git root; derived from the API URL when absent.
-    #[arg(long, env = "GITHUB_SERVER_URL", value_name = "URL")]
+    /// Web/git root; derived from the API URL when absent. Falls back to `GITHUB_SERVER_URL`.
+    #[arg(long, value_name = "URL")]
     pub github_server_url: Option<String>,
     /// Name of the environment variable that holds the token (default: `BORK_GITHUB_TOKEN`,
     /// then `GITHUB_TOKEN`). The token itself is never a flag.
     #[arg(long, value_name = "VAR")]
     pub github_token_env: Option<String>,
-    /// Commit the run started from.
-    #[arg(long, env = "GITHUB_SHA", value_name = "SHA")]
+    /// Commit the run started from. Falls back to `GITHUB_SHA`.
+    #[arg(long, value_name = "SHA")]
     pub github_sha: Option<String>,
-    /// Ref the run started from (`refs/heads/main`).
-    #[arg(long, env = "GITHUB_REF", value_name = "REF")]
+    /// Ref the run started from (`refs/heads/main`). Falls back to `GITHUB_REF`.
+    #[arg(long, value_name = "REF")]
     pub github_ref: Option<String>,
     /// Base branch of the result pull request (default: the branch of `--github-ref` or of the
     /// reviewed pull request).
     #[arg(long, value_name = "BRANCH")]
     pub github_base: Option<String>,
     /// Event that started the run (`push`, `pull_request_review`, ...).
-    #[arg(long, env = "GITHUB_EVENT_NAME", value_name = "NAME")]
+    /// Falls back to `GITHUB_EVENT_NAME`.
+    #[arg(long, value_name = "NAME")]
     pub github_event_name: Option<String>,
-    /// JSON payload of that event.
-    #[arg(long, env = "GITHUB_EVENT_PATH", value_name = "PATH")]
+    /// JSON payload of that event. Falls back to `GITHUB_EVENT_PATH`.
+    #[arg(long, value_name = "PATH")]
     pub github_event_path: Option<PathBuf>,
-    /// File the job summary is appended to.
-    #[arg(long, env = "GITHUB_STEP_SUMMARY", value_name = "PATH")]
+    /// File the job summary is appended to. Falls back to `GITHUB_STEP_SUMMARY`.
+    #[arg(long, value_name = "PATH")]
     pub github_step_summary: Option<PathBuf>,
-    /// File the step outputs are appended to.
-    #[arg(long, env = "GITHUB_OUTPUT", value_name = "PATH")]
+    /// File the step outputs are appended to. Falls back to `GITHUB_OUTPUT`.
+    #[arg(long, value_name = "PATH")]
     pub github_output: Option<PathBuf>,
-    /// Label added when a run needs a human (`github.label`).
-    #[arg(long, env = "BORK_GITHUB_LABEL", value_name = "LABEL")]
+    /// Label added when a run needs a human (`github.label`). Falls back to `BORK_GITHUB_LABEL`.
+    #[arg(long, value_name = "LABEL")]
     pub github_label: Option<String>,
-    /// Commit author name (`github.author-name`).
-    #[arg(long, env = "BORK_GITHUB_AUTHOR_NAME", value_name = "NAME")]
+    /// Commit author name (`github.author-name`). Falls back to `BORK_GITHUB_AUTHOR_NAME`.
+    #[arg(long, value_name = "NAME")]
     pub github_author_name: Option<String>,
-    /// Commit author email (`github.author-email`).
-    #[arg(long, env = "BORK_GITHUB_AUTHOR_EMAIL", value_name = "EMAIL")]
+    /// Commit author email (`github.author-email`). Falls back to `BORK_GITHUB_AUTHOR_EMAIL`.
+    #[arg(long, value_name = "EMAIL")]
     pub github_author_email: Option<String>,
     /// Wait this long for reviewers of pending edits, polling with backoff (e.g. `30m`);
     /// without it a run with pending edits saves its state and exits 3.
-    #[arg(long, env = "BORK_WAIT_FOR_APPROVAL", value_name = "DURATION")]
+    /// Falls back to `BORK_WAIT_FOR_APPROVAL`.
+    #[arg(long, value_name = "DURATION")]
     pub wait_for_approval: Option<humantime::Duration>,
+}
+
+impl GithubFlags {
+    /// These flags with each one the command line left out taken from its variable in `env`
+    /// (the process's snapshot; the names are `config::env_vars::FLAG_VARS`). A text variable
+    /// set but empty is an empty value; an empty path or duration counts as unset.
+    pub fn with_env(mut self, env: &BTreeMap<String, String>) -> Result<Self, GithubError> {
+        use crate::config::env_vars::flag;
+        let text = |slot: &mut Option<String>, name: &str| {
+            if slot.is_none() {
+                *slot = env.get(name).cloned();
+            }
+        };
+        text(&mut self.github_repo, flag::GITHUB_REPOSITORY);
+        text(&mut self.github_api_url, flag::GITHUB_API_URL);
+        text(&mut self.github_server_url, flag::GITHUB_SERVER_URL);
+        text(&mut self.github_sha, flag::GITHUB_SHA);
+        text(&mut self.github_ref, flag::GITHUB_REF);
+        text(&mut self.github_event_name, flag::GITHUB_EVENT_NAME);
+        text(&mut self.github_label, flag::BORK_GITHUB_LABEL);
+        text(&mut self.github_author_name, flag::BORK_GITHUB_AUTHOR_NAME);
+        text(&mut self.github_author_email, flag::BORK_GITHUB_AUTHOR_EMAIL);
+        let set = |name: &str| env.get(name).filter(|value| !value.is_empty());
+        let path = |slot: &mut Option<PathBuf>, name: &str| {
+            if slot.is_none() {
+                *slot = set(name).map(PathBuf::from);
+            }
+        };
+        path(&mut self.github_event_path, flag::GITHUB_EVENT_PATH);
+        path(&mut self.github_step_summary, flag::GITHUB_STEP_SUMMARY);
+        path(&mut self.github_output, flag::GITHUB_OUTPUT);
+        if self.wait_for_approval.is_none()
+            && let Some(value) = set(flag::BORK_WAIT_FOR_APPROVAL)
+        {
+            self.wait_for_approval = Some(value.parse().map_err(|error| {
+                GithubError::Config(format!(
+                    "{} `{}` is not a duration (e.g. `30m`): {error}",
+                    flag::BORK_WAIT_FOR_APPROVAL,
+                    crate::untrusted::one_line(value)
+                ))
+            })?);
+        }
+        Ok(self)
+    }
 }
 
 /// Everything one run needs to talk to GitHub, read once at start.
@@ -107,16 +155,16 @@ impl std::fmt::Debug for GithubContext {
 }
 
 impl GithubContext {
-    /// Builds the context from flags (which clap already filled from the Actions variables) and
-    /// the token variable. `Ok(None)` means a local run: neither a repository nor a token, or a
-    /// token alone (said in one line). Half a setup is an error naming the missing setting: a
-    /// repository without a token, or a token with a repository setting that is set but empty.
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the GitHub context reads the runner's documented variables"
-    )]
-    pub fn from_env_and_flags(flags: &GithubFlags) -> Result<Option<Self>, GithubError> {
-        Self::from_flags_with(flags, |name| std::env::var(name).ok())
+    /// Builds the context from flags (filled from the Actions variables by
+    /// [`GithubFlags::with_env`]) and the token variable in `env`, the process's snapshot.
+    /// `Ok(None)` means a local run: neither a repository nor a token, or a token alone (said in
+    /// one line). Half a setup is an error naming the missing setting: a repository without a
+    /// token, or a token with a repository setting that is set but empty.
+    pub fn from_env_and_flags(
+        flags: &GithubFlags,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Option<Self>, GithubError> {
+        Self::from_flags_with(flags, |name| env.get(name).cloned())
     }
 
     /// As [`GithubContext::from_env_and_flags`], with the environment lookup injected (tests).
@@ -138,8 +186,8 @@ impl GithubContext {
                 .filter(|value| !value.trim().is_empty())
                 .map(|value| (*name, value))
         });
-        // Clap fills the flag from `GITHUB_REPOSITORY`; an empty variable may reach us as absent,
-        // so look at it directly: set-but-empty is what CI plugins pass for an unset variable.
+        // The flag may hold `GITHUB_REPOSITORY`'s value; look at the variable directly:
+        // set-but-empty is what CI plugins pass for an unset variable.
         let from_variable = flags.github_repo.is_none() || flags.github_repo == lookup("GITHUB_REPOSITORY");
         let setting = if from_variable {
             "GITHUB_REPOSITORY"
@@ -390,6 +438,34 @@ mod tests {
             github_ref: Some("refs/heads/main".into()),
             ..GithubFlags::default()
         }
+    }
+
+    #[test]
+    fn unset_flags_fall_back_to_their_variables() {
+        let env: BTreeMap<String, String> = [
+            ("GITHUB_REPOSITORY", "acme/other"),
+            ("GITHUB_SHA", ""),
+            ("GITHUB_EVENT_NAME", "push"),
+            ("GITHUB_STEP_SUMMARY", ""),
+            ("GITHUB_OUTPUT", "/tmp/out"),
+            ("BORK_WAIT_FOR_APPROVAL", "30m"),
+        ]
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect();
+        let filled = flags().with_env(&env).expect("reads");
+        assert_eq!(filled.github_repo.as_deref(), Some("acme/widgets"), "a flag wins");
+        assert_eq!(filled.github_sha.as_deref(), Some(""), "empty text is a value");
+        assert_eq!(filled.github_event_name.as_deref(), Some("push"));
+        assert_eq!(filled.github_step_summary, None, "an empty path is unset");
+        assert_eq!(filled.github_output, Some(PathBuf::from("/tmp/out")));
+        assert_eq!(
+            filled.wait_for_approval.map(std::time::Duration::from),
+            Some(std::time::Duration::from_secs(1800))
+        );
+        let bad: BTreeMap<String, String> = [("BORK_WAIT_FOR_APPROVAL".to_owned(), "soon".to_owned())].into();
+        let error = flags().with_env(&bad).expect_err("refuses").to_string();
+        assert!(error.contains("BORK_WAIT_FOR_APPROVAL"), "{error}");
     }
 
     fn context(flags: &GithubFlags) -> GithubContext {

@@ -150,6 +150,20 @@ mod tests {
     }
 
     #[test]
+    fn every_flag_variable_names_a_flag_of_run() {
+        use clap::CommandFactory;
+        let cli = crate::cli::Cli::command();
+        let run = cli.find_subcommand("run").expect("run");
+        for (name, flag) in FLAG_VARS {
+            assert!(
+                run.get_arguments()
+                    .any(|arg| arg.get_long() == flag.strip_prefix("--")),
+                "{name}: {flag}"
+            );
+        }
+    }
+
+    #[test]
     fn the_documented_names_exist() {
         for name in [
             "BORK_LLM_PROVIDER",

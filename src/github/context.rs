@@ -12,10 +12,7 @@ use std::path::PathBuf;
 use secrecy::SecretString;
 use serde::Deserialize;
 
-use super::data::{
-    DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME, DEFAULT_BRANCH_PREFIX, DEFAULT_LABEL, GithubError,
-    RetryPolicy, sanitize_branch,
-};
+use super::data::{GithubError, RetryPolicy, sanitize_branch};
 
 /// Command-line flags for GitHub delivery; the CLI flattens this into `bork-ci run`. Each flag
 /// falls back to the Actions variable of the same meaning ([`GithubFlags::with_env`]).
@@ -251,6 +248,8 @@ impl GithubContext {
             .clone()
             .filter(|url| !url.is_empty())
             .unwrap_or_else(|| server_from_api(&api_url));
+        // Unset settings take the configuration's defaults (`github.*`), stated once there.
+        let defaults = crate::config::GithubConfig::default();
         Ok(Some(Self {
             api_url,
             server_url,
@@ -264,20 +263,14 @@ impl GithubContext {
             event_path: flags.github_event_path.clone(),
             step_summary: flags.github_step_summary.clone(),
             output: flags.github_output.clone(),
-            author_name: flags
-                .github_author_name
-                .clone()
-                .unwrap_or_else(|| DEFAULT_AUTHOR_NAME.to_owned()),
-            author_email: flags
-                .github_author_email
-                .clone()
-                .unwrap_or_else(|| DEFAULT_AUTHOR_EMAIL.to_owned()),
+            author_name: flags.github_author_name.clone().unwrap_or(defaults.author_name),
+            author_email: flags.github_author_email.clone().unwrap_or(defaults.author_email),
             label: flags
                 .github_label
                 .clone()
                 .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| DEFAULT_LABEL.to_owned()),
-            branch_prefix: DEFAULT_BRANCH_PREFIX.to_owned(),
+                .unwrap_or(defaults.label),
+            branch_prefix: defaults.branch_prefix,
             retry: RetryPolicy::default(),
         }))
     }
@@ -480,7 +473,7 @@ mod tests {
         let ctx = context(&flags);
         assert_eq!(ctx.remote_url(), "http://127.0.0.1:9/acme/widgets.git");
         assert_eq!(ctx.base_branch().as_deref(), Some("main"));
-        assert_eq!(ctx.label, DEFAULT_LABEL);
+        assert_eq!(ctx.label, crate::config::GithubConfig::default().label);
         assert!(!format!("{ctx:?}").contains("t-1"));
         let half = GithubContext::from_flags_with(&flags, |_| None).expect_err("no token");
         assert!(half.to_string().contains("no token is set"), "{half}");

@@ -9,14 +9,6 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-/// Default escalation label.
-pub const DEFAULT_LABEL: &str = "bork:needs-human";
-/// Default prefix of bork-ci's branches.
-pub const DEFAULT_BRANCH_PREFIX: &str = "bork/";
-/// Default commit author name.
-pub const DEFAULT_AUTHOR_NAME: &str = "bork-ci";
-/// Default commit author email.
-pub const DEFAULT_AUTHOR_EMAIL: &str = "bork-ci@users.noreply.github.com";
 /// Largest body bork-ci sends for a pull request or comment (GitHub refuses 65 536 characters).
 pub const MAX_BODY_BYTES: usize = 60 * 1024;
 

@@ -46,9 +46,8 @@ mod state;
 pub use approval::{AccountKind, Decision, Permission, ReviewState, ReviewView, is_approved};
 pub use context::{GithubContext, GithubFlags};
 pub use data::{
-    ApprovalDecision, DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME, DEFAULT_BRANCH_PREFIX, DEFAULT_LABEL,
-    GithubError, IterationSummary, MAX_BODY_BYTES, PendingEdit, PublishInput, PublishOutcome, PullRef,
-    RetryPolicy, sanitize_branch,
+    ApprovalDecision, GithubError, IterationSummary, MAX_BODY_BYTES, PendingEdit, PublishInput,
+    PublishOutcome, PullRef, RetryPolicy, sanitize_branch,
 };
 pub use session::{Committer, Session, check_token_permissions, file_at, start};
 pub use state::{ApprovalRecord, ApprovalState, SavedState};

@@ -171,15 +171,15 @@ impl Default for LlmConfig {
     fn default() -> Self {
         LlmConfig {
             provider: ProviderKind::Openai,
-            model: "gpt-4.1".into(),
+            model: ProviderKind::Openai.default_model().into(),
             base_url: None,
             api_key_env: None,
             max_output_tokens: crate::llm::DEFAULT_MAX_OUTPUT_TOKENS,
             max_tokens_field: None,
-            timeout_secs: 600,
+            timeout_secs: crate::llm::DEFAULT_TIMEOUT_SECS,
             max_request_secs: crate::llm::DEFAULT_MAX_REQUEST_SECS,
             stream: true,
-            max_retries: 4,
+            max_retries: crate::llm::DEFAULT_MAX_RETRIES,
             max_total_tokens: None,
             max_cost_usd: None,
             prices: None,

@@ -359,6 +359,12 @@ pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
 /// The longest one request may take when `llm.max-request-secs` is not set: 30 minutes.
 pub const DEFAULT_MAX_REQUEST_SECS: u64 = 1800;
 
+/// Default of `llm.timeout-secs`: how long one request may go without a byte from the server.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
+
+/// Default of `llm.max-retries`.
+pub const DEFAULT_MAX_RETRIES: u32 = 4;
+
 /// How often a long answer's progress is logged: at least this often.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(15);
 
@@ -408,11 +414,11 @@ impl LlmSettings {
             api_key: None,
             api_key_env: provider.default_api_key_env().to_owned(),
             max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
-            timeout: Duration::from_secs(600),
+            timeout: Duration::from_secs(DEFAULT_TIMEOUT_SECS),
             max_request: Duration::from_secs(DEFAULT_MAX_REQUEST_SECS),
             stream: true,
             progress_interval: PROGRESS_INTERVAL,
-            max_retries: 4,
+            max_retries: DEFAULT_MAX_RETRIES,
             script: None,
             endpoint: EndpointSettings::default(),
             structured_output: StructuredOutput::JsonSchema,

@@ -39,8 +39,9 @@ use secrecy::SecretString;
 
 pub use data::{
     AuthMode, Completion, Conversation, Credentials, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_REQUEST_SECS,
-    EndpointSettings, FinishReason, Learned, LlmError, LlmSettings, MaxTokensField, PROGRESS_INTERVAL,
-    Prices, ProviderKind, ResponseFormat, Role, StructuredOutput, Turn, Usage, cost,
+    DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECS, EndpointSettings, FinishReason, Learned, LlmError,
+    LlmSettings, MaxTokensField, PROGRESS_INTERVAL, Prices, ProviderKind, ResponseFormat, Role,
+    StructuredOutput, Turn, Usage, cost,
 };
 pub use retry::RetryPolicy;
 

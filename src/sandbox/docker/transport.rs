@@ -52,16 +52,6 @@ impl Transport {
             Transport::Copy => "copy",
         }
     }
-
-    /// Parses a `sandbox.transport` value.
-    pub fn parse(text: &str) -> Option<Transport> {
-        match text {
-            "auto" => Some(Transport::Auto),
-            "bind" => Some(Transport::Bind),
-            "copy" => Some(Transport::Copy),
-            _ => None,
-        }
-    }
 }
 
 /// Label on the cache volumes (value `1`); they carry no run label and outlive runs.

@@ -202,15 +202,11 @@ pub fn render_summary(input: &SummaryInput) -> String {
     }
     let room = MAX_SUMMARY_BYTES - 1024;
     if out.len() + logs.len() > room {
-        let mut end = room.saturating_sub(out.len());
-        while end > 0 && !logs.is_char_boundary(end) {
-            end -= 1;
-        }
-        logs.truncate(end);
-        if logs.matches("```").count() % 2 == 1 {
-            logs.push_str("\n```");
-        }
-        logs.push_str("\n\n</details>\n\n(logs truncated to stay under the 1 MiB summary limit)\n");
+        logs = crate::untrusted::cut_markdown(
+            &logs,
+            room.saturating_sub(out.len()),
+            "\n\n</details>\n\n(logs truncated to stay under the 1 MiB summary limit)\n",
+        );
     }
     if out.len() > room {
         let mut end = room;

@@ -3,7 +3,8 @@
 //! line, the report, the summary, an annotation or a pull request.
 //!
 //! Owns escaping ([`escape`]: C0/C1 controls, bidirectional and invisible characters; [`inline`]
-//! also flattens newlines), cutting at character boundaries ([`cut`]), framing for the GitHub
+//! also flattens newlines), cutting at character boundaries ([`cut`]; Markdown with its code
+//! fences closed, [`cut_markdown`]), framing for the GitHub
 //! Actions runner ([`block`]: `::stop-commands::<token>` … `::<token>::`), and the stderr writer
 //! every log line goes through ([`LogWriter`]): one event is one line, whatever its text holds,
 //! no line it writes starts with `::` (the runner's command prefix, leading blanks ignored), and
@@ -58,6 +59,23 @@ pub fn cut(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}[... {} bytes cut]", &text[..end], text.len() - end)
+}
+
+/// Markdown `text` cut to at most `max` bytes at a character boundary, then a code fence the
+/// cut left open (an odd number of ```` ``` ````) closed so the rest of the page renders as
+/// Markdown, then `note` (saying what was cut). Cuts even when `text` fits: the caller decides
+/// when, and how much room `note` and the closing fence need.
+pub fn cut_markdown(text: &str, max: usize, note: &str) -> String {
+    let mut end = max.min(text.len());
+    while end > 0 && !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut cut = text[..end].to_owned();
+    if cut.matches("```").count() % 2 == 1 {
+        cut.push_str("\n```");
+    }
+    cut.push_str(note);
+    cut
 }
 
 /// At most `chars` characters of `text`, with an ellipsis when cut: a short excerpt inside a
@@ -414,6 +432,14 @@ mod tests {
         assert!(fenced.starts_with("`````text\n"), "{fenced}");
         assert!(fenced.ends_with("\n`````"), "{fenced}");
         assert!(!fenced.contains('\u{1b}'));
+    }
+
+    #[test]
+    fn markdown_cuts_close_the_fence_they_open() {
+        assert_eq!(cut_markdown("ab```cd", 5, "!"), "ab```\n```!");
+        assert_eq!(cut_markdown("```a```b", 7, "!"), "```a```!");
+        assert_eq!(cut_markdown("éé", 3, ""), "é");
+        assert_eq!(cut_markdown("abc", 10, " (all)"), "abc (all)");
     }
 
     #[test]

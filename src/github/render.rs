@@ -31,23 +31,15 @@ pub fn approval_marker(base: &str, sha256: &str) -> String {
     )
 }
 
-/// Cuts `text` to at most `max` bytes at a character boundary, saying so.
+/// Cuts `text` to at most `max` bytes at a character boundary, saying so (an open code fence
+/// closed, as [`crate::untrusted::cut_markdown`] does).
 pub fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
     let note = "\n\n… (truncated: the full text is in the job log)\n";
-    let mut end = max.saturating_sub(note.len() + 8);
-    while end > 0 && !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut cut = text[..end].to_owned();
-    // Close a fence left open by the cut so the rest of the body renders as Markdown.
-    if cut.matches("```").count() % 2 == 1 {
-        cut.push_str("\n```");
-    }
-    cut.push_str(note);
-    cut
+    // Room for the note and a closing fence.
+    crate::untrusted::cut_markdown(text, max.saturating_sub(note.len() + 8), note)
 }
 
 fn finding_text(finding: &Finding) -> (Option<&str>, String) {

@@ -3,8 +3,9 @@
 //! module that orders a run, the rooms of `github` and of `llm`, whose arrows point one way, the
 //! pure modules,
 //! where processes start and are waited for, who names paths inside `.git`, who writes files and
-//! changes the checkout through git, who writes to stderr, and where the process ends; and
-//! that every guard ARCHITECTURE.md names is a test that exists. Each check has a self-test that plants what it
+//! changes the checkout through git, who writes to stderr, where containers are created and
+//! removed, and where the process ends; and that every guard ARCHITECTURE.md names is a test
+//! that exists. Each check has a self-test that plants what it
 //! must find. (The other invariants are kept by `clippy.toml`'s `disallowed-methods` and by the
 //! behaviour tests named in ARCHITECTURE.md.)
 
@@ -1322,6 +1323,48 @@ fn the_terminal_check_finds_a_raw_print() {
     assert_eq!(
         unlisted_stderr_writers(&planted, STDERR_WRITERS),
         ["gc.rs uses `eprintln!`", "verify.rs writes to stderr"]
+    );
+}
+
+/// Where the engine is asked to create or remove a container: once each, in
+/// `sandbox/docker/mod.rs` (`create_named` behind `DockerSandbox::new_container`, and
+/// `remove_container` behind `Container::remove`, its drop and the sweeps).
+fn container_lifecycle_out_of_place(code: &[(String, String)]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (file, text) in code {
+        let text = without_comments(text);
+        for call in [".create_container(", ".remove_container("] {
+            let count = text.matches(call).count();
+            let allowed = usize::from(file == "sandbox/docker/mod.rs");
+            if count > allowed {
+                wrong.push(format!("{file} calls `{call}` {count} times"));
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn containers_live_one_life() {
+    let wrong = container_lifecycle_out_of_place(&code());
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn the_container_check_finds_a_second_lifecycle() {
+    let planted = vec![
+        (
+            "sandbox/docker/transport.rs".to_owned(),
+            "let id = docker.create_container(None, body).await?.id;".to_owned(),
+        ),
+        (
+            "sandbox/docker/mod.rs".to_owned(),
+            "docker.create_container(o, b)\ndocker.remove_container(id, o)".to_owned(),
+        ),
+    ];
+    assert_eq!(
+        container_lifecycle_out_of_place(&planted),
+        ["sandbox/docker/transport.rs calls `.create_container(` 1 times"]
     );
 }
 

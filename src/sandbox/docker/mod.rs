@@ -433,8 +433,13 @@ impl DockerSandbox {
                         let built = runner_image::ensure(&self.docker, &executable).await?;
                         // Held by an idle container of this run: `gc` of older runner images
                         // (any bork-ci's) never removes it while the run lives.
-                        if let Err(error) = self.create_idle(&built.id, Vec::new(), "anchor").await {
-                            tracing::debug!(%error, "no anchor container for the runner image");
+                        match self.create_idle(&built.id, Vec::new(), "anchor").await {
+                            Ok(anchor) => {
+                                anchor.keep();
+                            }
+                            Err(error) => {
+                                tracing::debug!(%error, "no anchor container for the runner image");
+                            }
                         }
                         Ok::<_, SandboxError>(built)
                     })
@@ -924,8 +929,13 @@ impl DockerSandbox {
         self.anchor
             .get_or_init(|| async {
                 let mounts = vec![transport::volume(volume, DEPS_MOUNT, true)];
-                if let Err(error) = self.create_idle(image, mounts, "anchor").await {
-                    tracing::debug!(%error, "no anchor container for the cache volume {volume}");
+                match self.create_idle(image, mounts, "anchor").await {
+                    Ok(anchor) => {
+                        anchor.keep();
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "no anchor container for the cache volume {volume}");
+                    }
                 }
             })
             .await;
@@ -1249,9 +1259,9 @@ impl DockerSandbox {
         }
     }
 
-    async fn create(&self, prepared: &Prepared, kind: JobKind) -> Result<ContainerGuard, SandboxError> {
+    async fn create(&self, prepared: &Prepared, kind: JobKind) -> Result<Container, SandboxError> {
         let image = prepared.body.image.clone().unwrap_or_default();
-        let created = create_named(&self.docker, kind.as_str(), prepared.body.clone())
+        self.new_container(kind.as_str(), prepared.body.clone())
             .await
             .map_err(|error| match error {
                 ref e if is_not_found(e) => SandboxError::ImageMissing {
@@ -1259,11 +1269,21 @@ impl DockerSandbox {
                     reason: e.to_string(),
                 },
                 other => docker_error("create")(other),
-            })?;
+            })
+    }
+
+    /// Creates a container named for `role` (see [`create_named`]): the one start of every
+    /// container's life, which [`Container`] ends on every path.
+    pub(super) async fn new_container(
+        &self,
+        role: &str,
+        body: ContainerCreateBody,
+    ) -> Result<Container, bollard::errors::Error> {
+        let created = create_named(&self.docker, role, body).await?;
         if let Ok(mut live) = self.live.lock() {
             live.insert(created.clone());
         }
-        Ok(ContainerGuard {
+        Ok(Container {
             docker: self.docker.clone(),
             id: created,
             live: Arc::clone(&self.live),
@@ -1548,25 +1568,37 @@ fn numeric_user(user: &str) -> (u64, u64) {
     (uid, gid)
 }
 
-/// Removes its container when dropped (error paths, cancelled futures) unless removed already.
-struct ContainerGuard {
+/// A container of this run, from [`DockerSandbox::new_container`]: removed by
+/// [`Container::remove`], or when dropped (error paths, cancelled futures), unless
+/// [`Container::keep`] handed it to the run's cleanup. Jobs, helpers (probe, fill, open-deps)
+/// and anchors all live this one life.
+pub(super) struct Container {
     docker: Docker,
-    id: String,
+    /// The engine's id of the container.
+    pub(super) id: String,
     live: Arc<Mutex<HashSet<String>>>,
     armed: bool,
 }
 
-impl ContainerGuard {
-    async fn remove(mut self) {
+impl Container {
+    /// Removes the container (and its anonymous volumes), waiting until it is gone.
+    pub(super) async fn remove(mut self) {
         remove_container(&self.docker, &self.id).await;
         self.armed = false;
         if let Ok(mut live) = self.live.lock() {
             live.remove(&self.id);
         }
     }
+
+    /// Leaves the container to the run's end (`cleanup_all`, or `gc` after a killed run's
+    /// lease): an anchor that must outlive this value.
+    pub(super) fn keep(mut self) -> String {
+        self.armed = false;
+        std::mem::take(&mut self.id)
+    }
 }
 
-impl Drop for ContainerGuard {
+impl Drop for Container {
     fn drop(&mut self) {
         if !self.armed {
             return;

@@ -27,9 +27,7 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{
-    DockerSandbox, SandboxError, archive, create_named, docker_error, labels, no_logs, remove_container,
-};
+use super::{DockerSandbox, SandboxError, archive, docker_error, labels, no_logs};
 
 /// `sandbox.transport`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -277,10 +275,11 @@ impl DockerSandbox {
             super::bind(&path(scratch)?, "/probe/tmp", true),
             super::bind(&path(artifacts)?, "/probe/artifacts", true),
         ];
-        let id = self
+        let probe = self
             .create_idle(image, mounts, "probe")
             .await
             .map_err(|e| format!("a container with this host's paths mounted could not be created: {e}"))?;
+        let id = probe.id.clone();
         let check = async {
             let read = |path: String| {
                 let id = id.clone();
@@ -310,7 +309,7 @@ impl DockerSandbox {
             Ok(())
         }
         .await;
-        remove_container(&self.docker, &id).await;
+        probe.remove().await;
         check
     }
 
@@ -347,16 +346,16 @@ impl DockerSandbox {
             }),
             ..Default::default()
         };
-        let ran = match create_named(&self.docker, "open-deps", body).await {
-            Ok(id) => {
+        let ran = match self.new_container("open-deps", body).await {
+            Ok(container) => {
                 let job = super::Job::new(
                     super::JobKind::Setup,
                     Vec::new(),
                     std::time::Duration::from_secs(60),
                     16 << 10,
                 );
-                let ran = self.run_in(&id, &job, std::time::Instant::now()).await;
-                remove_container(&self.docker, &id).await;
+                let ran = self.run_in(&container.id, &job, std::time::Instant::now()).await;
+                container.remove().await;
                 ran.map(|output| output.outcome)
             }
             Err(error) => Err(docker_error("create")(error)),
@@ -370,13 +369,13 @@ impl DockerSandbox {
     }
 
     /// Creates (never starts) a labelled container of `image` with `mounts`, for archive
-    /// operations only.
+    /// operations, or as an anchor the run keeps ([`super::Container::keep`]).
     pub(super) async fn create_idle(
         &self,
         image: &str,
         mounts: Vec<Mount>,
         step: &str,
-    ) -> Result<String, SandboxError> {
+    ) -> Result<super::Container, SandboxError> {
         let mut container_labels = self.labels(super::JobKind::Checker);
         container_labels.insert(labels::STEP.to_owned(), step.to_owned());
         let body = ContainerCreateBody {
@@ -393,7 +392,7 @@ impl DockerSandbox {
             }),
             ..Default::default()
         };
-        create_named(&self.docker, step, body)
+        self.new_container(step, body)
             .await
             .map_err(docker_error("create"))
     }
@@ -577,8 +576,8 @@ impl DockerSandbox {
         let helper = self
             .create_idle(image, vec![volume(name, super::REPO_MOUNT, false)], "fill")
             .await?;
-        let uploaded = self.upload_file(&helper, super::REPO_MOUNT, archive).await;
-        remove_container(&self.docker, &helper).await;
+        let uploaded = self.upload_file(&helper.id, super::REPO_MOUNT, archive).await;
+        helper.remove().await;
         uploaded
     }
 
@@ -650,9 +649,11 @@ impl DockerSandbox {
             }),
             ..Default::default()
         };
-        let id = create_named(&self.docker, "fill", body)
+        let helper = self
+            .new_container("fill", body)
             .await
             .map_err(docker_error("create"))?;
+        let id = helper.id.clone();
         let ran = async {
             self.upload_file(&id, super::REPO_MOUNT, wrapped).await?;
             let job = super::Job::new(
@@ -664,7 +665,7 @@ impl DockerSandbox {
             self.run_in(&id, &job, std::time::Instant::now()).await
         }
         .await;
-        remove_container(&self.docker, &id).await;
+        helper.remove().await;
         let output = ran?;
         // The answer names the archive: an image whose `bork-ci` is something else fails here.
         let expected = format!("bork-ci unpacked {entry}");

@@ -873,8 +873,21 @@ pub(super) async fn round(
         report.finish(RunStatus::NeedsHuman, stop.to_string());
         Ok(())
     } else {
-        match Iterations::new(resolved, sandbox, options, &plan, &guard, &budget, started) {
-            Ok(iterations) => iterations.run(&mut conversation, &mut report).await,
+        match Iterations::reviewer(resolved, options, &plan) {
+            Ok(reviewer) => {
+                let iterations = Iterations {
+                    resolved,
+                    sandbox,
+                    options,
+                    plan: &plan,
+                    guard: &guard,
+                    budget: &budget,
+                    started,
+                    learned: Lessons::read(&options.learned.model),
+                    reviewer,
+                };
+                iterations.run(&mut conversation, &mut report).await
+            }
             Err(error) => Err(error),
         }
     };
@@ -935,34 +948,12 @@ struct IterationEnd {
 }
 
 impl<'a> Iterations<'a> {
-    fn new(
-        resolved: &'a Resolved,
-        sandbox: &'a Sandbox,
-        options: &'a RoundOptions,
-        plan: &'a Plan,
-        guard: &'a JudgeGuard,
-        budget: &'a Budget,
-        started: Instant,
-    ) -> Result<Iterations<'a>> {
-        let reviewer = if plan.review_min_severity.is_some() {
-            Some(review_provider_learned(
-                resolved,
-                Lessons::read(&options.learned.reviewer),
-            )?)
-        } else {
-            None
-        };
-        Ok(Iterations {
-            resolved,
-            sandbox,
-            options,
-            plan,
-            guard,
-            budget,
-            started,
-            learned: Lessons::read(&options.learned.model),
-            reviewer,
-        })
+    /// The round's one reviewer provider, when the reviewer is on, with what earlier jobs
+    /// learned about its server.
+    fn reviewer(resolved: &Resolved, options: &RoundOptions, plan: &Plan) -> Result<Option<Provider>> {
+        plan.review_min_severity
+            .map(|_| review_provider_learned(resolved, Lessons::read(&options.learned.reviewer)))
+            .transpose()
     }
 
     /// Runs iterations until the checks are clean, a budget or `max-iterations` runs out, or

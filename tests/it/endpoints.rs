@@ -2,35 +2,13 @@
 //! output negotiated down when a server rejects it, the output cap, usage that adds up, and the
 //! reviewer's failures named.
 
-use bork_ci::llm::{Conversation, ResponseFormat, StructuredOutput, Turn};
+use bork_ci::llm::StructuredOutput;
 use serde_json::{Value, json};
 
-use crate::fake_llm::{FakeLlm, Quirks, Reply};
-use crate::support::{Repo, bork, checker_wanting, report};
+use crate::fake_llm::{FakeLlm, Quirks, Reply, conversation, edit_format, write_app};
+use crate::support::{Repo, SPEC, app_repo, bork, report};
 
 use crate::fake_llm::provider;
-
-fn conversation() -> Conversation {
-    Conversation {
-        system: "You edit repositories. Answer with JSON only.".into(),
-        prefix: "<file path=\"src/a.rs\">fn main() {}</file>".into(),
-        turns: vec![Turn::user("Findings: none yet.")],
-    }
-}
-
-fn edit_format() -> ResponseFormat {
-    ResponseFormat {
-        name: "edits".into(),
-        schema: json!({
-            "type": "object",
-            "additionalProperties": false,
-            "properties": {
-                "create-or-update": {"type": "object", "additionalProperties": {"type": "string"}},
-                "delete": {"type": "array", "items": {"type": "string"}}
-            }
-        }),
-    }
-}
 
 const EDITS: &str = r#"{"create-or-update":{"src/a.rs":"fn main() {}\n"},"delete":[]}"#;
 
@@ -303,25 +281,6 @@ async fn the_cap_field_can_be_chosen() {
     assert!(body.get("max_tokens").is_none());
 }
 
-const SPEC: &str = "---\nkind: spec\nid: app\ndescription: the app\n---\nThe app prints DONE.\n";
-
-/// A repository whose checker is clean once `src/app.txt` contains `DONE`, with a pending spec
-/// change, and `config` as `.config/bork.json`.
-fn repo_with(config: &str) -> Repo {
-    let repo = Repo::new(&[
-        ("specs/app.md", SPEC),
-        ("src/app.txt", "nothing yet\n"),
-        ("check.sh", &checker_wanting("src/app.txt", "DONE")),
-        (".config/bork.json", config),
-    ]);
-    repo.write("specs/app.md", &format!("{SPEC}It also prints DONE twice.\n"));
-    repo
-}
-
-fn write_app(contents: &str) -> Reply {
-    Reply::json(&json!({"create-or-update": {"src/app.txt": contents}}))
-}
-
 /// What a run of the binary left behind.
 struct Outcome {
     code: i32,
@@ -383,7 +342,7 @@ async fn a_run_against_llama_cpp_python_logs_the_fallback_once_and_keeps_it() {
         },
     )
     .await;
-    let repo = repo_with(r#"{"correctness-checker": "check.sh"}"#);
+    let repo = app_repo(r#"{"correctness-checker": "check.sh"}"#);
     let outcome = bork_on(&repo, &fake, &["run"], &[]).await;
     assert_eq!(outcome.code, 0, "{}", outcome.stderr);
     assert_eq!(outcome.report["status"], "converged");
@@ -414,7 +373,7 @@ async fn a_run_against_llama_cpp_python_logs_the_fallback_once_and_keeps_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn output_over_the_cap_is_logged() {
     let fake = FakeLlm::openai(vec![write_app("DONE\n")]).await;
-    let repo = repo_with(r#"{"correctness-checker": "check.sh"}"#);
+    let repo = app_repo(r#"{"correctness-checker": "check.sh"}"#);
     let env = [
         ("BORK_LLM_MAX_OUTPUT_TOKENS", "3".to_owned()),
         ("BORK_LLM_MAX_TOKENS_FIELD", "max_completion_tokens".to_owned()),
@@ -447,7 +406,7 @@ async fn structured_output_is_configurable_for_the_model_and_the_reviewer() {
         "correctness-checker": "check.sh",
         "review": {"enabled": true, "llm": {"base-url": reviewer.base_url(), "structured-output": "none"}}
     });
-    let repo = repo_with(&config.to_string());
+    let repo = app_repo(&config.to_string());
     let env = [("BORK_LLM_STRUCTURED_OUTPUT", "json-object".to_owned())];
     let outcome = bork_on(&repo, &fake, &["run"], &env).await;
     assert_eq!(outcome.code, 0, "{}", outcome.stderr);
@@ -503,7 +462,7 @@ async fn the_report_usage_is_the_sum_of_every_call() {
         "correctness-checker": "check.sh",
         "review": {"enabled": true, "llm": {"base-url": reviewer.base_url()}}
     });
-    let repo = repo_with(&config.to_string());
+    let repo = app_repo(&config.to_string());
     let outcome = bork_on(&repo, &fake, &["run"], &[]).await;
     assert_eq!(outcome.code, 0, "{}", outcome.stderr);
     let iterations = outcome.report["iterations"].as_array().expect("iterations");
@@ -547,7 +506,7 @@ async fn a_reviewer_failure_names_its_cause_in_the_run() {
         "max-iterations": 1,
         "review": {"enabled": true, "llm": {"base-url": reviewer.base_url()}}
     });
-    let repo = repo_with(&config.to_string());
+    let repo = app_repo(&config.to_string());
     let outcome = bork_on(&repo, &fake, &["run"], &[]).await;
     assert_eq!(outcome.code, 2, "{}", outcome.stderr);
     for shown in [
@@ -618,7 +577,7 @@ async fn a_checker_with_non_utf8_command_output_is_a_finding_not_a_failure() {
 #[tokio::test(flavor = "multi_thread")]
 async fn stream_settings_are_configurable() {
     let fake = FakeLlm::openai(vec![write_app("DONE\n")]).await;
-    let repo = repo_with(r#"{"correctness-checker": "check.sh"}"#);
+    let repo = app_repo(r#"{"correctness-checker": "check.sh"}"#);
     let defaults = bork_on(&repo, &fake, &["config"], &[]).await;
     for expected in ["llm.stream", "llm.max-request-secs", "llm.max-output-tokens"] {
         let line = defaults

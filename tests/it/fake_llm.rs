@@ -931,3 +931,33 @@ pub fn provider(settings: bork_ci::llm::LlmSettings) -> bork_ci::llm::Provider {
         .expect("valid settings")
         .with_retry_policy(fast())
 }
+
+/// A conversation as bork-ci sends it: system prompt, the cached prefix, one user turn.
+pub fn conversation() -> bork_ci::llm::Conversation {
+    bork_ci::llm::Conversation {
+        system: "You edit repositories. Answer with JSON only.".into(),
+        prefix: "<file path=\"src/a.rs\">fn main() {}</file>".into(),
+        turns: vec![bork_ci::llm::Turn::user("Findings: none yet.")],
+    }
+}
+
+/// The answer format of edits, as a JSON schema.
+pub fn edit_format() -> bork_ci::llm::ResponseFormat {
+    bork_ci::llm::ResponseFormat {
+        name: "edits".into(),
+        schema: serde_json::json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "create-or-update": {"type": "object", "additionalProperties": {"type": "string"}},
+                "delete": {"type": "array", "items": {"type": "string"}}
+            }
+        }),
+    }
+}
+
+/// An answer writing `contents` to `src/app.txt` (the file [`crate::support::app_repo`]'s
+/// checker reads).
+pub fn write_app(contents: &str) -> Reply {
+    Reply::json(&serde_json::json!({"create-or-update": {"src/app.txt": contents}}))
+}

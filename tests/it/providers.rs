@@ -13,21 +13,9 @@ use serde_json::{Value, json};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{Outcome, Repo, TestContext, bork, checker_wanting};
+use crate::support::{Outcome, Repo, TestContext, app_repo, bork};
 
-const SPEC: &str = "---\nkind: spec\nid: app\ndescription: the app\n---\nThe app prints DONE.\n";
 const ANSWER: &str = r#"{"create-or-update": {"src/app.txt": "DONE\n"}}"#;
-
-fn repo_with(config: &str) -> Repo {
-    let repo = Repo::new(&[
-        ("specs/app.md", SPEC),
-        ("src/app.txt", "nothing yet\n"),
-        ("check.sh", &checker_wanting("src/app.txt", "DONE")),
-        (".config/bork.json", config),
-    ]);
-    repo.write("specs/app.md", &format!("{SPEC}It also prints DONE twice.\n"));
-    repo
-}
 
 /// A request a fake received.
 #[derive(Debug, Clone)]
@@ -161,7 +149,7 @@ fn assert_converged(outcome: &Outcome, repo: &Repo) {
 #[tokio::test(flavor = "multi_thread")]
 async fn azure_sends_the_deployment_path_api_version_and_api_key() {
     let fake = Fake::start(|_| openai_answer(ANSWER)).await;
-    let repo = repo_with(&format!(
+    let repo = app_repo(&format!(
         r#"{{"correctness-checker": "check.sh", "llm": {{"provider": "azure", "model": "my-gpt4o", "base-url": "{}"}}}}"#,
         fake.url
     ));
@@ -179,7 +167,7 @@ async fn azure_sends_the_deployment_path_api_version_and_api_key() {
 #[tokio::test(flavor = "multi_thread")]
 async fn azure_bearer_mode_sends_the_entra_token() {
     let fake = Fake::start(|_| openai_answer(ANSWER)).await;
-    let repo = repo_with(&format!(
+    let repo = app_repo(&format!(
         r#"{{"correctness-checker": "check.sh", "llm": {{"provider": "azure", "model": "dep", "base-url": "{}/", "auth": "bearer", "api-version": "2025-04-01-preview"}}}}"#,
         fake.url
     ));
@@ -198,7 +186,7 @@ async fn azure_bearer_mode_sends_the_entra_token() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_404_names_the_full_url_path_but_no_key() {
     let fake = Fake::start(|_| azure_not_found()).await;
-    let repo = repo_with(&format!(
+    let repo = app_repo(&format!(
         r#"{{"correctness-checker": "check.sh", "llm": {{"provider": "azure", "model": "nope", "base-url": "{}"}}}}"#,
         fake.url
     ));
@@ -233,7 +221,7 @@ async fn anthropic_base_url_ending_in_v1_plain_strings_seed_warning_and_context_
         }
     })
     .await;
-    let repo = repo_with(&format!(
+    let repo = app_repo(&format!(
         r#"{{"correctness-checker": "check.sh", "llm": {{"provider": "anthropic", "model": "claude-x", "base-url": "{}/v1", "prompt-caching": false, "seed": 7, "context-window": 50}}}}"#,
         fake.url
     ));
@@ -272,7 +260,7 @@ async fn extra_headers_and_body_arrive_and_the_header_secret_stays_out_of_output
             "temperature": 0.2, "seed": 42}}}}"#,
         fake.url
     );
-    let repo = repo_with(&config);
+    let repo = app_repo(&config);
     let outcome = run(
         &repo,
         &[
@@ -317,7 +305,7 @@ async fn extra_headers_and_body_arrive_and_the_header_secret_stays_out_of_output
 
 #[tokio::test(flavor = "multi_thread")]
 async fn extra_body_may_not_replace_the_messages() {
-    let repo = repo_with(r#"{"llm": {"extra-body": {"messages": []}}}"#);
+    let repo = app_repo(r#"{"llm": {"extra-body": {"messages": []}}}"#);
     let outcome = run(&repo, &[("OPENAI_API_KEY", "sk-x-0001")]).await;
     assert_eq!(outcome.code, 2);
     assert!(outcome.stderr.contains("llm.extra-body"), "{}", outcome.stderr);
@@ -326,7 +314,7 @@ async fn extra_body_may_not_replace_the_messages() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_header_variable_is_exit_two_before_any_request() {
     let fake = Fake::start(|_| openai_answer(ANSWER)).await;
-    let repo = repo_with(&format!(
+    let repo = app_repo(&format!(
         r#"{{"llm": {{"base-url": "{}/v1", "extra-headers": {{"X-Token": "${{NOT_SET_ANYWHERE}}"}}}}}}"#,
         fake.url
     ));
@@ -343,16 +331,16 @@ async fn a_missing_header_variable_is_exit_two_before_any_request() {
 #[tokio::test(flavor = "multi_thread")]
 async fn vertex_without_region_or_project_is_exit_two_naming_the_key() {
     let repo =
-        repo_with(r#"{"llm": {"provider": "vertex", "model": "claude-sonnet-4@20250514", "project": "p"}}"#);
+        app_repo(r#"{"llm": {"provider": "vertex", "model": "claude-sonnet-4@20250514", "project": "p"}}"#);
     let outcome = run(&repo, &[("GOOGLE_OAUTH_ACCESS_TOKEN", "ya29.x")]).await;
     assert_eq!(outcome.code, 2);
     assert!(outcome.stderr.contains("llm.region"), "{}", outcome.stderr);
     let repo =
-        repo_with(r#"{"llm": {"provider": "vertex", "model": "gemini-2.0-flash", "region": "global"}}"#);
+        app_repo(r#"{"llm": {"provider": "vertex", "model": "gemini-2.0-flash", "region": "global"}}"#);
     let outcome = run(&repo, &[("GOOGLE_OAUTH_ACCESS_TOKEN", "ya29.x")]).await;
     assert_eq!(outcome.code, 2);
     assert!(outcome.stderr.contains("llm.project"), "{}", outcome.stderr);
-    let repo = repo_with(r#"{"llm": {"provider": "watsonx", "model": "m"}}"#);
+    let repo = app_repo(r#"{"llm": {"provider": "watsonx", "model": "m"}}"#);
     let outcome = run(&repo, &[]).await;
     assert_eq!(outcome.code, 2);
     assert!(outcome.stderr.contains("llm.provider"), "{}", outcome.stderr);
@@ -361,7 +349,7 @@ async fn vertex_without_region_or_project_is_exit_two_naming_the_key() {
 #[tokio::test(flavor = "multi_thread")]
 async fn vertex_claude_goes_through_raw_predict_with_the_access_token() {
     let fake = Fake::start(|_| anthropic_answer(ANSWER)).await;
-    let repo = repo_with(&format!(
+    let repo = app_repo(&format!(
         r#"{{"correctness-checker": "check.sh", "llm": {{"provider": "vertex", "model": "claude-sonnet-4@20250514", "region": "us-east5", "project": "my-proj", "base-url": "{}"}}}}"#,
         fake.url
     ));
@@ -465,7 +453,7 @@ async fn vertex_with_workload_identity_from(source: &str) {
         .to_string(),
     )
     .expect("write");
-    let repo = repo_with(&format!(
+    let repo = app_repo(&format!(
         r#"{{"correctness-checker": "check.sh", "llm": {{"provider": "vertex", "model": "gemini-2.0-flash", "region": "global", "base-url": "{}"}}}}"#,
         fake.url
     ));
@@ -565,7 +553,7 @@ async fn vertex_with_a_service_account_key_sends_a_jwt_signed_by_that_key() {
         .to_string(),
     )
     .expect("write");
-    let repo = repo_with(&format!(
+    let repo = app_repo(&format!(
         r#"{{"correctness-checker": "check.sh", "llm": {{"provider": "vertex", "model": "gemini-2.0-flash", "region": "global", "project": "proj", "base-url": "{}"}}}}"#,
         fake.url
     ));
@@ -687,7 +675,7 @@ impl FakeBedrock {
 }
 
 fn bedrock_repo(fake: &FakeBedrock, extra: &str) -> Repo {
-    repo_with(&format!(
+    app_repo(&format!(
         r#"{{"correctness-checker": "check.sh", "llm": {{"provider": "bedrock", "model": "anthropic.claude-3-5-sonnet-20240620-v1:0", "base-url": "{}"{extra}}}}}"#,
         fake.url
     ))

@@ -7,32 +7,14 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::fake_llm::{FakeLlm, Reply};
-use crate::support::{Outcome, Repo, TestContext, checker_wanting};
+use crate::fake_llm::{FakeLlm, Reply, write_app};
+use crate::support::{Outcome, Repo, SPEC, TestContext, app_repo, checker_wanting};
 
-const SPEC: &str = "---\nkind: spec\nid: app\ndescription: the app\n---\nThe app prints DONE.\n";
 const MODEL: &str = "fake-model-1";
 const CHECKER_CONFIG: &str = r#"{"correctness-checker": "check.sh"}"#;
 
-/// A repository whose checker is clean once `src/app.txt` contains `DONE`, with a pending spec
-/// change, and `config` as `.config/bork.json`.
-fn repo_with(config: &str) -> Repo {
-    let repo = Repo::new(&[
-        ("specs/app.md", SPEC),
-        ("src/app.txt", "nothing yet\n"),
-        ("check.sh", &checker_wanting("src/app.txt", "DONE")),
-        (".config/bork.json", config),
-    ]);
-    repo.write("specs/app.md", &format!("{SPEC}It also prints DONE twice.\n"));
-    repo
-}
-
 fn repo_with_checker() -> Repo {
-    repo_with(CHECKER_CONFIG)
-}
-
-fn write_app(contents: &str) -> Reply {
-    Reply::json(&json!({"create-or-update": {"src/app.txt": contents}}))
+    app_repo(CHECKER_CONFIG)
 }
 
 /// How to run the binary against a fake.
@@ -463,7 +445,7 @@ async fn anthropic_converges_in_two_with_a_cached_prefix() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn report_has_usage_per_iteration_and_a_cost_with_prices() {
-    let repo = repo_with(
+    let repo = app_repo(
         r#"{"correctness-checker": "check.sh", "llm": {"prices": {"input-per-mtok": 3.0, "output-per-mtok": 15.0, "cached-input-per-mtok": 0.3}}}"#,
     );
     let fake = FakeLlm::openai(vec![write_app("first\n"), write_app("DONE\n")]).await;
@@ -680,7 +662,7 @@ async fn a_custom_key_variable_is_kept_from_the_checker_too() {
     let key = canary("custom");
     let outside = tempfile::tempdir().expect("tempdir");
     let env_file = outside.path().join("checker-env.txt");
-    let repo = repo_with(r#"{"correctness-checker": "check.sh", "llm": {"api-key-env": "TEAM_LLM_TOKEN"}}"#);
+    let repo = app_repo(r#"{"correctness-checker": "check.sh", "llm": {"api-key-env": "TEAM_LLM_TOKEN"}}"#);
     repo.write("check.sh", &env_dumping_checker(&env_file));
     let fake = FakeLlm::openai(vec![write_app("DONE\n")]).await;
     // The default variable holds a decoy; the configured one holds the key.

@@ -7,34 +7,14 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bork_ci::llm::{Conversation, LlmError, LlmSettings, ProviderKind, ResponseFormat, Turn, Usage};
+use bork_ci::llm::{LlmError, LlmSettings, ProviderKind, Usage};
 use serde_json::{Value, json};
 
-use crate::fake_llm::{FakeLlm, Quirks, Reply, Step, TEST_KEY, TimedServer, slow_openai_stream};
+use crate::fake_llm::{
+    FakeLlm, Quirks, Reply, Step, TEST_KEY, TimedServer, conversation, edit_format, slow_openai_stream,
+};
 
 use crate::fake_llm::provider;
-
-fn conversation() -> Conversation {
-    Conversation {
-        system: "You edit repositories. Answer with JSON only.".into(),
-        prefix: "<file path=\"src/a.rs\">fn main() {}</file>".into(),
-        turns: vec![Turn::user("Findings: none yet.")],
-    }
-}
-
-fn edit_format() -> ResponseFormat {
-    ResponseFormat {
-        name: "edits".into(),
-        schema: json!({
-            "type": "object",
-            "additionalProperties": false,
-            "properties": {
-                "create-or-update": {"type": "object", "additionalProperties": {"type": "string"}},
-                "delete": {"type": "array", "items": {"type": "string"}}
-            }
-        }),
-    }
-}
 
 const EDITS: &str =
     r#"{"create-or-update":{"src/a.rs":"fn main() { println!(\"streamed\"); }\n"},"delete":[]}"#;

@@ -365,6 +365,22 @@ pub fn script(dir: &Path, answers: &[serde_json::Value]) -> PathBuf {
     path
 }
 
+/// The spec of the app repositories ([`app_repo`]).
+pub const SPEC: &str = "---\nkind: spec\nid: app\ndescription: the app\n---\nThe app prints DONE.\n";
+
+/// A repository whose checker (`check.sh`) is clean once `src/app.txt` contains `DONE`, with a
+/// pending spec change, and `config` as `.config/bork.json`.
+pub fn app_repo(config: &str) -> Repo {
+    let repo = Repo::new(&[
+        ("specs/app.md", SPEC),
+        ("src/app.txt", "nothing yet\n"),
+        ("check.sh", &checker_wanting("src/app.txt", "DONE")),
+        (".config/bork.json", config),
+    ]);
+    repo.write("specs/app.md", &format!("{SPEC}It also prints DONE twice.\n"));
+    repo
+}
+
 /// A checker that is clean when `file` contains `needle`, and reports a finding otherwise.
 pub fn checker_wanting(file: &str, needle: &str) -> String {
     format!(

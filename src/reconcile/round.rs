@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use secrecy::ExposeSecret;
 
 use super::plan::Plan;
@@ -185,7 +185,7 @@ async fn run_edit_step(
     plan: &Plan,
     budget: &Budget,
     learned: &mut llm::Learned,
-) -> Result<StepResult> {
+) -> Result<StepResult, Halt> {
     let config = &resolved.config;
     let remaining = budget.time_left()?;
     let state = tempfile::Builder::new()
@@ -213,7 +213,7 @@ async fn run_edit_step(
         ));
     }
     if let Some(name) = conversation.secret_name() {
-        return Err(RunError::SecretInPrompt { name }.into());
+        return Err(Halt::Error(RunError::SecretInPrompt { name }.into()));
     }
     let repo = options.repo.clone();
     let aliases = tokio::task::spawn_blocking(move || crate::edit::identity::scan(&repo))
@@ -234,7 +234,7 @@ async fn run_edit_step(
     };
     edit_step::write_json(state.path(), edit_step::INPUT, &input)?;
     let key_env = config.llm.key_env();
-    let program = sandbox.edit_step_program()?;
+    let program = sandbox.edit_step_program().map_err(anyhow::Error::from)?;
     let log_format = if options.json_logs { "json" } else { "text" };
     let mut argv = vec![program, "--log-format".into(), log_format.into()];
     let logging = crate::cli::child_logging();
@@ -275,13 +275,13 @@ async fn run_edit_step(
         .context("running the edit step")?;
     let output: EditStepOutput = match edit_step::read_json(state.path(), edit_step::OUTPUT) {
         Ok(output) => output,
-        Err(_) if ran.outcome == Outcome::TimedOut => return Err(Stop::Time.into()),
+        Err(_) if ran.outcome == Outcome::TimedOut => return Err(Halt::Budget(Stop::Time)),
         Err(error) => {
-            return Err(error.context(format!(
+            return Err(Halt::Error(error.context(format!(
                 "the edit step ended ({}) without a result; its stderr: {}",
                 ran.outcome,
                 crate::untrusted::tail_bytes(&ran.stderr, 2000)
-            )));
+            ))));
         }
     };
     *learned = learned.merge(output.learned);
@@ -303,7 +303,9 @@ async fn run_edit_step(
                     .context("applying the model's edits")?;
             (result.map_err(anyhow::Error::msg)?, apply_ms)
         }
-        Some(_) => bail!("the edit step returned a plan although it was told to apply it"),
+        Some(_) => {
+            return Err(anyhow!("the edit step returned a plan although it was told to apply it").into());
+        }
         None => (output.changeset, output.apply_ms),
     };
     Ok(StepResult {
@@ -463,7 +465,7 @@ async fn confirm(
     budget: &Budget,
     how: Judging<'_>,
     mut judgement: Judgement,
-) -> Result<Option<Judgement>> {
+) -> Result<Option<Judgement>, Halt> {
     tracing::info!("the checks are clean: confirming with an empty build cache");
     let confirmation = judge(
         sandbox,
@@ -617,7 +619,7 @@ async fn judge(
     reviewer: Option<&Provider>,
     budget: &Budget,
     how: Judging<'_>,
-) -> Result<Option<Judgement>> {
+) -> Result<Option<Judgement>, Halt> {
     let Judging {
         plan,
         guard,
@@ -873,7 +875,7 @@ pub(super) async fn round(
         report.finish(RunStatus::NeedsHuman, stop.to_string());
         Ok(())
     } else {
-        match Iterations::reviewer(resolved, options, &plan) {
+        match Iterations::reviewer(resolved, options, &plan).map_err(Halt::Error) {
             Ok(reviewer) => {
                 let iterations = Iterations {
                     resolved,
@@ -891,13 +893,12 @@ pub(super) async fn round(
             Err(error) => Err(error),
         }
     };
-    if let Err(error) = outcome {
-        match error.downcast_ref::<Stop>() {
-            Some(stop) => report.finish(RunStatus::NeedsHuman, stop.to_string()),
-            None => {
-                report.error = Some(crate::report::error_text(&error));
-                report.finish(RunStatus::Error, "error");
-            }
+    match outcome {
+        Ok(()) => {}
+        Err(Halt::Budget(stop)) => report.finish(RunStatus::NeedsHuman, stop.to_string()),
+        Err(Halt::Error(error)) => {
+            report.error = Some(crate::report::error_text(&error));
+            report.finish(RunStatus::Error, "error");
         }
     }
     report.cost_usd = budget.cost(report.usage);
@@ -914,6 +915,26 @@ fn warn_if_first_estimate(report: &mut RunReport, added: Usage) {
         let message = "the model's server reported no token usage for an answer: bork-ci estimates it (about 4 bytes a token of the request and the answer), the budgets count the estimate, and the report marks it as estimated";
         tracing::warn!("{message}");
         report.warnings.push(message.to_owned());
+    }
+}
+
+/// Why an iteration ended before its end: a budget ran out (the round ends as needs-human with
+/// the budget's message), or an error (the round ends in error).
+#[derive(Debug)]
+enum Halt {
+    Budget(Stop),
+    Error(anyhow::Error),
+}
+
+impl From<Stop> for Halt {
+    fn from(stop: Stop) -> Self {
+        Halt::Budget(stop)
+    }
+}
+
+impl From<anyhow::Error> for Halt {
+    fn from(error: anyhow::Error) -> Self {
+        Halt::Error(error)
     }
 }
 
@@ -958,7 +979,7 @@ impl<'a> Iterations<'a> {
 
     /// Runs iterations until the checks are clean, a budget or `max-iterations` runs out, or
     /// an error; the report says which.
-    async fn run(mut self, conversation: &mut Conversation, report: &mut RunReport) -> Result<()> {
+    async fn run(mut self, conversation: &mut Conversation, report: &mut RunReport) -> Result<(), Halt> {
         let first = self.options.spent.iterations;
         let max = first.saturating_add(self.plan.max_iterations);
         for number in first.saturating_add(1)..=max {
@@ -984,13 +1005,13 @@ impl<'a> Iterations<'a> {
             let mut feedback = feedback_of(&step, number, max);
             let judged = match self.judge(&step).await {
                 Ok(judged) => judged,
-                Err(ref error) if let Some(&stop) = error.downcast_ref::<Stop>() => {
+                Err(Halt::Budget(stop)) => {
                     iteration.durations = durations(llm_ms, step.apply_ms, 0, iteration_started);
                     report.iterations.push(iteration);
                     report.finish(RunStatus::NeedsHuman, stop.to_string());
                     return Ok(());
                 }
-                Err(error) => return Err(error),
+                Err(halt) => return Err(halt),
             };
             let verdict = IterationEnd {
                 has_judge: judged.is_some() || (step.answer_error.is_some() && self.plan.has_judges()),
@@ -1077,7 +1098,7 @@ impl<'a> Iterations<'a> {
         report: &mut RunReport,
         number: u32,
         max: u32,
-    ) -> Result<StepResult> {
+    ) -> Result<StepResult, Halt> {
         tracing::info!(
             iteration = number,
             max_iterations = max,
@@ -1100,10 +1121,10 @@ impl<'a> Iterations<'a> {
         warn_if_first_estimate(report, step.usage);
         report.usage += step.usage;
         if let Some(error) = &step.error {
-            bail!("{error}");
+            return Err(anyhow!("{error}").into());
         }
         if step.out_of_time {
-            return Err(Stop::Time.into());
+            return Err(Halt::Budget(Stop::Time));
         }
         report.refused.extend(step.changeset.refused.iter().cloned());
         for held in &step.changeset.pending {
@@ -1147,7 +1168,7 @@ impl<'a> Iterations<'a> {
 
     /// The judges on the tree the step left (none when the answer could not be used), and,
     /// with `confirm-clean`, a clean verdict confirmed with an empty build cache.
-    async fn judge(&self, step: &StepResult) -> Result<Option<Judgement>> {
+    async fn judge(&self, step: &StepResult) -> Result<Option<Judgement>, Halt> {
         if step.answer_error.is_some() {
             return Ok(None);
         }

@@ -1141,3 +1141,99 @@ async fn a_spoofed_runner_image_is_never_used() {
         let _ = Command::new("docker").args(["rmi", "--force", spoofed]).output();
     }
 }
+
+/// A fake engine that says it is Podman 4.3 and lists one expired bork-ci container: in
+/// Podman's transient `stopped` state (which the Engine API does not have) `stopped_lists`
+/// times, then `exited`.
+async fn podman_listing_stopped(stopped_lists: u64) -> wiremock::MockServer {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path_regex(r"^(/v[0-9.]+)?/version$"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "ApiVersion": "1.41",
+            "Version": "4.3.1",
+            "Components": [{"Name": "Podman Engine", "Version": "4.3.1"}],
+        })))
+        .mount(&server)
+        .await;
+    let listed = |state: &str| {
+        ResponseTemplate::new(200).set_body_json(serde_json::json!([{
+            "Id": "leftover",
+            "State": state,
+            "Labels": {"bork-ci": "1", "bork-ci.run": "killed", "bork-ci.lease-until": "1"},
+        }]))
+    };
+    Mock::given(method("GET"))
+        .and(path_regex(r"/containers/json$"))
+        .respond_with(listed("stopped"))
+        .up_to_n_times(stopped_lists)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex(r"/containers/json$"))
+        .respond_with(listed("exited"))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    Mock::given(method("DELETE"))
+        .and(path_regex(r"/containers/leftover$"))
+        .respond_with(ResponseTemplate::new(204))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex(r"/volumes$"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(serde_json::json!({"Volumes": [], "Warnings": []})),
+        )
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn container_lists(server: &wiremock::MockServer) -> usize {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|request| request.url.path().ends_with("/containers/json"))
+        .count()
+}
+
+/// Podman before 5 lists a container that is being stopped in the state `stopped`, and the
+/// Engine API client refuses the whole list over it: `gc` (and the end of a run) ask again while
+/// the state lasts, and give up with a clear error after a bounded number of lists.
+#[tokio::test]
+async fn gc_outlasts_podmans_transient_stopped_state_and_stops_asking_in_time() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let server = podman_listing_stopped(2).await;
+    let mut fake = settings(artifacts.path());
+    fake.host = Some(format!("tcp://{}", server.address()));
+    let sandbox = DockerSandbox::connect(fake.clone(), &run_id("podman-stopped"))
+        .await
+        .expect("the fake engine answers");
+    let report = docker::gc(&sandbox, Duration::from_secs(3600))
+        .await
+        .expect("gc outlasts the transient state");
+    assert_eq!(report.containers, ["leftover"]);
+    assert_eq!(
+        container_lists(&server).await,
+        3,
+        "two refused lists, then one that parses"
+    );
+
+    let stuck = podman_listing_stopped(u64::MAX).await;
+    fake.host = Some(format!("tcp://{}", stuck.address()));
+    let sandbox = DockerSandbox::connect(fake, &run_id("podman-stuck"))
+        .await
+        .expect("the fake engine answers");
+    let error = docker::gc(&sandbox, Duration::from_secs(3600))
+        .await
+        .expect_err("a state that never parses is an error");
+    assert!(error.to_string().contains("list containers"), "{error}");
+    let asked = container_lists(&stuck).await;
+    assert!((2..=50).contains(&asked), "asked {asked} times");
+}

@@ -867,6 +867,10 @@ impl DockerSandbox {
         Ok(removed)
     }
 
+    /// How many times a container list is asked for before a state that does not parse is an
+    /// error (see `list_labelled`): 10 s at most.
+    const LIST_ATTEMPTS: u32 = 50;
+
     async fn list_labelled(
         &self,
         label_filter: &str,
@@ -879,11 +883,22 @@ impl DockerSandbox {
             )])),
             ..Default::default()
         };
-        let containers = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(docker_error("list containers"))?;
+        // Podman before 5 (Debian's 4.3 among them) can list a container that is being stopped
+        // in the state `stopped`, which the Engine API does not have, and bollard then refuses
+        // the whole list. The state lasts only while a container stops, so the list is asked
+        // again, a bounded number of times.
+        let mut attempt = 1;
+        let containers = loop {
+            match self.docker.list_containers(Some(options.clone())).await {
+                Err(bollard::errors::Error::JsonDataError { message, .. })
+                    if attempt < Self::LIST_ATTEMPTS && message.contains("unknown variant") =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                listed => break listed.map_err(docker_error("list containers"))?,
+            }
+        };
         Ok(containers
             .into_iter()
             .map(|c| (c.id, c.labels.unwrap_or_default()))

@@ -521,7 +521,8 @@ impl SandboxConfig {
     /// The docker backend's settings from these keys, with artifacts under `artifact_dir`: the
     /// one conversion, so that each default is stated once (in [`SandboxConfig::default`]). The
     /// engine is `DOCKER_HOST`'s, the lease the backend's default, no egress for the setup job:
-    /// [`Resolved::docker_settings`] sets those from the run. An error is `sandbox.memory`'s.
+    /// [`Resolved::docker_settings`](crate::config::Resolved::docker_settings) sets those from
+    /// the run. An error is `sandbox.memory`'s.
     pub fn docker_settings(
         &self,
         artifact_dir: PathBuf,

@@ -221,6 +221,26 @@ impl TokenSource {
     }
 }
 
+/// What a vendor that is reached through Vertex or directly removes from a message: the Google
+/// tokens fetched so far, when it has a token source.
+pub(super) fn scrub_with(google: Option<&TokenSource>, text: &str) -> String {
+    match google {
+        Some(google) => google.scrub(text),
+        None => text.to_owned(),
+    }
+}
+
+/// The credentials a separate process gets from a vendor that is reached through Vertex or
+/// directly: a fresh Google token, or none.
+pub(super) async fn handoff_with(
+    google: Option<&TokenSource>,
+) -> Result<Vec<(String, SecretString)>, LlmError> {
+    match google {
+        Some(google) => google.handoff_env().await,
+        None => Ok(Vec::new()),
+    }
+}
+
 /// A subject token file must stay a small regular file: the crate reads it with a plain read.
 fn check_subject_token(path: &str, file: &std::path::Path) -> Result<(), LlmError> {
     crate::safe_fs::read_regular(file, MAX_FILE_BYTES)

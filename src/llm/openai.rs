@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 
 use super::data::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
 use super::data::{MaxTokensField, Role, StructuredOutput, Usage};
-use super::google::TokenSource;
+use super::google::{self, TokenSource};
 use super::sse;
 use super::vendor::{Answers, Ask, Decoder, StreamProblem, Vendor, error_excerpt};
 
@@ -108,22 +108,14 @@ impl Vendor for Chat {
     }
 
     fn scrub(&self, text: &str) -> String {
-        match &self.google {
-            Some(google) => google.scrub(text),
-            None => text.to_owned(),
-        }
+        google::scrub_with(self.google.as_ref(), text)
     }
 
     fn handoff_env<'a>(
         &'a self,
         _client: &'a Client,
     ) -> BoxFuture<'a, Result<Vec<(String, SecretString)>, LlmError>> {
-        Box::pin(async move {
-            match &self.google {
-                Some(google) => google.handoff_env().await,
-                None => Ok(Vec::new()),
-            }
-        })
+        Box::pin(google::handoff_with(self.google.as_ref()))
     }
 }
 

@@ -63,12 +63,7 @@ impl Vendor for Messages {
         headers: &'a mut HeaderMap,
         _body: &'a [u8],
     ) -> BoxFuture<'a, Result<(), LlmError>> {
-        Box::pin(async move {
-            match &self.google {
-                Some(google) => google.authorize(headers).await,
-                None => Ok(()),
-            }
-        })
+        Box::pin(google::authorize_with(self.google.as_ref(), headers))
     }
 
     fn body(&self, ask: &Ask<'_>) -> Value {

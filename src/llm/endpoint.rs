@@ -159,21 +159,12 @@ fn openai_vendor(settings: &LlmSettings) -> Result<Picked, LlmError> {
         host.eq_ignore_ascii_case("api.openai.com")
             || host.to_ascii_lowercase().ends_with(".openai.azure.com")
     });
-    let chat = openai::Chat {
-        reader: openai::Reader {
-            kind: settings.provider,
-        },
-        url,
-        model_override: None,
-        google: None,
-        temperature: settings.endpoint.temperature,
-        seed: settings.endpoint.seed,
-        cap_field: if openai_host {
-            MaxTokensField::MaxCompletionTokens
-        } else {
-            MaxTokensField::MaxTokens
-        },
+    let cap_field = if openai_host {
+        MaxTokensField::MaxCompletionTokens
+    } else {
+        MaxTokensField::MaxTokens
     };
+    let chat = openai::Chat::keyed(settings, url, cap_field);
     Ok(Picked {
         vendor: Box::new(chat),
         base,
@@ -210,18 +201,8 @@ fn azure_vendor(settings: &LlmSettings) -> Result<Picked, LlmError> {
         AuthMode::Bearer => key_header(settings, &key, AUTHORIZATION, |key| format!("Bearer {key}"))?,
     };
     extra_headers(settings, &mut headers)?;
-    let chat = openai::Chat {
-        reader: openai::Reader {
-            kind: settings.provider,
-        },
-        url,
-        model_override: None,
-        google: None,
-        temperature: settings.endpoint.temperature,
-        seed: settings.endpoint.seed,
-        // Azure OpenAI reads OpenAI's current field.
-        cap_field: MaxTokensField::MaxCompletionTokens,
-    };
+    // Azure OpenAI reads OpenAI's current field.
+    let chat = openai::Chat::keyed(settings, url, MaxTokensField::MaxCompletionTokens);
     Ok(Picked {
         vendor: Box::new(chat),
         base,

@@ -221,6 +221,18 @@ impl TokenSource {
     }
 }
 
+/// What each attempt of a vendor that is reached through Vertex or directly adds to its headers:
+/// a fresh Google bearer token, or nothing.
+pub(super) async fn authorize_with(
+    google: Option<&TokenSource>,
+    headers: &mut HeaderMap,
+) -> Result<(), LlmError> {
+    match google {
+        Some(google) => google.authorize(headers).await,
+        None => Ok(()),
+    }
+}
+
 /// What a vendor that is reached through Vertex or directly removes from a message: the Google
 /// tokens fetched so far, when it has a token source.
 pub(super) fn scrub_with(google: Option<&TokenSource>, text: &str) -> String {

@@ -16,7 +16,9 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::data::{Completion, Conversation, FinishReason, LlmError, ProviderKind, ResponseFormat};
+use super::data::{
+    Completion, Conversation, FinishReason, LlmError, LlmSettings, ProviderKind, ResponseFormat,
+};
 use super::data::{MaxTokensField, Role, StructuredOutput, Usage};
 use super::google::{self, TokenSource};
 use super::sse;
@@ -39,6 +41,25 @@ pub(super) struct Chat {
     pub(super) cap_field: MaxTokensField,
 }
 
+impl Chat {
+    /// A Chat Completions endpoint at `url` reached with a key (OpenAI-compatible servers,
+    /// Azure OpenAI): the model as configured, no Google token, `cap_field` when
+    /// `llm.max-tokens-field` is not set.
+    pub(super) fn keyed(settings: &LlmSettings, url: Url, cap_field: MaxTokensField) -> Chat {
+        Chat {
+            reader: Reader {
+                kind: settings.provider,
+            },
+            url,
+            model_override: None,
+            google: None,
+            temperature: settings.endpoint.temperature,
+            seed: settings.endpoint.seed,
+            cap_field,
+        }
+    }
+}
+
 impl Vendor for Chat {
     fn url(&self, _stream: bool) -> &Url {
         &self.url
@@ -50,12 +71,7 @@ impl Vendor for Chat {
         headers: &'a mut HeaderMap,
         _body: &'a [u8],
     ) -> BoxFuture<'a, Result<(), LlmError>> {
-        Box::pin(async move {
-            match &self.google {
-                Some(google) => google.authorize(headers).await,
-                None => Ok(()),
-            }
-        })
+        Box::pin(google::authorize_with(self.google.as_ref(), headers))
     }
 
     fn body(&self, ask: &Ask<'_>) -> Value {

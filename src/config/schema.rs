@@ -169,6 +169,8 @@ pub struct LlmConfig {
 
 impl Default for LlmConfig {
     fn default() -> Self {
+        // The endpoint's keys default as `llm` states them.
+        let endpoint = crate::llm::EndpointSettings::default();
         LlmConfig {
             provider: ProviderKind::Openai,
             model: ProviderKind::Openai.default_model().into(),
@@ -184,16 +186,16 @@ impl Default for LlmConfig {
             max_cost_usd: None,
             prices: None,
             script: None,
-            api_version: None,
-            auth: AuthMode::Key,
-            region: None,
-            project: None,
-            sts_url: None,
-            extra_headers: BTreeMap::new(),
-            extra_body: serde_json::Map::new(),
-            temperature: None,
-            seed: None,
-            prompt_caching: true,
+            api_version: endpoint.api_version,
+            auth: endpoint.auth,
+            region: endpoint.region,
+            project: endpoint.project,
+            sts_url: endpoint.sts_url,
+            extra_headers: endpoint.extra_headers,
+            extra_body: endpoint.extra_body,
+            temperature: endpoint.temperature,
+            seed: endpoint.seed,
+            prompt_caching: endpoint.prompt_caching,
             context_window: None,
             structured_output: crate::llm::StructuredOutput::JsonSchema,
         }

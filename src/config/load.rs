@@ -162,6 +162,8 @@ pub const SECURITY_KEYS: &[&str] = &[
     "edits-require-approval",
     "judge-files",
     "judge-files-exempt",
+    "code",
+    "tests",
     "llm.provider",
     "llm.base-url",
     "llm.api-key-env",

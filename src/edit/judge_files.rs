@@ -412,6 +412,10 @@ pub struct JudgeRules {
     pub keyed: Vec<KeyedRule>,
     /// Whether root modules named like Python's standard library are judge files.
     pub stdlib_shadow: bool,
+    /// What is code (`edit::code`): every other path is held, and compared with the approved
+    /// revision before and after each judge. `None` (library callers): judge files only.
+    #[serde(default)]
+    pub code: Option<crate::edit::code::CodeRules>,
 }
 
 impl JudgeRules {
@@ -470,6 +474,7 @@ impl JudgeRules {
             globs,
             keyed,
             stdlib_shadow: kept(STDLIB_SHADOW),
+            code: None,
         })
     }
 

@@ -18,8 +18,6 @@ use super::code::{CodeRules, CodeSource, TEST_GLOBS};
 const MAX_ENTRIES: usize = 1_000_000;
 /// A manifest or script larger than this is not read.
 const MAX_READ: u64 = 1 << 20;
-/// Scripts named by a command are followed this many levels deep.
-const MAX_DEPTH: usize = 2;
 
 /// Folders a derivation never looks into.
 const SKIPPED: &[&str] = &["node_modules", "target", "vendor", "third_party", ".git"];
@@ -191,17 +189,15 @@ fn read_text(path: &Path) -> Option<String> {
 }
 
 /// The repository paths that the command lines `commands` (with what each is, for the reason)
-/// name, and, a level or two deep, that the scripts they name name: never code, whatever a
-/// glob says. A folder (other than the root) is named whole.
-pub fn read_by_commands(repo: &Path, commands: &[(String, String)]) -> Vec<(String, String)> {
+/// name: never code, whatever a glob says. A file is named as it is (a Verifier step's script,
+/// a requirements file setup installs from); a folder (other than the root) only with
+/// `folders`, whole (a local package setup installs, with its build files). What a named
+/// script runs in turn is not followed: a checker's script runs the code under test.
+pub fn read_by_commands(repo: &Path, commands: &[(String, String)], folders: bool) -> Vec<(String, String)> {
     let mut found: Vec<(String, String)> = Vec::new();
     let mut seen = BTreeSet::new();
-    let mut queue: Vec<(String, String, usize)> = commands
-        .iter()
-        .map(|(command, what)| (command.clone(), what.clone(), 0))
-        .collect();
-    while let Some((text, what, depth)) = queue.pop() {
-        for token in path_tokens(&text) {
+    for (text, what) in commands {
+        for token in path_tokens(text) {
             let Ok(path) = super::path::validate(&token) else {
                 continue;
             };
@@ -210,17 +206,11 @@ pub fn read_by_commands(repo: &Path, commands: &[(String, String)]) -> Vec<(Stri
             let Ok(meta) = std::fs::symlink_metadata(&full) else {
                 continue;
             };
-            if !seen.insert(path.clone()) {
+            if (meta.is_dir() && !folders) || !seen.insert(path.clone()) {
                 continue;
             }
             let glob = format!("/{}{}", globset::escape(&path), if meta.is_dir() { "/" } else { "" });
             found.push((glob, format!("read by {what}")));
-            if meta.is_file()
-                && depth < MAX_DEPTH
-                && let Some(script) = read_text(&full)
-            {
-                queue.push((script, what.clone(), depth + 1));
-            }
         }
     }
     found.sort();
@@ -373,34 +363,30 @@ mod tests {
     }
 
     #[test]
-    fn commands_name_their_scripts_and_what_those_name() {
+    fn commands_name_their_scripts_and_setup_its_packages() {
         let repo = tree(&[
-            ("scripts/lint.sh", "#!/bin/sh\nexec python3 tools/lint.py --rules=cfg/rules.txt\n"),
-            ("tools/lint.py", ""),
+            ("scripts/lint.sh", "#!/bin/sh\nexec sh src/app.sh --rules=cfg/rules.txt\n"),
+            ("src/app.sh", ""),
             ("cfg/rules.txt", ""),
             ("requirements-dev.txt", ""),
             ("plugins/p/setup.py", ""),
         ]);
-        let found = read_by_commands(
+        let steps = read_by_commands(
             repo.path(),
-            &[
-                ("sh scripts/lint.sh".to_owned(), "the Verifier's step `lint`".to_owned()),
-                (
-                    "pip install -r requirements-dev.txt ./plugins/p -e .".to_owned(),
-                    "setup".to_owned(),
-                ),
-            ],
+            &[("sh scripts/lint.sh src/ --config=cfg/rules.txt".to_owned(), "the Verifier's step `lint`".to_owned())],
+            false,
         );
-        let globs: Vec<&str> = found.iter().map(|(glob, _)| glob.as_str()).collect();
-        for want in [
-            "/scripts/lint.sh",
-            "/tools/lint.py",
-            "/cfg/rules.txt",
-            "/requirements-dev.txt",
-            "/plugins/p/",
-        ] {
-            assert!(globs.contains(&want), "{want} in {globs:?}");
-        }
-        assert!(!globs.iter().any(|glob| *glob == "/" || glob.is_empty()), "{globs:?}");
+        let globs: Vec<&str> = steps.iter().map(|(glob, _)| glob.as_str()).collect();
+        assert_eq!(globs, ["/cfg/rules.txt", "/scripts/lint.sh"]);
+        let setup = read_by_commands(
+            repo.path(),
+            &[(
+                "pip install -r requirements-dev.txt ./plugins/p -e .".to_owned(),
+                "setup".to_owned(),
+            )],
+            true,
+        );
+        let globs: Vec<&str> = setup.iter().map(|(glob, _)| glob.as_str()).collect();
+        assert_eq!(globs, ["/plugins/p/", "/requirements-dev.txt"]);
     }
 }

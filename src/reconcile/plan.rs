@@ -94,20 +94,27 @@ pub(super) fn code_rules(resolved: &Resolved, repo: &Path, verifier_steps: &[Ste
         rules.tests = tests.clone();
     }
     rules.exempt = config.judge_files_exempt.keys().cloned().collect();
-    let mut commands: Vec<(String, String)> = Vec::new();
-    if let Some(checker) = &config.correctness_checker {
-        commands.push((checker.clone(), "the correctness checker".to_owned()));
-    }
-    for step in verifier_steps {
-        commands.push((
-            step.command.clone(),
-            format!("the Verifier's step `{}`", crate::untrusted::one_line(&step.name)),
-        ));
-    }
-    for command in &config.sandbox.setup {
-        commands.push((command.clone(), "a setup command (`sandbox.setup`)".to_owned()));
-    }
-    rules.never = crate::blocking::run(|| crate::edit::layout::read_by_commands(repo, &commands));
+    // The checker and its folder are judge files already (`judge_files`).
+    let steps: Vec<(String, String)> = verifier_steps
+        .iter()
+        .map(|step| {
+            (
+                step.command.clone(),
+                format!("the Verifier's step `{}`", crate::untrusted::one_line(&step.name)),
+            )
+        })
+        .collect();
+    let setup: Vec<(String, String)> = config
+        .sandbox
+        .setup
+        .iter()
+        .map(|command| (command.clone(), "a setup command (`sandbox.setup`)".to_owned()))
+        .collect();
+    rules.never = crate::blocking::run(|| {
+        let mut never = crate::edit::layout::read_by_commands(repo, &steps, false);
+        never.extend(crate::edit::layout::read_by_commands(repo, &setup, true));
+        never
+    });
     rules.matcher().map_err(anyhow::Error::msg).context("compiling the code globs")?;
     tracing::info!(
         source = ?rules.source,

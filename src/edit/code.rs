@@ -92,8 +92,14 @@ pub const NEVER_CODE: &[(&str, &str)] = &[
     ("sitecustomize.py", "Python start-up code"),
     ("usercustomize.py", "Python start-up code"),
     ("*.pth", "Python start-up code"),
-    ("*.dist-info", "an installed package's metadata (entry points, plugins)"),
-    ("*.egg-info", "an installed package's metadata (entry points, plugins)"),
+    (
+        "*.dist-info",
+        "an installed package's metadata (entry points, plugins)",
+    ),
+    (
+        "*.egg-info",
+        "an installed package's metadata (entry points, plugins)",
+    ),
     ("*.egg-link", "an installed package's link"),
     // Modules named like a test runner or its plugins: imported instead of the real one.
     ("pytest.py", "named like the test runner"),
@@ -110,9 +116,19 @@ pub const NEVER_CODE: &[(&str, &str)] = &[
     ("coverage.py", "named like a test tool"),
     // Root modules: `python -m` and scripts run from the root import them before any package.
     ("/*.py", "a root module: imported by every tool run from the root"),
-    ("/*.pyc", "a root module: imported by every tool run from the root"),
+    (
+        "/*.pyc",
+        "a root module: imported by every tool run from the root",
+    ),
     ("/*.so", "a root module: imported by every tool run from the root"),
-    ("/*.pyd", "a root module: imported by every tool run from the root"),
+    (
+        "/*.pyd",
+        "a root module: imported by every tool run from the root",
+    ),
+    (
+        "/src/*.py",
+        "a top-level module of a src layout: imported before any package",
+    ),
     ("Gemfile", "Ruby's dependencies"),
     ("Gemfile.lock", "a lock file"),
     ("*.gemspec", "Ruby's package"),
@@ -224,7 +240,9 @@ impl CodeRules {
 /// Compiles gitignore-style globs, folded as paths are.
 fn gitignore(globs: &[String]) -> Result<Gitignore, String> {
     let mut builder = GitignoreBuilder::new("/");
-    builder.case_insensitive(true).map_err(|error| error.to_string())?;
+    builder
+        .case_insensitive(true)
+        .map_err(|error| error.to_string())?;
     builder.allow_unclosed_class(false);
     for glob in globs {
         let line = fold_glob(glob);
@@ -244,7 +262,9 @@ fn fold_glob(glob: &str) -> String {
         Some(body) => ("!", body),
         None => ("", glob),
     };
-    let body = body.strip_prefix("./").map_or(body.to_owned(), |rest| format!("/{rest}"));
+    let body = body
+        .strip_prefix("./")
+        .map_or(body.to_owned(), |rest| format!("/{rest}"));
     let folded: Vec<String> = body.split('/').map(protected_key).collect();
     format!("{negated}{}", folded.join("/"))
 }
@@ -401,7 +421,12 @@ mod tests {
         .matcher()
         .expect("compiles");
         assert_eq!(kind(&m, "app.cfg"), "code");
-        assert_eq!(m.kind(&fold("scripts/lint.sh")), Kind::NotCode { why: "a Verifier step" });
+        assert_eq!(
+            m.kind(&fold("scripts/lint.sh")),
+            Kind::NotCode {
+                why: "a Verifier step"
+            }
+        );
     }
 
     #[test]

@@ -544,9 +544,12 @@ impl Matcher {
     }
 
     fn is_excluded(&self, path: &str) -> bool {
-        self.excluded
-            .iter()
-            .any(|folder| path == folder || path.strip_prefix(folder.as_str()).is_some_and(|rest| rest.starts_with('/')))
+        self.excluded.iter().any(|folder| {
+            path == folder
+                || path
+                    .strip_prefix(folder.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
     }
 
     /// What `folded` is to the judges: `folded` is a repository path whose components went
@@ -733,7 +736,11 @@ impl Baseline {
             // A judge file keeps the entry the judge walk gave it (a keyed one its sections).
             entries.entry(found.path).or_insert(found.entry);
         })?;
-        Ok(Baseline { entries, stats, tests })
+        Ok(Baseline {
+            entries,
+            stats,
+            tests,
+        })
     }
 
     /// The test files of the approved revision: a change to or a deletion of one is held.

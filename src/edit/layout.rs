@@ -4,7 +4,7 @@
 //! When `.config/bork.json` sets no `code`, [`derive`] names the code of each toolchain found
 //! (Rust packages' `src/`, `benches/`, `examples/`; Python packages in a src or flat layout; a
 //! Node package's `src/`, `lib/`, `app/`; a Go module's `.go` files; shell scripts; C and C++
-//! sources), with test files left to the `tests` globs. [`read_by_commands`] names the files a
+//! sources) and the root's `src/`, `lib/` and `app/`, with test files left to the `tests` globs. [`read_by_commands`] names the files a
 //! command line (the checker, a Verifier step, a setup command) and the scripts it runs name, so
 //! that they are never code whatever a glob says. Reads files (bounded, no symlink followed); the
 //! classification itself is `edit::code`'s.
@@ -83,53 +83,47 @@ pub fn derive(repo: &Path) -> std::io::Result<CodeRules> {
         .filter(|path| !path.split('/').any(|part| SKIPPED.contains(&part)))
         .collect();
     let mut code = Vec::new();
-    let mut found = false;
     for manifest in files.iter().filter(|path| file_name(path) == "Cargo.toml") {
         let dir = parent(manifest);
         let text = read_text(&repo.join(manifest));
         if !text.as_deref().is_some_and(|text| text.contains("[package]")) {
             continue;
         }
-        found = true;
         for folder in ["src", "benches", "examples"] {
             code.push(format!("/{}{folder}/**/*.rs", prefix(dir)));
         }
     }
     for package in python_packages(&files) {
-        found = true;
         code.push(format!("/{package}/**/*.py"));
     }
     for manifest in files.iter().filter(|path| file_name(path) == "package.json") {
-        found = true;
         let dir = prefix(parent(manifest));
         for folder in ["src", "lib", "app"] {
             code.push(format!("/{dir}{folder}/**/*.{NODE}"));
         }
     }
     for manifest in files.iter().filter(|path| file_name(path) == "go.mod") {
-        found = true;
         code.push(format!("/{}**/*.go", prefix(parent(manifest))));
     }
-    if files.iter().any(|path| path.ends_with(".sh") || path.ends_with(".bash")) {
-        found = true;
+    if files
+        .iter()
+        .any(|path| path.ends_with(".sh") || path.ends_with(".bash"))
+    {
         code.push("*.sh".to_owned());
         code.push("*.bash".to_owned());
     }
+    // A Makefile alone says nothing of what the code is (it is never code itself).
     let c_family = files.iter().any(|path| {
-        let name = file_name(path);
-        matches!(name, "Makefile" | "GNUmakefile" | "makefile" | "CMakeLists.txt" | "meson.build")
-            || [".c", ".h", ".cc", ".cpp", ".cxx", ".hpp"]
-                .iter()
-                .any(|extension| name.ends_with(extension))
+        [".c", ".h", ".cc", ".cpp", ".cxx", ".hpp"]
+            .iter()
+            .any(|extension| file_name(path).ends_with(extension))
     });
     if c_family {
-        found = true;
         code.push(format!("*.{C_FAMILY}"));
     }
-    if !found {
-        // No toolchain this derivation knows: the conventional source folders.
-        code.extend(["/src/", "/lib/", "/app/"].map(str::to_owned));
-    }
+    // The conventional source folders, whatever the toolchain (what in them is never code, a
+    // manifest or a top-level module, stays held).
+    code.extend(["/src/", "/lib/", "/app/"].map(str::to_owned));
     code.sort();
     code.dedup();
     // Test files are the `tests` globs' (the model may add one, not change an approved one).
@@ -209,7 +203,11 @@ pub fn read_by_commands(repo: &Path, commands: &[(String, String)], folders: boo
             if (meta.is_dir() && !folders) || !seen.insert(path.clone()) {
                 continue;
             }
-            let glob = format!("/{}{}", globset::escape(&path), if meta.is_dir() { "/" } else { "" });
+            let glob = format!(
+                "/{}{}",
+                globset::escape(&path),
+                if meta.is_dir() { "/" } else { "" }
+            );
             found.push((glob, format!("read by {what}")));
         }
     }
@@ -221,17 +219,26 @@ pub fn read_by_commands(repo: &Path, commands: &[(String, String)], folders: boo
 /// shell punctuation, quotes dropped, an option's `=value` and a leading `./` taken off.
 fn path_tokens(text: &str) -> Vec<String> {
     const LIMIT: usize = 10_000;
-    text.split(|c: char| c.is_whitespace() || matches!(c, ';' | '|' | '&' | '(' | ')' | '<' | '>' | '`' | '"' | '\'' | ','))
-        .filter(|word| !word.is_empty())
-        .take(LIMIT)
-        .filter_map(|word| {
-            let word = word.rsplit_once('=').map_or(word, |(_, value)| value);
-            let word = word.strip_prefix("-r").filter(|rest| !rest.is_empty()).unwrap_or(word);
-            let word = word.trim_start_matches("./").trim_end_matches('/');
-            (!word.is_empty() && word != "." && !word.starts_with('-') && !word.starts_with('$'))
-                .then(|| word.to_owned())
-        })
-        .collect()
+    text.split(|c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                ';' | '|' | '&' | '(' | ')' | '<' | '>' | '`' | '"' | '\'' | ','
+            )
+    })
+    .filter(|word| !word.is_empty())
+    .take(LIMIT)
+    .filter_map(|word| {
+        let word = word.rsplit_once('=').map_or(word, |(_, value)| value);
+        let word = word
+            .strip_prefix("-r")
+            .filter(|rest| !rest.is_empty())
+            .unwrap_or(word);
+        let word = word.trim_start_matches("./").trim_end_matches('/');
+        (!word.is_empty() && word != "." && !word.starts_with('-') && !word.starts_with('$'))
+            .then(|| word.to_owned())
+    })
+    .collect()
 }
 
 #[cfg(test)]
@@ -286,7 +293,8 @@ mod tests {
                 ("Cargo.toml", "not code"),
                 ("rustfmt.toml", "not code"),
                 (".cargo/config.toml", "not code"),
-                ("src/data.txt", "not code"),
+                ("src/data.txt", "code"),
+                ("src/json.py", "not code"),
                 ("README.md", "not code"),
             ],
         );
@@ -350,6 +358,15 @@ mod tests {
                 ("vendor/y/y.go", "not code"),
             ],
         );
+        let make = tree(&[("Makefile", "check:\n"), ("src/answer.txt", "")]);
+        kinds(
+            &derive(make.path()).expect("derives"),
+            &[
+                ("src/answer.txt", "code"),
+                ("Makefile", "not code"),
+                ("answer.txt", "not code"),
+            ],
+        );
         let shell = tree(&[("src/slugify.sh", ""), ("checks/run", "")]);
         kinds(
             &derive(shell.path()).expect("derives"),
@@ -365,7 +382,10 @@ mod tests {
     #[test]
     fn commands_name_their_scripts_and_setup_its_packages() {
         let repo = tree(&[
-            ("scripts/lint.sh", "#!/bin/sh\nexec sh src/app.sh --rules=cfg/rules.txt\n"),
+            (
+                "scripts/lint.sh",
+                "#!/bin/sh\nexec sh src/app.sh --rules=cfg/rules.txt\n",
+            ),
             ("src/app.sh", ""),
             ("cfg/rules.txt", ""),
             ("requirements-dev.txt", ""),
@@ -373,7 +393,10 @@ mod tests {
         ]);
         let steps = read_by_commands(
             repo.path(),
-            &[("sh scripts/lint.sh src/ --config=cfg/rules.txt".to_owned(), "the Verifier's step `lint`".to_owned())],
+            &[(
+                "sh scripts/lint.sh src/ --config=cfg/rules.txt".to_owned(),
+                "the Verifier's step `lint`".to_owned(),
+            )],
             false,
         );
         let globs: Vec<&str> = steps.iter().map(|(glob, _)| glob.as_str()).collect();

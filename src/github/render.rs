@@ -212,7 +212,10 @@ pub fn approval_body(base: &str, edit: &PendingEdit, sha256: &str) -> String {
          by people with write access on the current head commit count.\n"
     );
     if !edit.waiting.is_empty() {
-        let _ = writeln!(out, "The checks wait on this change; these findings remain until it is decided:\n");
+        let _ = writeln!(
+            out,
+            "The checks wait on this change; these findings remain until it is decided:\n"
+        );
         for finding in &edit.waiting {
             let _ = writeln!(out, "- {}", crate::untrusted::one_line(finding));
         }
@@ -422,10 +425,14 @@ mod tests {
         assert!(body.starts_with("## bork-ci asks to change "), "{body}");
         assert!(body.contains("Rule: specs/** second line\n"), "{body}");
         assert!(
-            body.contains("the checks wait on this change") || body.contains("The checks wait on this change"),
+            body.contains("the checks wait on this change")
+                || body.contains("The checks wait on this change"),
             "{body}"
         );
-        assert!(body.contains("- `tests/a.rs`: `adds` failed at line 3\n"), "{body}");
+        assert!(
+            body.contains("- `tests/a.rs`: `adds` failed at line 3\n"),
+            "{body}"
+        );
         assert!(body.contains("(sha256 `ab12`)"), "{body}");
         assert!(!outside_fences(&body).contains("](https://attacker"), "{body}");
         let deletion = PendingEdit {

@@ -65,7 +65,10 @@ fn normalize(path: &str) -> String {
 /// control characters dropped (`untrusted::one_line`).
 fn line(finding: &Finding) -> String {
     let text = match finding {
-        Finding::CodeReview { file: Some(file), finding } => format!("{file}: {}", first_line(finding)),
+        Finding::CodeReview {
+            file: Some(file),
+            finding,
+        } => format!("{file}: {}", first_line(finding)),
         Finding::CodeReview { file: None, finding } => first_line(finding).to_owned(),
         Finding::Command {
             command, exit_code, ..
@@ -106,21 +109,42 @@ mod tests {
 
     #[test]
     fn a_finding_naming_a_held_path_waits_on_it() {
-        let got = waiting(&[held("tests/a.rs")], &[], &BTreeSet::new(), &findings("./tests/a.rs"));
-        assert_eq!(got, vec![("tests/a.rs".to_owned(), vec!["./tests/a.rs: `adds` failed".to_owned()])]);
+        let got = waiting(
+            &[held("tests/a.rs")],
+            &[],
+            &BTreeSet::new(),
+            &findings("./tests/a.rs"),
+        );
+        assert_eq!(
+            got,
+            vec![(
+                "tests/a.rs".to_owned(),
+                vec!["./tests/a.rs: `adds` failed".to_owned()]
+            )]
+        );
     }
 
     #[test]
     fn a_held_edit_proposed_again_waits_with_every_finding() {
         let before: BTreeSet<String> = ["tests/a.rs".to_owned()].into();
-        let got = waiting(&[held("tests/a.rs")], &[held("tests/a.rs")], &before, &findings("src/b.rs"));
+        let got = waiting(
+            &[held("tests/a.rs")],
+            &[held("tests/a.rs")],
+            &before,
+            &findings("src/b.rs"),
+        );
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].1, vec!["src/b.rs: `adds` failed".to_owned()]);
     }
 
     #[test]
     fn a_first_proposal_no_finding_names_does_not_wait() {
-        let got = waiting(&[held("tests/a.rs")], &[held("tests/a.rs")], &BTreeSet::new(), &findings("src/b.rs"));
+        let got = waiting(
+            &[held("tests/a.rs")],
+            &[held("tests/a.rs")],
+            &BTreeSet::new(),
+            &findings("src/b.rs"),
+        );
         assert!(got.is_empty());
     }
 }

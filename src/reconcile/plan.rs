@@ -115,7 +115,10 @@ pub(super) fn code_rules(resolved: &Resolved, repo: &Path, verifier_steps: &[Ste
         never.extend(crate::edit::layout::read_by_commands(repo, &setup, true));
         never
     });
-    rules.matcher().map_err(anyhow::Error::msg).context("compiling the code globs")?;
+    rules
+        .matcher()
+        .map_err(anyhow::Error::msg)
+        .context("compiling the code globs")?;
     tracing::info!(
         source = ?rules.source,
         globs = rules.code.len(),

@@ -318,3 +318,41 @@ fn what_is_not_code_is_held_in_a_rust_crate() {
         &[("src/lib.rs", &fixed_lib)],
     );
 }
+
+#[test]
+fn the_script_a_verifier_step_runs_is_held_even_where_code_is_any_shell_script() {
+    // A shell repository: every `*.sh` is code, but the Verifier's step script is read by a
+    // judge, so it is never code; the root's README is not code either.
+    let lint = "#!/bin/sh\ngrep -q DONE src/app.sh || { echo 'src/app.sh lacks DONE' >&2; exit 1; }\n";
+    let repo = Repo::new(&[
+        ("specs/app.md", "src/app.sh prints DONE.\n"),
+        ("src/app.sh", "echo not yet\n"),
+        ("scripts/lint.sh", lint),
+        (
+            "agent.yaml",
+            "verification:\n  steps:\n    - name: lint\n      command: sh scripts/lint.sh\n",
+        ),
+        (".config/bork.json", r#"{"max-iterations": 1}"#),
+    ]);
+    repo.write("specs/app.md", "src/app.sh prints DONE, twice.\n");
+    let mut ctx = TestContext::on(&repo);
+    ctx.env("BORK_SANDBOX_KIND", "none")
+        .scripted(&[json!({"create-or-update": {
+            "scripts/lint.sh": "#!/bin/sh\nexit 0\n",
+            "src/app.sh": "echo still not\n",
+            "README.md": "bought\n"
+        }})]);
+    let outcome = ctx.run(&[]);
+    assert_ne!(outcome.code, 0, "the Verifier still fails: {}", outcome.stderr);
+    let held = pending_paths(&outcome.report);
+    assert!(held.iter().any(|path| path == "scripts/lint.sh"), "{held:?}");
+    assert!(held.iter().any(|path| path == "README.md"), "{held:?}");
+    assert_eq!(repo.read("scripts/lint.sh"), lint);
+    assert_eq!(repo.read("src/app.sh"), "echo still not\n", "code is applied");
+    let rule = outcome.report["pending-approvals"]
+        .as_array()
+        .and_then(|held| held.iter().find(|edit| edit["path"] == "scripts/lint.sh"))
+        .map(|edit| edit["rule"].to_string())
+        .unwrap_or_default();
+    assert!(rule.contains("read by the Verifier's step `lint`"), "{rule}");
+}

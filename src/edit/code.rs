@@ -200,7 +200,8 @@ pub struct CodeRules {
     /// Paths that are never code beyond [`NEVER_CODE`] (what the judges, setup and the dev
     /// container read), each with its reason; gitignore-style.
     pub never: Vec<(String, String)>,
-    /// [`NEVER_CODE`] entries turned off by `judge-files-exempt` (by the same name).
+    /// The names in `judge-files-exempt`: a default judge file the team exempted (with a reason)
+    /// is code, its edits need no approval; the same name in [`NEVER_CODE`] is turned off too.
     pub exempt: Vec<String>,
     pub source: CodeSource,
 }
@@ -229,10 +230,17 @@ impl CodeRules {
         for (glob, why) in never_rules {
             never.push((gitignore(std::slice::from_ref(&glob))?, why));
         }
+        let exempt: Vec<String> = self
+            .exempt
+            .iter()
+            .filter(|name| !name.contains('#') && name.as_str() != crate::edit::judge_files::STDLIB_SHADOW)
+            .cloned()
+            .collect();
         Ok(CodeMatcher {
             code: gitignore(&self.code)?,
             tests: gitignore(&self.tests)?,
             never,
+            exempt: gitignore(&exempt)?,
         })
     }
 }
@@ -275,12 +283,17 @@ pub struct CodeMatcher {
     code: Gitignore,
     tests: Gitignore,
     never: Vec<(Gitignore, String)>,
+    exempt: Gitignore,
 }
 
 impl CodeMatcher {
     /// What `folded` (a repository path whose components went through
-    /// `edit::path::protected_key`) is: never-code rules first, then `code`, then `tests`.
+    /// `edit::path::protected_key`) is: an exempted judge file is code; then never-code rules,
+    /// then `code`, then `tests`.
     pub fn kind(&self, folded: &str) -> Kind<'_> {
+        if matches(&self.exempt, folded) {
+            return Kind::Code;
+        }
         if let Some(why) = self.never_code(folded) {
             return Kind::NotCode { why };
         }
@@ -421,6 +434,16 @@ mod tests {
         .matcher()
         .expect("compiles");
         assert_eq!(kind(&m, "app.cfg"), "code");
+        let exempted = CodeRules {
+            code: vec!["/src/".to_owned()],
+            exempt: vec!["setup.cfg".to_owned(), "package.json#scripts".to_owned()],
+            ..CodeRules::default()
+        }
+        .matcher()
+        .expect("compiles");
+        assert_eq!(kind(&exempted, "setup.cfg"), "code", "an exempted judge file is code");
+        assert_eq!(kind(&exempted, "tox.ini"), "not code");
+        assert_eq!(kind(&exempted, "package.json"), "not code");
         assert_eq!(
             m.kind(&fold("scripts/lint.sh")),
             Kind::NotCode {

@@ -19,9 +19,15 @@ pub fn parse(text: &str) -> Collected {
     let mut collected = Collected::default();
     let mut failed: Vec<&str> = Vec::new();
     for line in &lines {
-        if let Some(name) = line
+        // `test NAME ... FAILED`, or with `--quiet` only the section `---- NAME stdout ----`.
+        let name = line
             .strip_prefix("test ")
             .and_then(|rest| rest.strip_suffix(" ... FAILED"))
+            .or_else(|| {
+                line.strip_prefix("---- ")
+                    .and_then(|rest| rest.trim_end().strip_suffix(" stdout ----"))
+            });
+        if let Some(name) = name
             && !failed.contains(&name)
         {
             failed.push(name);

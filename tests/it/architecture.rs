@@ -857,7 +857,7 @@ const WRITERS: &[(&str, &str)] = &[
     ),
     (
         "sandbox/none.rs",
-        "a judge job's private HOME and TMPDIR; removes a dependency cache a judge wrote",
+        "a judge job's private HOME, TMPDIR and link to bork-ci; removes a dependency cache a judge wrote",
     ),
     (
         "sandbox/docker/mod.rs",

@@ -163,21 +163,25 @@ pub fn findings(failures: &[Failure], total: usize) -> Findings {
 }
 
 /// One failure in words: where (`line N`, which SARIF and annotations read), which test, and
-/// what the tool said, e.g. "line 11: `tests::adds` failed: assertion `left == right` failed".
+/// what the tool said, e.g. "line 11: `tests::adds` failed: assertion `left == right` failed"
+/// (a compiler's error, with no test: "line 2: error[E0277]: …").
 pub fn describe(failure: &Failure) -> String {
     let mut text = String::new();
     if let Some(line) = failure.line {
         text.push_str(&format!("line {line}: "));
     }
-    match &failure.test {
-        Some(test) => text.push_str(&format!("{} failed", crate::untrusted::code_span(test))),
-        None => text.push_str("failed"),
-    }
     let message = clean(&failure.message, MAX_MESSAGE);
-    if !message.is_empty() {
-        text.push_str(": ");
-        text.push_str(&message);
+    match &failure.test {
+        Some(test) => {
+            text.push_str(&format!("{} failed", crate::untrusted::code_span(test)));
+            if !message.is_empty() {
+                text.push_str(": ");
+            }
+        }
+        None if message.is_empty() => text.push_str("failed"),
+        None => {}
     }
+    text.push_str(&message);
     text
 }
 

@@ -980,6 +980,7 @@ impl DockerSandbox {
         let prepared = self
             .tool
             .get_or_init(|| async {
+                let started = Instant::now();
                 let made = async {
                     let executable = std::env::current_exe().map_err(|source| SandboxError::Prepare {
                         what: "bork-ci's own executable for the judges".to_owned(),
@@ -1044,7 +1045,13 @@ impl DockerSandbox {
                     })
                 };
                 match made.await {
-                    Ok(mounts) => Some(mounts),
+                    Ok(mounts) => {
+                        tracing::debug!(
+                            "bork-ci for the judges ready in {} ms",
+                            started.elapsed().as_millis()
+                        );
+                        Some(mounts)
+                    }
                     Err(error) => {
                         tracing::warn!("judges run without `bork-ci` on their PATH: {error}");
                         None

@@ -422,3 +422,25 @@ fn cargo_test_failures_reach_the_report_from_a_local_judge() {
         run.report
     );
 }
+
+#[test]
+fn a_missing_test_tool_stops_the_run_before_any_model_call() {
+    let repo = repo_checked_by(
+        "bork-ci check -- no-such-test-tool -q",
+        &[("src/app.txt", "nothing yet\n")],
+        json!({"kind": "none"}),
+    );
+    let mut ctx = TestContext::on(&repo);
+    ctx.env("BORK_SANDBOX_ARTIFACT_DIR", ctx.scratch_file("artifacts"))
+        .scripted(&[json!({"create-or-update": {"src/app.txt": "DONE\n"}})]);
+    let run = ctx.run(&["--sandbox", "none"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    for needle in [
+        "preflight",
+        "bork-ci check: could not start `no-such-test-tool`",
+        "not on this machine's PATH",
+    ] {
+        assert!(run.stderr.contains(needle), "{needle}: {}", run.stderr);
+    }
+    assert_eq!(repo.read("src/app.txt"), "nothing yet\n", "no edit was made");
+}

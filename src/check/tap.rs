@@ -51,6 +51,7 @@ pub fn parse(stdout: &str, stderr: &str) -> Collected {
             failure.message = found.error.clone();
         }
         if failure.file.is_none()
+            && !description.is_empty()
             && let Some((file, line, said)) = diagnostics
                 .iter()
                 .find(|(_, _, said)| said.contains(&description))
@@ -67,6 +68,25 @@ pub fn parse(stdout: &str, stderr: &str) -> Collected {
         collected.push(failure);
         if collected.failures.len() > super::MAX_FAILURES {
             break;
+        }
+    }
+    // No TAP line said which failed (a harness printing only its summary): Test::More's
+    // diagnostics still do.
+    if collected.is_empty() {
+        for (file, line, said) in diagnostics {
+            let test = said.lines().next().and_then(|first| {
+                first
+                    .split_once('\'')?
+                    .1
+                    .rsplit_once('\'')
+                    .map(|(name, _)| name.to_owned())
+            });
+            collected.push(Failure {
+                file: Some(file),
+                line: Some(line),
+                test,
+                message: said,
+            });
         }
     }
     collected
@@ -218,6 +238,19 @@ mod tests {
         );
         assert_eq!(failure.test.as_deref(), Some("adds two"));
         assert!(failure.message.contains("got: '3'"), "{}", failure.message);
+    }
+
+    #[test]
+    fn diagnostics_alone_say_what_failed() {
+        let stderr = "#   Failed test 'adds two'\n#   at t/basic.t line 3.\n#          got: '3'\n# Looks like you failed 1 test of 3.\n";
+        let collected = parse("t/basic.t .. \nDubious, test returned 1\n", stderr);
+        assert_eq!(collected.failures.len(), 1);
+        let failure = &collected.failures[0];
+        assert_eq!(
+            (failure.file.as_deref(), failure.line),
+            (Some("t/basic.t"), Some(3))
+        );
+        assert_eq!(failure.test.as_deref(), Some("adds two"));
     }
 
     #[test]

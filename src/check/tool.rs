@@ -1,7 +1,7 @@
 //! Which test tool a command runs, and how to ask it for structured output without the team
 //! writing it: pytest gets `--junit-xml=<temp file>`, `go test` gets `-json`, jest and vitest
-//! their JSON reporter to a temp file, `node --test` the TAP reporter; `cargo test` and `prove`
-//! are read as they print. Pure: the temp folder is given.
+//! their JSON reporter to a temp file, `node --test` the TAP reporter, `prove` `-v` (its TAP
+//! lines); `cargo test` is read as it prints. Pure: the temp folder is given.
 //!
 //! The tool is found among the command's first words, past launchers (`uv run`, `poetry run`,
 //! `npx`, `pnpm exec`, `python -m`, ...). A command that already names its report keeps it.
@@ -146,7 +146,13 @@ pub fn plan(
                 plan.argv.insert(test + 1, "--test-reporter=tap".to_owned());
             }
         }
-        Tool::Cargo | Tool::Prove | Tool::Other => {}
+        Tool::Prove => {
+            // Without `-v` prove prints only its summary, not the TAP lines.
+            if !argv.iter().any(|arg| arg == "-v" || arg == "--verbose") {
+                plan.argv.insert(at + 1, "-v".to_owned());
+            }
+        }
+        Tool::Cargo | Tool::Other => {}
     }
     plan
 }
@@ -206,6 +212,9 @@ mod tests {
         let (argv, tool, report, output) = planned("cargo test --locked");
         assert_eq!((tool, report, output), (Tool::Cargo, None, Format::Libtest));
         assert_eq!(argv, words("cargo test --locked"));
+        let (argv, tool, _, output) = planned("prove -r t/");
+        assert_eq!((tool, output), (Tool::Prove, Format::Tap));
+        assert_eq!(argv, words("prove -v -r t/"));
         assert_eq!(planned("make check").1, Tool::Other);
         assert_eq!(planned("python3 script.py").1, Tool::Other);
     }

@@ -1,7 +1,8 @@
 //! Runs the test tool once and turns what it said into the checker contract's findings.
 //!
 //! The tool starts in the current folder with stdin closed and its output piped; each stream
-//! is read to its end, keeping its first [`MAX_READ`] bytes (for the parsers) and its last
+//! is read to its end (or until [`GRACE`] after the tool ended, when a process it left behind
+//! holds it open), keeping its first [`MAX_READ`] bytes (for the parsers) and its last
 //! [`TAIL`] bytes (for people), so a tool that prints without end never fills memory. Its
 //! report file goes into a private temporary folder under `$TMPDIR`, removed afterwards, and is
 //! read bounded as a regular file only. A file a failure names is made relative to the
@@ -10,6 +11,7 @@
 
 use std::path::{Component, Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -55,29 +57,55 @@ struct Captured {
     total: u64,
 }
 
-async fn capture(mut stream: impl AsyncRead + Unpin) -> Captured {
-    let mut captured = Captured::default();
+impl Captured {
+    fn keep(&mut self, chunk: &[u8]) {
+        self.total += chunk.len() as u64;
+        let room = MAX_READ.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&chunk[..room.min(chunk.len())]);
+        self.tail.extend_from_slice(chunk);
+        if self.tail.len() > TAIL * 2 {
+            let cut = self.tail.len() - TAIL;
+            self.tail.drain(..cut);
+        }
+    }
+
+    fn finish(mut self) -> Captured {
+        if self.tail.len() > TAIL {
+            let cut = self.tail.len() - TAIL;
+            self.tail.drain(..cut);
+        }
+        self
+    }
+}
+
+/// How long the streams are still read once the tool ended: a process it left behind may hold
+/// them open for ever.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Reads `stream` into `into` until its end.
+async fn capture(stream: Option<impl AsyncRead + Unpin>, into: Arc<Mutex<Captured>>) {
+    let Some(mut stream) = stream else {
+        return;
+    };
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
         let read = match stream.read(&mut buffer).await {
             Ok(0) | Err(_) => break,
             Ok(read) => read,
         };
-        let chunk = &buffer[..read];
-        captured.total += read as u64;
-        let room = MAX_READ.saturating_sub(captured.head.len());
-        captured.head.extend_from_slice(&chunk[..room.min(read)]);
-        captured.tail.extend_from_slice(chunk);
-        if captured.tail.len() > TAIL * 2 {
-            let cut = captured.tail.len() - TAIL;
-            captured.tail.drain(..cut);
+        if let Ok(mut captured) = into.lock() {
+            captured.keep(&buffer[..read]);
         }
     }
-    if captured.tail.len() > TAIL {
-        let cut = captured.tail.len() - TAIL;
-        captured.tail.drain(..cut);
-    }
+}
+
+/// What `captured` holds now.
+fn taken(captured: &Arc<Mutex<Captured>>) -> Captured {
     captured
+        .lock()
+        .map(|mut captured| std::mem::take(&mut *captured))
+        .unwrap_or_default()
+        .finish()
 }
 
 /// Runs `argv` in `repo` (the current folder) and reads what failed.
@@ -102,26 +130,22 @@ pub async fn run(argv: &[String], options: &Options, repo: &Path) -> Result<Chec
         options.sarif.as_deref(),
     );
     let mut child = spawn(&plan.argv, repo).map_err(|error| not_started(error.to_string()))?;
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let (stdout, stderr) = tokio::join!(
-        async move {
-            match stdout {
-                Some(stream) => capture(stream).await,
-                None => Captured::default(),
-            }
-        },
-        async move {
-            match stderr {
-                Some(stream) => capture(stream).await,
-                None => Captured::default(),
-            }
-        }
-    );
+    let (stdout_kept, stderr_kept) = (Arc::default(), Arc::default());
+    let readers = [
+        tokio::spawn(capture(child.stdout.take(), Arc::clone(&stdout_kept))),
+        tokio::spawn(capture(child.stderr.take(), Arc::clone(&stderr_kept))),
+    ];
     let status = child
         .wait()
         .await
         .map_err(|error| not_started(format!("waiting for it: {error}")))?;
+    for reader in readers {
+        let abort = reader.abort_handle();
+        if tokio::time::timeout(GRACE, reader).await.is_err() {
+            abort.abort();
+        }
+    }
+    let (stdout, stderr) = (taken(&stdout_kept), taken(&stderr_kept));
     let code = exit_code(&status);
     let stdout_text = String::from_utf8_lossy(&stdout.head).into_owned();
     let stderr_text = String::from_utf8_lossy(&stderr.head).into_owned();

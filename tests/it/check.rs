@@ -219,6 +219,28 @@ fn hostile_output_gives_bounded_findings_quickly() {
     assert!(!checked.stdout.contains('\u{1b}') && !checked.stdout.contains("\\u001b"));
     assert!(checked.stderr.len() < 64 * 1024, "{} bytes", checked.stderr.len());
     assert!(!checked.stderr.contains('\u{1b}'));
+    // A process the tool left behind holding its output open: read for a grace period only.
+    let started = Instant::now();
+    let lingering = check(
+        repo.path(),
+        &[
+            "--",
+            "sh",
+            "-c",
+            "sleep 120 & echo 1..1; echo 'not ok 1 - lingers'; exit 1",
+        ],
+        &[],
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(lingering.code, 1, "{}", lingering.stderr);
+    assert_eq!(
+        lingering.findings["overall_findings"][0]["finding"],
+        "`lingers` failed"
+    );
     // A forged JUnit report: an entity bomb and deep nesting, read bounded.
     let forged = format!(
         "<?xml version=\"1.0\"?><!DOCTYPE x [<!ENTITY a \"aaaaaaaaaa\"><!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;\">]><testsuite>{}<testcase name=\"t\" file=\"a.txt\" line=\"1\"><failure message=\"&b;&b;\">&b;</failure></testcase></testsuite>",

@@ -164,7 +164,7 @@ pub fn findings(failures: &[Failure], total: usize) -> Findings {
 
 /// One failure in words: where (`line N`, which SARIF and annotations read), which test, and
 /// what the tool said, e.g. "line 11: `tests::adds` failed: assertion `left == right` failed"
-/// (a compiler's error, with no test: "line 2: error[E0277]: …").
+/// (a compiler's error, with no test: "line 2: error\[E0277\]: …").
 pub fn describe(failure: &Failure) -> String {
     let mut text = String::new();
     if let Some(line) = failure.line {

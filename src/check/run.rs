@@ -1,7 +1,7 @@
 //! Runs the test tool once and turns what it said into the checker contract's findings.
 //!
 //! The tool starts in the current folder with stdin closed and its output piped; each stream
-//! is read to its end (or until [`GRACE`] after the tool ended, when a process it left behind
+//! is read to its end (or until 5 s after the tool ended, when a process it left behind
 //! holds it open), keeping its first [`MAX_READ`] bytes (for the parsers) and its last
 //! [`TAIL`] bytes (for people), so a tool that prints without end never fills memory. Its
 //! report file goes into a private temporary folder under `$TMPDIR`, removed afterwards, and is

@@ -639,6 +639,59 @@ mod tests {
     }
 
     #[test]
+    fn the_judges_folder_brings_a_dynamic_executables_loader_and_libraries() {
+        let executable = std::env::current_exe().expect("own executable");
+        let layout = tool_layout(&executable).expect("a layout");
+        let paths: Vec<&str> = layout.iter().map(|(path, _)| path.as_str()).collect();
+        assert!(paths.contains(&"bin/bork-ci"), "{paths:?}");
+        let head = {
+            use std::io::Read;
+            let mut head = Vec::new();
+            std::fs::File::open(&executable)
+                .and_then(|file| file.take(1 << 20).read_to_end(&mut head))
+                .expect("read");
+            head
+        };
+        match interpreter(&head).expect("ELF") {
+            None => assert_eq!(layout, [("bin/bork-ci".to_owned(), ToolFile::Host(executable))]),
+            Some(loader) => {
+                let loader = Path::new(&loader)
+                    .file_name()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned();
+                assert!(paths.contains(&"libexec/bork-ci"), "{paths:?}");
+                assert!(paths.contains(&format!("lib/{loader}").as_str()), "{paths:?}");
+                assert!(
+                    paths.iter().any(|path| path.starts_with("lib/libc.so")),
+                    "{paths:?}"
+                );
+                let script = layout
+                    .iter()
+                    .find_map(|(path, file)| match file {
+                        ToolFile::Text(text) if path == "bin/bork-ci" => Some(text.clone()),
+                        _ => None,
+                    })
+                    .expect("a script");
+                assert_eq!(
+                    script,
+                    format!(
+                        "#!/bin/sh\nexec /opt/bork-ci/lib/{loader} --library-path /opt/bork-ci/lib /opt/bork-ci/libexec/bork-ci \"$@\"\n"
+                    )
+                );
+            }
+        }
+        let folder = tool_folder(&layout).expect("a tar");
+        let mut archive = tar::Archive::new(folder.as_slice());
+        let names: Vec<String> = archive
+            .entries()
+            .expect("entries")
+            .map(|entry| entry.expect("entry").path().expect("path").display().to_string())
+            .collect();
+        assert!(names.contains(&"bin/bork-ci".to_owned()), "{names:?}");
+    }
+
+    #[test]
     #[expect(clippy::disallowed_methods, reason = "reads its own executable as a fixture")]
     fn this_executable_is_elf() {
         let bytes = std::fs::read("/proc/self/exe").expect("own executable");

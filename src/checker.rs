@@ -200,6 +200,8 @@ pub fn likely_fix(outcome: Option<Outcome>, stderr_tail: &str, image: Option<&st
     ];
     match outcome {
         Some(Outcome::Exited(127)) => image_hint,
+        // `bork-ci check` names the test tool it could not start (exit 2).
+        _ if lower.contains("bork-ci check: could not start") => image_hint,
         _ if lower.contains("not found") && (lower.contains("command") || lower.contains(": not found")) => image_hint,
         Some(Outcome::Exited(126)) => "the checker (or a program it runs) is not executable or its interpreter is missing: check its mode and first line, and the judge image".to_owned(),
         _ if network.iter().any(|needle| lower.contains(needle)) => "the checker cannot reach its dependencies: judges run without network (`sandbox.network`), so fetch them in `sandbox.setup` (for example `cargo fetch --locked`, `pip download -d /deps/wheels -r requirements.txt`), which fills the read-only dependency cache they read".to_owned(),
@@ -234,6 +236,15 @@ mod tests {
             Verdict::Findings { .. } => "findings",
             Verdict::FailedToRun { .. } => "failed",
         }
+    }
+
+    #[test]
+    fn a_test_tool_bork_ci_check_could_not_start_is_the_images_fault() {
+        let stderr = "bork-ci check: could not start `pytest`: No such file or directory (os error 2)";
+        let fix = likely_fix(Some(Outcome::Exited(2)), stderr, Some("debian:bookworm-slim"));
+        assert!(fix.contains("lacks the checker's toolchain"), "{fix}");
+        let local = likely_fix(Some(Outcome::Exited(2)), stderr, None);
+        assert!(local.contains("not on this machine's PATH"), "{local}");
     }
 
     #[test]

@@ -104,6 +104,14 @@ pub enum Command {
     /// Review the working tree's changes against the base branch with the LLM reviewer; a
     /// correctness checker itself (JSON on stdout; exit 0 clean, 1 findings, 2 failed to run).
     Review(ReviewArgs),
+    /// Run a test tool as a correctness checker: one finding per failing test (file, line, test,
+    /// message) as the checker contract's JSON on stdout (exit 0 clean, 1 findings, 2 the tool
+    /// could not start), the tool's output tail on stderr.
+    ///
+    /// Known tools are asked for structured output: pytest (JUnit XML), `go test -json`, jest
+    /// and vitest (JSON), `node --test` (TAP); `cargo test` and `prove` are read as they print.
+    #[command(long_about)]
+    Check(CheckArgs),
     /// Run the Verifier pipeline once and print its contract JSON (exit 0 PASS, 1 FAIL, 2 error).
     Verify(VerifyArgs),
     /// Remove what bork-ci runs left on the engine once their lease ran out.
@@ -181,6 +189,23 @@ pub struct VerifyArgs {
     pub repo: RepoArgs,
     #[command(flatten)]
     pub flags: ConfigFlags,
+}
+
+/// `bork-ci check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The structured output to read: `auto` asks a known tool for it, else sniffs the output.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub format: crate::check::Format,
+    /// A JUnit XML file the command writes, read once it ends.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// A SARIF file the command writes, read once it ends; each result is a finding.
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
+    /// The test command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// `bork-ci init`.

@@ -3,8 +3,8 @@
 //! [`detect`] reads the repository's root for the files each toolchain keeps there (`Cargo.toml`,
 //! `pyproject.toml`, `package.json`, `go.mod`, a `Makefile` with a `check` or `test` target);
 //! [`plan`] renders `.config/bork.json`, a correctness checker that follows the checker contract
-//! for that toolchain (`checks/bork-check`: the toolchain's test command, its failures turned into
-//! a `command` finding), and, when asked, the CI system's pipeline file from the templates this
+//! for that toolchain (`checks/bork-check`: `exec bork-ci check -- <the toolchain's test
+//! command>`, one finding per failing test), and, when asked, the CI system's pipeline file from the templates this
 //! project ships. Pure but for reading the root's file names and the Makefile; writing (never
 //! over an existing file without `--force`) is the command's.
 
@@ -104,7 +104,7 @@ pub fn plan(repo: &Path, toolchain: Option<Toolchain>, ci: Option<Ci>) -> Vec<Fi
         Some(Toolchain::Rust) => (
             "rust:1-bookworm",
             vec!["cargo fetch --locked"],
-            "cargo test --offline --quiet".to_owned(),
+            "cargo test --offline".to_owned(),
             "cargo test, offline: `sandbox.setup` fetched the crates into the dependency cache",
         ),
         Some(Toolchain::Python) => (
@@ -112,7 +112,7 @@ pub fn plan(repo: &Path, toolchain: Option<Toolchain>, ci: Option<Ci>) -> Vec<Fi
             vec![
                 "if python3 -c 'import pytest' 2>/dev/null && [ ! -f requirements.txt ]; then exit 0; fi; python3 -m pip install --quiet --target \"$BORK_DEPS_DIR/site\" pytest $( [ -f requirements.txt ] && echo -r requirements.txt )",
             ],
-            "PYTHONPATH=\"$BORK_DEPS_DIR/site${PYTHONPATH:+:$PYTHONPATH}\" python3 -m pytest -q -p no:cacheprovider".to_owned(),
+            "env PYTHONPATH=\"$BORK_DEPS_DIR/site${PYTHONPATH:+:$PYTHONPATH}\" bork-ci check -- python3 -m pytest -q -p no:cacheprovider".to_owned(),
             "pytest, with the packages `sandbox.setup` installed into the dependency cache",
         ),
         Some(Toolchain::Node) => (
@@ -124,7 +124,7 @@ pub fn plan(repo: &Path, toolchain: Option<Toolchain>, ci: Option<Ci>) -> Vec<Fi
         Some(Toolchain::Go) => (
             "golang:1.22-bookworm",
             vec!["GOMODCACHE=\"$BORK_DEPS_DIR/go-mod\" go mod download"],
-            "GOMODCACHE=\"$BORK_DEPS_DIR/go-mod\" GOCACHE=\"$BORK_BUILD_CACHE/go-build\" GOFLAGS=-mod=readonly GOPROXY=off go test ./...".to_owned(),
+            "env GOMODCACHE=\"$BORK_DEPS_DIR/go-mod\" GOCACHE=\"$BORK_BUILD_CACHE/go-build\" GOFLAGS=-mod=readonly GOPROXY=off bork-ci check -- go test ./...".to_owned(),
             "go test, offline: `sandbox.setup` downloaded the modules into the dependency cache",
         ),
         Some(Toolchain::Make) => (
@@ -136,7 +136,7 @@ pub fn plan(repo: &Path, toolchain: Option<Toolchain>, ci: Option<Ci>) -> Vec<Fi
         None => (
             "debian:bookworm-slim",
             Vec::new(),
-            "echo 'checks/bork-check: no test command yet: edit this file to run your tests' >&2; exit 127".to_owned(),
+            "bork-ci check -- sh -c \"echo 'checks/bork-check: no test command yet: edit this file to run your tests' >&2; exit 127\"".to_owned(),
             "no toolchain found: edit the command below",
         ),
     };
@@ -187,41 +187,17 @@ pub fn plan(repo: &Path, toolchain: Option<Toolchain>, ci: Option<Ci>) -> Vec<Fi
     files
 }
 
-/// A checker following the contract around one shell command: exit 0 and no findings when the
-/// command passes; exit 1 and one `command` finding (its exit code, stdout and stderr) when it
-/// fails; exit 2 when it cannot run (exit 126 or 127: the toolchain is missing).
+/// A checker following the contract through `bork-ci check`, which runs the test command and
+/// reports each failure (file, line, test) as a finding, exit 2 when the tool cannot start.
+/// `command` is what follows `exec ` (`bork-ci check -- …` is added unless it is there).
 fn checker_script(command: &str, note: &str) -> String {
+    let command = if command.contains("bork-ci check -- ") {
+        command.to_owned()
+    } else {
+        format!("bork-ci check -- {command}")
+    };
     format!(
-        r#"#!/bin/sh
-# The correctness checker bork-ci runs (see its checker contract): {note}.
-# Exit 0 with no findings when the tests pass, 1 with a `command` finding when they fail, 2 when
-# they cannot run. Written by `bork-ci init`; it is a judge file: model edits to it wait for you.
-set -u
-command='{quoted}'
-scratch=$(mktemp -d "${{TMPDIR:-/tmp}}/bork-check.XXXXXX") || exit 2
-trap 'rm -rf "$scratch"' EXIT
-status=0
-sh -c "$command" >"$scratch/out" 2>"$scratch/err" || status=$?
-if [ "$status" -eq 0 ]; then
-  printf '{{"per_file_findings":[],"overall_findings":[]}}\n'
-  exit 0
-fi
-if [ "$status" -eq 126 ] || [ "$status" -eq 127 ]; then
-  cat "$scratch/err" >&2
-  echo "checks/bork-check: the test command could not run (exit $status): is the toolchain in the judge image?" >&2
-  exit 2
-fi
-# A JSON string of the file $1: its last 400 lines, escaped.
-json() {{
-  tail -n 400 "$1" | LC_ALL=C tr -d '\000-\010\013-\037' |
-    LC_ALL=C sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e "s/$(printf '\t')/\\\\t/g" |
-    awk 'BEGIN {{ printf "\"" }} NR > 1 {{ printf "\\n" }} {{ printf "%s", $0 }} END {{ printf "\"" }}'
-}}
-printf '{{"per_file_findings":[],"overall_findings":[{{"provenance":"command","command":"%s","exit-code":%d,"stdout":%s,"stderr":%s}}]}}\n' \
-  "$(printf '%s' "$command" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g')" "$status" "$(json "$scratch/out")" "$(json "$scratch/err")"
-exit 1
-"#,
-        quoted = command.replace('\'', r"'\''"),
+        "#!/bin/sh\n# The correctness checker bork-ci runs: {note}. Written by `bork-ci init`; a judge file.\nexec {command}\n"
     )
 }
 
@@ -244,7 +220,19 @@ mod tests {
         let files = plan(dir.path(), Some(Toolchain::Make), Some(Ci::Gitlab));
         let paths: Vec<&str> = files.iter().map(|file| file.path.as_str()).collect();
         assert_eq!(paths, [".config/bork.json", CHECKER, ".gitlab-ci.yml"]);
-        assert!(files[1].text.contains("command='make test'"), "{}", files[1].text);
+        assert!(
+            files[1].text.ends_with("\nexec bork-ci check -- make test\n"),
+            "{}",
+            files[1].text
+        );
+        let python = plan(dir.path(), Some(Toolchain::Python), None);
+        assert!(
+            python[1]
+                .text
+                .ends_with(" bork-ci check -- python3 -m pytest -q -p no:cacheprovider\n"),
+            "{}",
+            python[1].text
+        );
         let config: serde_json::Value = serde_json::from_str(&files[0].text).expect("JSON");
         assert_eq!(config["correctness-checker"], CHECKER);
         let code: Vec<&str> = config["code"]

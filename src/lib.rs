@@ -7,6 +7,7 @@
 pub mod actions;
 pub mod blocking;
 pub mod budget;
+pub mod check;
 pub mod checker;
 pub mod cli;
 pub mod commands;

@@ -2,6 +2,7 @@
 //! flags, ask the library, print, return how it ended. Policy lives in the modules that own it;
 //! exit codes come from `exit`. Errors are printed here, once, with their context chain.
 
+mod check;
 mod docs;
 mod doctor;
 mod edit_step;
@@ -143,6 +144,7 @@ pub async fn dispatch(cli: Cli, env: config::Env) -> ExitCode {
         Command::Man(args) => docs::man(&args),
         Command::Config(args) => show_config::show_config(args, env),
         Command::Review(args) => review::review(args, env).await,
+        Command::Check(args) => check::check(args).await,
     };
     match result {
         Ok(code) => code,

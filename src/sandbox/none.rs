@@ -3,7 +3,8 @@
 //! It inherits the runner's environment minus the secret names the job lists, kills the whole
 //! process group at the timeout, and keeps a bounded amount of output. A judge job (checker,
 //! verifier, setup) gets a fresh, private `HOME` and `TMPDIR`, removed when it ends, its own
-//! artifact directory, and the run's build and dependency caches (see [`super::SharedDirs`]).
+//! artifact directory, the run's build and dependency caches (see [`super::SharedDirs`]), and
+//! bork-ci itself first on its `PATH` (a link to this executable) for `bork-ci check`.
 //! It does not confine anything: that is what the `docker` backend is for.
 
 use std::os::unix::process::ExitStatusExt;
@@ -87,6 +88,7 @@ impl Local {
             tmp: &tmp_text,
         });
         env.extend(self.toolchain_env.iter().cloned());
+        env.extend(own_executable_env(fresh.path()));
         Ok(Some(JudgeEnv {
             _fresh: fresh,
             _build: fresh_build,
@@ -258,6 +260,38 @@ impl Local {
             duration: started.elapsed(),
         })
     }
+}
+
+/// bork-ci itself for a judge: a folder in the judge's own fresh folder holding a link named
+/// `bork-ci` to this executable, put first on `PATH`, and `BORK_CI` naming the link, so that a
+/// checker can run `bork-ci check`. Nothing when the executable cannot be found or linked
+/// (a checker that does not call `bork-ci` needs nothing of it).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the sandbox: the job's documented PATH, which a judge inherits"
+)]
+fn own_executable_env(fresh: &Path) -> Vec<(String, String)> {
+    let Ok(executable) = std::env::current_exe() else {
+        return Vec::new();
+    };
+    let bin = fresh.join("bin");
+    let link = bin.join("bork-ci");
+    if std::fs::create_dir(&bin)
+        .and_then(|()| std::os::unix::fs::symlink(&executable, &link))
+        .is_err()
+    {
+        return Vec::new();
+    }
+    let inherited = std::env::var_os("PATH").unwrap_or_default();
+    let mut path = bin.clone().into_os_string();
+    if !inherited.is_empty() {
+        path.push(":");
+        path.push(inherited);
+    }
+    vec![
+        ("PATH".to_owned(), path.to_string_lossy().into_owned()),
+        ("BORK_CI".to_owned(), link.to_string_lossy().into_owned()),
+    ]
 }
 
 /// What the dependency cache holds, by path: inode, size, mode, modification and change times.

@@ -679,7 +679,12 @@ fn the_llm_room_check_finds_a_wrong_arrow() {
 /// Where processes start: git only in `git.rs` (with its one hardening set); the sandbox's
 /// judges in `sandbox/none.rs`; `ldd` for the runner image. Returns what breaks that rule.
 fn process_starts_out_of_place(code: &[(String, String)]) -> Vec<String> {
-    const STARTERS: &[&str] = &["git.rs", "sandbox/none.rs", "sandbox/docker/runner_image.rs"];
+    const STARTERS: &[&str] = &[
+        "git.rs",
+        "sandbox/none.rs",
+        "sandbox/docker/runner_image.rs",
+        "check/run.rs",
+    ];
     let mut wrong = Vec::new();
     for (file, text) in code {
         for (at, _) in text.match_indices("Command::new(") {
@@ -829,6 +834,10 @@ const WRITERS: &[(&str, &str)] = &[
     ("report/mod.rs", "the JSON report, through `safe_fs`"),
     ("commands/docs.rs", "the folder `bork-ci man --out-dir` names"),
     (
+        "check/run.rs",
+        "a private temporary folder for the test tool's report, removed when it ends",
+    ),
+    (
         "commands/gc.rs",
         "removes dead runs' build caches under the artifact root",
     ),
@@ -848,7 +857,7 @@ const WRITERS: &[(&str, &str)] = &[
     ),
     (
         "sandbox/none.rs",
-        "a judge job's private HOME and TMPDIR; removes a dependency cache a judge wrote",
+        "a judge job's private HOME, TMPDIR and link to bork-ci; removes a dependency cache a judge wrote",
     ),
     (
         "sandbox/docker/mod.rs",
@@ -1287,6 +1296,10 @@ const STDERR_WRITERS: &[(&str, &str)] = &[
         "a judge's output, in a stop-commands block or as `untrusted::terminal_lines`",
     ),
     ("commands/pack.rs", "counts and the budget, no untrusted text"),
+    (
+        "commands/check.rs",
+        "the test tool's output tails as `untrusted::terminal_lines`, one `untrusted::line`",
+    ),
     ("commands/mod.rs", "asks only whether stderr is a terminal"),
 ];
 

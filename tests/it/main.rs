@@ -8,6 +8,7 @@ mod action;
 mod apply;
 mod architecture;
 mod budgets;
+mod check;
 mod ci_setup;
 mod cli;
 mod diff_base;

@@ -251,6 +251,20 @@ pub struct DockerSandbox {
     shared: super::SharedDirs,
     /// With `sandbox.image = "devcontainer"`: the dev container's image, once found or built.
     devcontainer: tokio::sync::OnceCell<String>,
+    /// bork-ci itself for the judges (see [`DockerSandbox::tool_mounts`]), made once a run;
+    /// `None` when it could not be (judges then run without it).
+    tool: tokio::sync::OnceCell<Option<ToolMounts>>,
+}
+
+/// Where the judges' copy of bork-ci comes from: files of this host bound in (host path,
+/// path inside; the scratch folder holds the script a dynamically linked executable needs), or
+/// a volume of this run.
+enum ToolMounts {
+    Binds {
+        binds: Vec<(String, String)>,
+        _scratch: tempfile::TempDir,
+    },
+    Volume(String),
 }
 
 /// What differs on Podman's Docker-compatible API (4.x), and how the backend meets it:
@@ -371,6 +385,7 @@ impl DockerSandbox {
             helper_failed: std::sync::atomic::AtomicBool::new(false),
             shared: super::SharedDirs::new(&settings.artifact_dir, run_id, &settings.deps_identity, ""),
             devcontainer: tokio::sync::OnceCell::new(),
+            tool: tokio::sync::OnceCell::new(),
             settings,
         })
     }
@@ -956,6 +971,119 @@ impl DockerSandbox {
             .await;
     }
 
+    /// The mounts that put bork-ci itself at [`runner_image::TOOL_DIR`], read-only, for a
+    /// judge of `image`: over `bind` its files from this host (the script a dynamically linked
+    /// executable needs written once into a scratch folder); over `copy` a volume of this run
+    /// filled once through a container of `image` that never starts. A failure is logged once
+    /// and the judges run without it (a checker that does not call `bork-ci` needs nothing).
+    async fn tool_mounts(&self, image: &str, copy: bool) -> Option<Vec<Mount>> {
+        let prepared = self
+            .tool
+            .get_or_init(|| async {
+                let started = Instant::now();
+                let made = async {
+                    let executable = std::env::current_exe().map_err(|source| SandboxError::Prepare {
+                        what: "bork-ci's own executable for the judges".to_owned(),
+                        source,
+                    })?;
+                    let layout = tokio::task::spawn_blocking(move || runner_image::tool_layout(&executable))
+                        .await
+                        .map_err(|error| SandboxError::Backend(error.to_string()))??;
+                    if copy {
+                        let name = format!(
+                            "bork-ci-tool-{}",
+                            &uuid::Uuid::new_v4().simple().to_string()[..16]
+                        );
+                        let folder = tokio::task::spawn_blocking(move || runner_image::tool_folder(&layout))
+                            .await
+                            .map_err(|error| SandboxError::Backend(error.to_string()))??;
+                        self.create_volume(&name, self.run_volume_labels("tool")).await?;
+                        let helper = self
+                            .create_idle(
+                                image,
+                                vec![transport::volume(&name, runner_image::TOOL_DIR, false)],
+                                "tool",
+                            )
+                            .await?;
+                        let uploaded = self.upload(&helper.id, runner_image::TOOL_DIR, folder).await;
+                        helper.remove().await;
+                        uploaded?;
+                        return Ok(ToolMounts::Volume(name));
+                    }
+                    let scratch = tempfile::Builder::new()
+                        .prefix("bork-ci-tool-")
+                        .tempdir()
+                        .map_err(|source| SandboxError::Prepare {
+                            what: "a scratch folder for bork-ci's own script".to_owned(),
+                            source,
+                        })?;
+                    let mut binds = Vec::new();
+                    for (inside, file) in layout {
+                        let host = match file {
+                            runner_image::ToolFile::Host(host) => host,
+                            runner_image::ToolFile::Text(text) => {
+                                let host = scratch.path().join(inside.replace('/', "-"));
+                                crate::safe_fs::write_atomic(&host, text.as_bytes())
+                                    .and_then(|()| {
+                                        std::fs::set_permissions(
+                                            &host,
+                                            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+                                        )
+                                    })
+                                    .map_err(|source| SandboxError::Prepare {
+                                        what: "bork-ci's own script for the judges".to_owned(),
+                                        source,
+                                    })?;
+                                host
+                            }
+                        };
+                        binds.push((path_str(&host)?, format!("{}/{inside}", runner_image::TOOL_DIR)));
+                    }
+                    Ok::<_, SandboxError>(ToolMounts::Binds {
+                        binds,
+                        _scratch: scratch,
+                    })
+                };
+                match made.await {
+                    Ok(mounts) => {
+                        tracing::debug!(
+                            "bork-ci for the judges ready in {} ms",
+                            started.elapsed().as_millis()
+                        );
+                        Some(mounts)
+                    }
+                    Err(error) => {
+                        tracing::warn!("judges run without `bork-ci` on their PATH: {error}");
+                        None
+                    }
+                }
+            })
+            .await
+            .as_ref()?;
+        Some(match prepared {
+            // A volume made over `copy` serves every later job, whatever its transport.
+            ToolMounts::Volume(name) => vec![transport::volume(name, runner_image::TOOL_DIR, true)],
+            ToolMounts::Binds { binds, .. } => binds
+                .iter()
+                .map(|(host, inside)| bind(host, inside, true))
+                .collect(),
+        })
+    }
+
+    /// The `PATH` `image` sets, or the engine's default when it sets none.
+    async fn image_path(&self, image: &str) -> String {
+        const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+        let inspected = self.docker.inspect_image(image).await.ok();
+        inspected
+            .and_then(|image| image.config)
+            .and_then(|config| config.env)
+            .and_then(|env| {
+                env.into_iter()
+                    .find_map(|pair| pair.strip_prefix("PATH=").map(str::to_owned))
+            })
+            .unwrap_or_else(|| DEFAULT_PATH.to_owned())
+    }
+
     /// Unix seconds until which an object created now is leased: now plus the run's whole
     /// budget and a grace (no job of the run can outlast that, whenever it starts).
     pub fn lease_until(&self) -> u64 {
@@ -1156,6 +1284,16 @@ impl DockerSandbox {
                     home: JUDGE_HOME,
                     tmp: "/tmp",
                 }));
+                // bork-ci itself, read-only and first on PATH: `bork-ci check` in a checker.
+                if let Some(tool) = self.tool_mounts(&image, copy).await {
+                    mounts.extend(tool);
+                    let path = self.image_path(&image).await;
+                    env.push(("PATH".to_owned(), format!("{}:{path}", runner_image::TOOL_BIN)));
+                    env.push((
+                        "BORK_CI".to_owned(),
+                        format!("{}/bork-ci", runner_image::TOOL_BIN),
+                    ));
+                }
                 if setup {
                     if ca.is_some() {
                         env.extend(super::ca_env(SETUP_CA));

@@ -245,6 +245,96 @@ pub fn layer(executable: &Executable) -> Result<Vec<u8>, SandboxError> {
         .map_err(|error| failed(format!("writing the image's layer: {error}")))
 }
 
+/// Where judge containers find bork-ci itself (a read-only volume), so that a checker or a
+/// Verifier step can run `bork-ci check`; the model cannot edit it, it is not in the repository.
+pub const TOOL_DIR: &str = "/opt/bork-ci";
+/// The folder put first on a judge's `PATH`; `bork-ci` in it runs bork-ci.
+pub const TOOL_BIN: &str = "/opt/bork-ci/bin";
+
+/// One file of the folder mounted at [`TOOL_DIR`]: a file of this host, or text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolFile {
+    Host(PathBuf),
+    Text(String),
+}
+
+/// The folder mounted at [`TOOL_DIR`] in judge containers: paths inside it and their files. A
+/// static executable is `bin/bork-ci` itself. A dynamically linked one (a development build) is
+/// `libexec/bork-ci` with its ELF interpreter and the libraries `ldd` lists in `lib/`, and
+/// `bin/bork-ci` is a `/bin/sh` script that starts it through that interpreter with that
+/// library path, so that it runs in an image whose C library differs or is absent (busybox).
+pub fn tool_layout(executable: &Path) -> Result<Vec<(String, ToolFile)>, SandboxError> {
+    let failed = |reason: String| SandboxError::Prepare {
+        what: format!("bork-ci's own executable {} for the judges", executable.display()),
+        source: std::io::Error::other(reason),
+    };
+    // The ELF header and program headers are at the start; the interpreter's name follows them.
+    let head = {
+        use std::io::Read;
+        let mut head = Vec::new();
+        std::fs::File::open(executable)
+            .and_then(|file| file.take(1 << 20).read_to_end(&mut head))
+            .map_err(|error| failed(error.to_string()))?;
+        head
+    };
+    let Some(interpreter) = interpreter(&head).map_err(failed)? else {
+        return Ok(vec![(
+            "bin/bork-ci".to_owned(),
+            ToolFile::Host(executable.to_owned()),
+        )]);
+    };
+    let mut needed = libraries(executable).map_err(failed)?;
+    needed.push(interpreter.clone());
+    let name_of = |path: &str| {
+        Path::new(path)
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let mut layout = vec![(
+        "libexec/bork-ci".to_owned(),
+        ToolFile::Host(executable.to_owned()),
+    )];
+    for library in needed {
+        let inside = format!("lib/{}", name_of(&library));
+        if !layout.iter().any(|(known, _)| *known == inside) {
+            layout.push((inside, ToolFile::Host(PathBuf::from(library))));
+        }
+    }
+    let loader = name_of(&interpreter);
+    layout.push((
+        "bin/bork-ci".to_owned(),
+        ToolFile::Text(format!(
+            "#!/bin/sh\nexec {TOOL_DIR}/lib/{loader} --library-path {TOOL_DIR}/lib {TOOL_DIR}/libexec/bork-ci \"$@\"\n"
+        )),
+    ));
+    layout.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(layout)
+}
+
+/// [`tool_layout`] as a tar, for a volume (over `copy`, where host files cannot be mounted).
+pub fn tool_folder(layout: &[(String, ToolFile)]) -> Result<Vec<u8>, SandboxError> {
+    let failed = |reason: String| SandboxError::Prepare {
+        what: "bork-ci's own folder for the judges".to_owned(),
+        source: std::io::Error::other(reason),
+    };
+    let mut builder = tar::Builder::new(Vec::new());
+    for dir in ["bin", "lib", "libexec"] {
+        append(&mut builder, dir, &[], 0o755, tar::EntryType::Directory)
+            .map_err(|error| failed(error.to_string()))?;
+    }
+    for (path, file) in layout {
+        let bytes = match file {
+            ToolFile::Host(host) => crate::safe_fs::read_regular(host, MAX_EXECUTABLE)
+                .map_err(|error| failed(format!("reading {}: {error}", host.display())))?,
+            ToolFile::Text(text) => text.clone().into_bytes(),
+        };
+        append(&mut builder, path, &bytes, 0o755, tar::EntryType::Regular)
+            .map_err(|error| failed(error.to_string()))?;
+    }
+    builder.into_inner().map_err(|error| failed(error.to_string()))
+}
+
 /// One entry of a deterministic tar: owner root, mtime 0.
 fn append(
     builder: &mut tar::Builder<Vec<u8>>,
@@ -546,6 +636,59 @@ mod tests {
                 .expect_err("missing")
                 .contains("libfoo.so")
         );
+    }
+
+    #[test]
+    fn the_judges_folder_brings_a_dynamic_executables_loader_and_libraries() {
+        let executable = std::env::current_exe().expect("own executable");
+        let layout = tool_layout(&executable).expect("a layout");
+        let paths: Vec<&str> = layout.iter().map(|(path, _)| path.as_str()).collect();
+        assert!(paths.contains(&"bin/bork-ci"), "{paths:?}");
+        let head = {
+            use std::io::Read;
+            let mut head = Vec::new();
+            std::fs::File::open(&executable)
+                .and_then(|file| file.take(1 << 20).read_to_end(&mut head))
+                .expect("read");
+            head
+        };
+        match interpreter(&head).expect("ELF") {
+            None => assert_eq!(layout, [("bin/bork-ci".to_owned(), ToolFile::Host(executable))]),
+            Some(loader) => {
+                let loader = Path::new(&loader)
+                    .file_name()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned();
+                assert!(paths.contains(&"libexec/bork-ci"), "{paths:?}");
+                assert!(paths.contains(&format!("lib/{loader}").as_str()), "{paths:?}");
+                assert!(
+                    paths.iter().any(|path| path.starts_with("lib/libc.so")),
+                    "{paths:?}"
+                );
+                let script = layout
+                    .iter()
+                    .find_map(|(path, file)| match file {
+                        ToolFile::Text(text) if path == "bin/bork-ci" => Some(text.clone()),
+                        _ => None,
+                    })
+                    .expect("a script");
+                assert_eq!(
+                    script,
+                    format!(
+                        "#!/bin/sh\nexec /opt/bork-ci/lib/{loader} --library-path /opt/bork-ci/lib /opt/bork-ci/libexec/bork-ci \"$@\"\n"
+                    )
+                );
+            }
+        }
+        let folder = tool_folder(&layout).expect("a tar");
+        let mut archive = tar::Archive::new(folder.as_slice());
+        let names: Vec<String> = archive
+            .entries()
+            .expect("entries")
+            .map(|entry| entry.expect("entry").path().expect("path").display().to_string())
+            .collect();
+        assert!(names.contains(&"bin/bork-ci".to_owned()), "{names:?}");
     }
 
     #[test]

@@ -175,6 +175,15 @@ pub async fn run(argv: &[String], options: &Options, repo: &Path) -> Result<Chec
         None => None,
     };
     drop(temp);
+    let whole_output = stdout.total <= stdout.head.len() as u64 && stderr.total <= stderr.head.len() as u64;
+    let cut_short = incomplete(
+        plan.report.is_some(),
+        report.as_ref().map(|(text, format)| (text.as_str(), *format)),
+        plan.output,
+        whole_output
+            .then(|| format!("{stdout_text}\n{stderr_text}"))
+            .as_deref(),
+    );
     let collected = match report {
         Some((text, format)) => parse(format, &text, ""),
         None => parse(plan.output, &stdout_text, &stderr_text),
@@ -189,8 +198,23 @@ pub async fn run(argv: &[String], options: &Options, repo: &Path) -> Result<Chec
     });
     let (findings, exit_code) = if !failures.is_empty() {
         (super::findings(&failures, collected.total), 1)
-    } else if code == 0 {
+    } else if code == 0 && cut_short.is_none() {
         (Findings::default(), 0)
+    } else if let Some(why) = cut_short.filter(|_| code == 0) {
+        let finding = Finding::CodeReview {
+            file: None,
+            finding: format!(
+                "`{}` exited 0, but {why}: the run did not complete, so it is not a clean verdict",
+                shell_words(argv)
+            ),
+        };
+        (
+            Findings {
+                per_file_findings: Vec::new(),
+                overall_findings: vec![finding],
+            },
+            1,
+        )
     } else {
         let finding = Finding::Command {
             command: shell_words(argv),
@@ -228,6 +252,52 @@ fn spawn(argv: &[String], repo: &Path) -> std::io::Result<tokio::process::Child>
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
+}
+
+/// Why a run that exited 0 did not complete, when what it wrote shows it: the report the tool
+/// was asked for is missing or names no test suite, or `cargo test` printed fewer closing
+/// `test result:` lines than test binaries it started (a test ended the process early, with
+/// exit 0). `output` is stdout and stderr when they were read whole (else nothing is said of
+/// them).
+fn incomplete(
+    report_expected: bool,
+    report: Option<(&str, Format)>,
+    format: Format,
+    output: Option<&str>,
+) -> Option<String> {
+    if report_expected {
+        match report {
+            None => return Some("it wrote no report".to_owned()),
+            Some((text, Format::Junit)) if !text.contains("<testsuite") => {
+                return Some("its JUnit report names no test suite".to_owned());
+            }
+            Some((text, Format::Jest)) if !text.trim_start().starts_with('{') => {
+                return Some("its JSON report is empty".to_owned());
+            }
+            Some(_) => {}
+        }
+    }
+    if format == Format::Libtest
+        && let Some(output) = output
+    {
+        let output = super::strip_ansi(output);
+        let started = output
+            .lines()
+            .filter(|line| {
+                line.starts_with("running ") && (line.ends_with(" tests") || line.ends_with(" test"))
+            })
+            .count();
+        let closed = output
+            .lines()
+            .filter(|line| line.starts_with("test result: "))
+            .count();
+        if closed < started.max(1) {
+            return Some(format!(
+                "{closed} of its {started} test binaries printed their closing `test result:` line"
+            ));
+        }
+    }
+    None
 }
 
 /// The exit code, or 128 + the signal that ended the tool.
@@ -349,6 +419,26 @@ pub fn shell_words(argv: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_that_exited_0_without_its_closing_lines_or_report_is_incomplete() {
+        let complete = "running 2 tests\ntest a ... ok\ntest b ... ok\n\ntest result: ok. 2 passed\n";
+        assert_eq!(incomplete(false, None, Format::Libtest, Some(complete)), None);
+        let early = "running 2 tests\ntest a ... ok\n";
+        assert!(incomplete(false, None, Format::Libtest, Some(early)).is_some());
+        let two = format!("{complete}running 1 test\n");
+        assert!(incomplete(false, None, Format::Libtest, Some(&two)).is_some());
+        // Output cut to its bounds says nothing.
+        assert_eq!(incomplete(false, None, Format::Libtest, None), None);
+        assert!(incomplete(true, None, Format::Junit, None).is_some());
+        assert!(incomplete(true, Some(("", Format::Junit)), Format::Junit, None).is_some());
+        let junit = "<testsuites><testsuite name=\"pytest\" tests=\"1\"></testsuite></testsuites>";
+        assert_eq!(
+            incomplete(true, Some((junit, Format::Junit)), Format::Junit, None),
+            None
+        );
+        assert!(incomplete(true, Some(("", Format::Jest)), Format::Jest, None).is_some());
+    }
 
     #[test]
     fn files_are_made_relative_to_the_repository() {

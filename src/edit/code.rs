@@ -441,7 +441,11 @@ mod tests {
         }
         .matcher()
         .expect("compiles");
-        assert_eq!(kind(&exempted, "setup.cfg"), "code", "an exempted judge file is code");
+        assert_eq!(
+            kind(&exempted, "setup.cfg"),
+            "code",
+            "an exempted judge file is code"
+        );
         assert_eq!(kind(&exempted, "tox.ini"), "not code");
         assert_eq!(kind(&exempted, "package.json"), "not code");
         assert_eq!(

@@ -127,6 +127,41 @@ fn cargo_test_failures_name_the_file_line_and_test() {
 }
 
 #[test]
+fn a_test_that_ends_the_run_early_with_exit_0_is_not_clean() {
+    // The oldest way to buy a green run from inside the code under test: end the test process
+    // with status 0 before libtest reports the failure.
+    let repo = adder();
+    repo.write(
+        "tests/zz_exit.rs",
+        "#[test]\nfn ends_everything() {\n    std::process::exit(0);\n}\n",
+    );
+    let target = tempfile::tempdir().expect("target");
+    let mut env = rust_env();
+    env.push(("CARGO_TARGET_DIR", target.path().display().to_string()));
+    repo.write(
+        "src/lib.rs",
+        &ADDER_LIB
+            .replace("left + right + 1", "left + right")
+            .replace("== 1", "== 0"),
+    );
+    let checked = check(
+        repo.path(),
+        &["--", "cargo", "test", "--offline", "--test", "zz_exit"],
+        &env,
+    );
+    assert_eq!(checked.code, 1, "{}{}", checked.stdout, checked.stderr);
+    let finding = checked.findings["overall_findings"][0]["finding"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        finding.contains("exited 0, but 0 of its 1 test binaries"),
+        "{finding}"
+    );
+    assert!(finding.contains("not a clean verdict"), "{finding}");
+}
+
+#[test]
 fn a_tool_that_cannot_start_exits_2_with_one_clear_line() {
     let repo = Repo::new(&[("a.txt", "a\n")]);
     let checked = check(repo.path(), &["--", "no-such-test-tool", "-q"], &[]);

@@ -10,6 +10,7 @@ mod architecture;
 mod budgets;
 mod ci_setup;
 mod cli;
+mod deps;
 mod diff_base;
 mod endpoints;
 mod fake_llm;

@@ -1,0 +1,151 @@
+//! The dependency cache (`/deps`) and the setup commands through the binary: a Rust checker
+//! under `--sandbox none` keeps the seal while cargo rewrites its own bookkeeping, and any other
+//! write into the cache still breaks it.
+
+use serde_json::json;
+
+use crate::support::{Repo, TestContext};
+
+const CLEAN: &str = r#"{"per_file_findings":[],"overall_findings":[]}"#;
+
+/// The team's checker: `cargo test` offline against the dependencies the setup fetched.
+fn cargo_checker() -> String {
+    format!(
+        "#!/bin/sh\nif cargo test --offline --quiet >&2; then echo '{CLEAN}'; exit 0; fi\n\
+         echo '{{\"per_file_findings\":[],\"overall_findings\":[{{\"provenance\":\"code-review\",\"finding\":\"cargo test fails\"}}]}}'; exit 1\n"
+    )
+}
+
+/// Sets cargo's last-use stamps in `.global-cache` an hour back, as they stand when a judge
+/// runs long after the setup: cargo then rewrites them.
+const AGE_STAMPS: &str = "python3 -c \"import os, sqlite3; db = sqlite3.connect(os.environ['CARGO_HOME'] + '/.global-cache'); [db.execute('update ' + table + ' set timestamp = timestamp - 3600') for table in ('registry_index', 'registry_crate', 'registry_src')]; db.commit()\"";
+
+/// A crate with one dependency from crates.io (the setup fetches it) and a test that fails
+/// until `src/lib.rs` groups digits.
+fn rust_repo() -> Repo {
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/rust/repo");
+    let read = |path: &str| std::fs::read_to_string(example.join(path)).expect("example file");
+    let config = json!({
+        "correctness-checker": "checks/cargo-test",
+        "checker-timeout-secs": 600,
+        "max-iterations": 1,
+        "sandbox": {"setup": ["cargo fetch --locked", AGE_STAMPS], "setup-timeout-secs": 600}
+    });
+    Repo::new(&[
+        ("Cargo.toml", &read("Cargo.toml")),
+        ("Cargo.lock", &read("Cargo.lock")),
+        (".gitignore", "/target\n"),
+        ("specs/counts.md", "`count` returns the number as text.\n"),
+        (
+            "src/lib.rs",
+            "pub fn count(n: u64) -> String {\n    let _ = n;\n    String::new()\n}\n",
+        ),
+        (
+            "tests/count.rs",
+            "#[test]\nfn counts() {\n    assert_eq!(counts::count(1234), \"1234\");\n}\n",
+        ),
+        ("checks/cargo-test", &cargo_checker()),
+        (".config/bork.json", &config.to_string()),
+    ])
+}
+
+/// The model's fix, with `extra` test files besides.
+fn fix(extra: &[(&str, &str)]) -> serde_json::Value {
+    let mut files = serde_json::Map::new();
+    files.insert(
+        "src/lib.rs".into(),
+        json!("pub fn count(n: u64) -> String {\n    itoa::Buffer::new().format(n).to_owned()\n}\n"),
+    );
+    for (path, text) in extra {
+        files.insert((*path).into(), json!(text));
+    }
+    json!({ "create-or-update": files })
+}
+
+/// A context whose judges find the runner's Rust toolchain (rustup's, under the real home).
+fn rust_context(repo: &Repo) -> TestContext<'_> {
+    let mut ctx = TestContext::on(repo);
+    let artifacts = ctx.scratch_file("artifacts");
+    ctx.env("BORK_SANDBOX_ARTIFACT_DIR", artifacts);
+    for name in ["RUSTUP_HOME", "RUSTUP_TOOLCHAIN"] {
+        if let Some(value) = std::env::var_os(name) {
+            ctx.env(name, value);
+        }
+    }
+    if std::env::var_os("RUSTUP_HOME").is_none()
+        && let Some(home) = std::env::var_os("HOME")
+    {
+        let rustup = std::path::Path::new(&home).join(".rustup");
+        if rustup.is_dir() {
+            ctx.env("RUSTUP_HOME", rustup);
+        }
+    }
+    ctx
+}
+
+/// The newest last-use stamp cargo keeps for a downloaded crate in the run's dependency cache.
+fn newest_stamp(artifacts: &std::path::Path) -> i64 {
+    let deps = std::fs::read_dir(artifacts.join("deps")).expect("deps folder");
+    let mut newest = 0;
+    for entry in deps.flatten() {
+        let db = entry.path().join("cargo-home/.global-cache");
+        if !db.is_file() {
+            continue;
+        }
+        let output = std::process::Command::new("python3")
+            .arg("-c")
+            .arg("import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('select max(timestamp) from registry_crate').fetchone()[0])")
+            .arg(&db)
+            .output()
+            .expect("python3 runs");
+        let text = String::from_utf8_lossy(&output.stdout);
+        newest = newest.max(text.trim().parse::<i64>().unwrap_or(0));
+    }
+    newest
+}
+
+#[test]
+fn a_rust_checker_under_none_converges_while_cargo_rewrites_its_stamps() {
+    let repo = rust_repo();
+    let mut ctx = rust_context(&repo);
+    ctx.scripted(&[fix(&[])]);
+    let outcome = ctx.run(&[]);
+    assert_eq!(outcome.code, 0, "{}\n{}", outcome.stderr, outcome.report_text);
+    assert!(outcome.stderr.contains("setup: done"), "{}", outcome.stderr);
+    // The setup set the stamps an hour back; a judge's cargo wrote them anew, and the seal held.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
+    let newest = newest_stamp(&ctx.scratch_file("artifacts"));
+    assert!(
+        now - newest < 1800,
+        "cargo did not rewrite its stamps: {newest} vs {now}"
+    );
+}
+
+#[test]
+fn a_rust_test_that_writes_into_the_dependency_cache_breaks_the_seal() {
+    let plants = [
+        (
+            "a new start-up file in pip's folder",
+            "#[test]\nfn plant() {\n    let deps = std::env::var(\"BORK_DEPS_DIR\").unwrap();\n    std::fs::write(format!(\"{deps}/pip/evil.pth\"), \"import os\\n\").unwrap();\n}\n",
+        ),
+        (
+            "a changed source of a downloaded crate",
+            "#[test]\nfn plant() {\n    let home = std::env::var(\"CARGO_HOME\").unwrap();\n    for index in std::fs::read_dir(format!(\"{home}/registry/src\")).unwrap() {\n        for krate in std::fs::read_dir(index.unwrap().path()).unwrap() {\n            let lib = krate.unwrap().path().join(\"src/lib.rs\");\n            let text = std::fs::read_to_string(&lib).unwrap();\n            std::fs::write(&lib, text + \"\\n// planted\\n\").unwrap();\n        }\n    }\n}\n",
+        ),
+    ];
+    for (what, test) in plants {
+        let repo = rust_repo();
+        let mut ctx = rust_context(&repo);
+        ctx.scripted(&[fix(&[("tests/plant.rs", test)])]);
+        let outcome = ctx.run(&[]);
+        assert_eq!(outcome.code, 2, "{what}\n{}", outcome.stderr);
+        assert!(
+            outcome.report_text.contains("wrote into the dependency cache"),
+            "{what}\n{}",
+            outcome.report_text
+        );
+    }
+}

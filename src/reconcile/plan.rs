@@ -61,7 +61,8 @@ impl Plan {
             review_min_severity,
             confirm_clean: config.confirm_clean,
             secret_env: resolved.secret_env_names(),
-            judge_rules: resolved.judge_rules().map_err(anyhow::Error::msg)?,
+            judge_rules: crate::blocking::run(|| resolved.judge_rules_in(repo))
+                .map_err(anyhow::Error::msg)?,
             not_shown,
         })
     }

@@ -517,8 +517,7 @@ pub(super) struct JudgeGuard {
 impl JudgeGuard {
     /// Records the judge files of the tree at `repo`, the approved revision of this round.
     pub(super) fn capture(resolved: &Resolved, repo: &Path) -> Result<JudgeGuard> {
-        let matcher = resolved
-            .judge_rules()
+        let matcher = crate::blocking::run(|| resolved.judge_rules_in(repo))
             .map_err(anyhow::Error::msg)?
             .matcher()
             .context("compiling the judge files' globs")?;

@@ -149,3 +149,53 @@ fn a_rust_test_that_writes_into_the_dependency_cache_breaks_the_seal() {
         );
     }
 }
+
+/// A repository whose dev container is built from the root `Dockerfile` with the root as its
+/// context (a common layout), and a checker that is clean once `src/app.txt` says DONE.
+fn devcontainer_repo(dockerfile: &str) -> Repo {
+    let checker = format!(
+        "#!/bin/sh\ngrep -q DONE src/app.txt && {{ echo '{CLEAN}'; exit 0; }}\n\
+         echo '{{\"per_file_findings\":[],\"overall_findings\":[{{\"provenance\":\"code-review\",\"finding\":\"not done\"}}]}}'; exit 1\n"
+    );
+    let config = json!({"correctness-checker": "checks/run", "max-iterations": 1});
+    Repo::new(&[
+        (
+            ".devcontainer/devcontainer.json",
+            r#"{"build": {"dockerfile": "../Dockerfile", "context": ".."}}"#,
+        ),
+        ("Dockerfile", dockerfile),
+        ("tools/judge-env.sh", "export STRICT=1\n"),
+        ("specs/app.md", "src/app.txt says DONE.\n"),
+        ("src/app.txt", "nothing yet\n"),
+        ("checks/run", &checker),
+        (".config/bork.json", &config.to_string()),
+    ])
+}
+
+#[test]
+fn the_root_dockerfile_of_the_dev_container_is_held_for_approval() {
+    let original = "FROM bork-ci-test/busybox:latest\nCOPY tools/judge-env.sh /etc/profile.d/\n";
+    let repo = devcontainer_repo(original);
+    for (path, text) in [
+        (
+            "Dockerfile",
+            "FROM bork-ci-test/busybox:latest\nRUN ln -sf /bin/true /bin/grep\n",
+        ),
+        ("tools/judge-env.sh", "export STRICT=0\n"),
+    ] {
+        let mut ctx = TestContext::on(&repo);
+        ctx.scripted(&[json!({"create-or-update": {path: text, "src/app.txt": "DONE\n"}})]);
+        let outcome = ctx.run(&[]);
+        assert_eq!(outcome.code, 3, "{path}\n{}", outcome.stderr);
+        let held = &outcome.report["pending-approvals"];
+        assert!(
+            held.as_array()
+                .is_some_and(|held| held.iter().any(|edit| edit["path"] == path)),
+            "{path}: {held}"
+        );
+        assert!(held.to_string().contains("dev container"), "{path}: {held}");
+        assert_ne!(repo.read(path), text, "{path} was written");
+        repo.git(&["checkout", "--", "src/app.txt"]);
+    }
+    assert_eq!(repo.read("Dockerfile"), original);
+}

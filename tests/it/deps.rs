@@ -199,3 +199,66 @@ fn the_root_dockerfile_of_the_dev_container_is_held_for_approval() {
     }
     assert_eq!(repo.read("Dockerfile"), original);
 }
+
+#[test]
+fn an_image_planted_under_the_dev_containers_tag_is_rebuilt_not_judged_in() {
+    crate::sandbox::ensure_test_image();
+    let checker = format!(
+        "#!/bin/sh\ngrep -q from-the-dev-container /etc/judge-marker || {{ echo 'not in the dev container' >&2; exit 2; }}\n\
+         grep -q DONE src/app.txt && {{ echo '{CLEAN}'; exit 0; }}\n\
+         echo '{{\"per_file_findings\":[],\"overall_findings\":[{{\"provenance\":\"code-review\",\"finding\":\"not done\"}}]}}'; exit 1\n"
+    );
+    let repo = devcontainer_repo(&format!(
+        "FROM {}\nCOPY tools/marker /etc/judge-marker\n",
+        crate::sandbox::TEST_IMAGE
+    ));
+    repo.write("tools/marker", "from-the-dev-container\n");
+    repo.write("checks/run", &checker);
+    repo.commit("judges need the dev container");
+    let mut ctx = TestContext::on(&repo);
+    ctx.docker(crate::sandbox::TEST_IMAGE)
+        .env("BORK_SANDBOX_IMAGE", "devcontainer")
+        .scripted(&[json!({"create-or-update": {"src/app.txt": "DONE\n"}})]);
+    let first = ctx.run(&[]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    // bork-ci recorded the id of the image it built, per digest of the build's inputs.
+    let records = ctx.scratch_file("artifacts").join("devcontainer-images");
+    let (digest, recorded) = std::fs::read_dir(&records)
+        .expect("records")
+        .flatten()
+        .map(|entry| {
+            let id = std::fs::read_to_string(entry.path()).expect("record");
+            (entry.file_name().to_string_lossy().into_owned(), id)
+        })
+        .next()
+        .expect("one record");
+    let tag = format!("bork-ci-devcontainer:{}", &digest[..16]);
+    let image_id = |name: &str| {
+        let output = std::process::Command::new("docker")
+            .args(["image", "inspect", "--format", "{{.Id}}", name])
+            .output()
+            .expect("docker runs");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    assert_eq!(image_id(&tag), recorded);
+
+    // Anyone with the engine moves the tag to another image: the next run builds again and
+    // judges in what it built, never in the planted image.
+    let planted = std::process::Command::new("docker")
+        .args(["tag", crate::sandbox::TEST_IMAGE, &tag])
+        .status()
+        .expect("docker runs");
+    assert!(planted.success());
+    assert_ne!(image_id(&tag), recorded);
+    repo.git(&["checkout", "--", "src/app.txt"]);
+    let second = ctx.run(&[]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert!(
+        second.stderr.contains("did not build from these files"),
+        "{}",
+        second.stderr
+    );
+    let rebuilt = std::fs::read_to_string(records.join(&digest)).expect("record");
+    assert_eq!(image_id(&tag), rebuilt);
+    assert_ne!(rebuilt, image_id(crate::sandbox::TEST_IMAGE));
+}

@@ -1310,9 +1310,7 @@ pub(super) async fn before_first_call(
     {
         return Err(RunError::CheckerUnusable { problem }.into());
     }
-    if !config.sandbox.setup.is_empty() {
-        run_setup(resolved, sandbox, repo, stop_token).await?;
-    }
+    setup_round(resolved, sandbox, repo, stop_token).await?;
     let Some(checker_path) = config.correctness_checker.as_ref().filter(|_| config.preflight) else {
         return Ok(None);
     };
@@ -1356,6 +1354,52 @@ pub(super) async fn before_first_call(
         findings,
         duration_ms: started.elapsed().as_millis() as u64,
     }))
+}
+
+/// What a round does before anything else, on the approved revision (the tree as the round
+/// starts: the commit the run started from plus approved edits): computes the dependency
+/// cache's key once (`sandbox::deps::key`: the repository, the setup commands, the judges'
+/// image id and every file that is not code), makes it the cache its jobs mount (a new key is
+/// an empty cache) and runs the setup commands into it.
+pub(super) async fn setup_round(
+    resolved: &Resolved,
+    sandbox: &Sandbox,
+    repo: &Path,
+    stop_token: Option<&str>,
+) -> Result<()> {
+    let config = &resolved.config;
+    let image_id = match sandbox.judge_image_id(repo).await {
+        Ok(id) => id,
+        Err(error) => {
+            // The judges fail with this error where they start; the key still names the image.
+            tracing::debug!("the judges' image id: {error}");
+            sandbox
+                .image(JobKind::Checker)
+                .unwrap_or_else(|| "unknown".to_owned())
+        }
+    };
+    let matcher = crate::blocking::run(|| resolved.judge_rules_in(repo))
+        .map_err(anyhow::Error::msg)?
+        .matcher()
+        .context("compiling the judge files' globs")?;
+    // code rules: until the code rules decide what is code, every file but the judge files is.
+    let is_code = |path: &str| matcher.classify(&crate::edit::judge_files::fold(path)).is_none();
+    let identity = resolved.deps_identity(repo);
+    let inputs = crate::sandbox::deps::KeyInputs {
+        identity: &identity,
+        setup: &config.sandbox.setup,
+        image_id: &image_id,
+    };
+    let key = crate::blocking::run(|| crate::sandbox::deps::key(repo, &inputs, &is_code))
+        .map_err(anyhow::Error::msg)
+        .context("computing the dependency cache's key")?;
+    let shared = sandbox.shared().clone();
+    crate::blocking::run(|| shared.use_deps_key(&key));
+    tracing::info!("the dependency cache of this round: {key} (judges' image {image_id})");
+    if !config.sandbox.setup.is_empty() {
+        run_setup(resolved, sandbox, repo, stop_token).await?;
+    }
+    Ok(())
 }
 
 /// Runs the setup commands once, one after another in one job of the judge's image, on the

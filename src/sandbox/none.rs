@@ -148,7 +148,7 @@ impl Local {
         if matches!(job.kind, JobKind::EditStep | JobKind::Setup) {
             return Ok(None);
         }
-        crate::blocking::run(|| Seal::of(&self.shared.deps))
+        crate::blocking::run(|| Seal::of(&self.shared.deps()))
             .map(Some)
             .map_err(|source| SandboxError::Prepare {
                 what: "a seal of the dependency cache".to_owned(),
@@ -162,7 +162,7 @@ impl Local {
         let Some(seal) = seal else {
             return Ok(());
         };
-        let deps = self.shared.deps.clone();
+        let deps = self.shared.deps();
         let now = crate::blocking::run(|| Seal::of(&deps));
         if now.as_ref().is_ok_and(|now| *now == seal) {
             return Ok(());

@@ -262,3 +262,83 @@ fn an_image_planted_under_the_dev_containers_tag_is_rebuilt_not_judged_in() {
     assert_eq!(image_id(&tag), rebuilt);
     assert_ne!(rebuilt, image_id(crate::sandbox::TEST_IMAGE));
 }
+
+/// The folders of dependency caches under the artifact root `artifacts`.
+fn deps_folders(artifacts: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(artifacts.join("deps"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn an_approved_change_to_what_setup_reads_starts_an_empty_dependency_cache() {
+    // The setup "installs" what `pytest.ini` (a judge file: held, approved, never code) names;
+    // the checker fails to run when the cache holds anything else.
+    let checker = format!(
+        "#!/bin/sh\n[ \"$(cat \"$BORK_DEPS_DIR/pip/installed\")\" = \"$(cat pytest.ini)\" ] || {{ echo 'stale dependencies' >&2; exit 2; }}\n\
+         grep -q DONE src/app.txt && {{ echo '{CLEAN}'; exit 0; }}\n\
+         echo '{{\"per_file_findings\":[],\"overall_findings\":[{{\"provenance\":\"code-review\",\"finding\":\"not done\"}}]}}'; exit 1\n"
+    );
+    let config = json!({
+        "correctness-checker": "checks/run",
+        "max-iterations": 1,
+        "sandbox": {"setup": ["cat pytest.ini >> \"$BORK_DEPS_DIR/pip/installed\""]}
+    });
+    let repo = Repo::new(&[
+        ("pytest.ini", "[pytest]\naddopts = -q\n"),
+        ("specs/app.md", "src/app.txt says DONE.\n"),
+        ("src/app.txt", "nothing yet\n"),
+        ("checks/run", &checker),
+        (".config/bork.json", &config.to_string()),
+    ]);
+    let mut ctx = TestContext::on(&repo);
+    let artifacts = ctx.scratch_file("artifacts");
+    ctx.env("BORK_SANDBOX_ARTIFACT_DIR", &artifacts)
+        .scripted(&[json!({"create-or-update": {"src/app.txt": "DONE\n"}})]);
+    let run = |label: &str| {
+        repo.git(&["checkout", "--", "src/app.txt"]);
+        let outcome = ctx.run(&[]);
+        assert_eq!(outcome.code, 0, "{label}\n{}", outcome.stderr);
+        outcome
+    };
+    run("first run");
+    let first = deps_folders(&artifacts);
+    assert_eq!(first.len(), 1, "{first:?}");
+
+    // Code changes keep the key: the same cache, filled again by the setup.
+    repo.write("src/other.txt", "code\n");
+    repo.commit("more code");
+    let installed = |key: &str| {
+        std::fs::read_to_string(artifacts.join("deps").join(key).join("pip/installed")).expect("installed")
+    };
+    let before = installed(&first[0]);
+    let outcome = ctx.run(&[]);
+    assert_eq!(outcome.code, 2, "the same cache twice over\n{}", outcome.stderr);
+    assert!(
+        outcome.stderr.contains("stale dependencies"),
+        "{}",
+        outcome.stderr
+    );
+    assert_eq!(deps_folders(&artifacts), first);
+    assert_ne!(installed(&first[0]), before);
+    let _ = std::fs::remove_dir_all(artifacts.join("deps"));
+
+    // An approved change to a file that is not code: a new key, and the new cache starts
+    // empty, so nothing the old setup installed reaches the judges.
+    run("before the change");
+    let old = deps_folders(&artifacts);
+    repo.write("pytest.ini", "[pytest]\naddopts = -q -p plugin\n");
+    repo.commit("approved: a pytest plugin");
+    run("after the change");
+    let both = deps_folders(&artifacts);
+    assert_eq!(both.len(), 2, "{both:?}");
+    let new = both.iter().find(|key| !old.contains(key)).expect("a new key");
+    assert_eq!(installed(new), "[pytest]\naddopts = -q -p plugin\n");
+}

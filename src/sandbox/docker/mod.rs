@@ -455,6 +455,25 @@ impl DockerSandbox {
         }
     }
 
+    /// The id of the image the judges (checker, Verifier, setup) run in, made available first.
+    pub async fn judge_image_id(&self, repo: &Path) -> Result<String, SandboxError> {
+        let image = if self.settings.image == super::devcontainer::IMAGE_VALUE {
+            let repo = std::fs::canonicalize(repo).map_err(|source| SandboxError::Prepare {
+                what: "the repository path".to_owned(),
+                source,
+            })?;
+            self.devcontainer_image(&repo).await?
+        } else {
+            self.ready_image(JobKind::Checker).await?
+        };
+        let found = self
+            .docker
+            .inspect_image(&image)
+            .await
+            .map_err(docker_error("inspect image"))?;
+        Ok(found.id.unwrap_or(image))
+    }
+
     /// The image of the repository's dev container (`sandbox.image = "devcontainer"`), found
     /// once per run on the tree as the run starts (the approved revision): `image` as
     /// `sandbox.pull` says, or `build.dockerfile` built through the Engine API, tagged by a
@@ -1073,7 +1092,7 @@ impl DockerSandbox {
                         .await?;
                     prepared.volumes.push(artifacts.clone());
                     mounts.push(transport::volume(&artifacts, ARTIFACTS_MOUNT, false));
-                    let deps = transport::deps_volume(&self.shared.deps_key);
+                    let deps = transport::deps_volume(&self.shared.deps_key());
                     self.create_volume(&deps, self.cache_volume_labels(repo)).await?;
                     self.anchor_cache(&deps, &image).await;
                     if setup {

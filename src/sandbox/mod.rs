@@ -53,8 +53,8 @@ pub enum JobKind {
     /// read-write without `.git`, the state directory at `/state`, host networking, the LLM key.
     EditStep,
     /// The setup commands (`sandbox.setup`): the judge's image and profile, on the approved
-    /// revision before any model call, with `sandbox.setup-network`, writing the dependency
-    /// cache.
+    /// revision as each round starts, with `sandbox.setup-network`, writing the dependency
+    /// cache of the round's key.
     Setup,
 }
 
@@ -167,7 +167,7 @@ pub struct ArtifactDirs {
     /// The run's build cache (`/cache`): written by the judges of this run, kept across its
     /// iterations, removed at its end.
     pub build: PathBuf,
-    /// The dependency cache (`/deps`) of this repository and base branch: written only by the
+    /// The dependency cache (`/deps`) of the round's key (see [`deps`]): written only by the
     /// setup commands on the approved revision, read-only to every judge.
     pub deps: PathBuf,
 }

@@ -23,7 +23,7 @@ use anyhow::{Context, Result};
 
 pub use round::{
     IterationHook, ReviewAnswer, RunError, estimate, initial_prompt, review_once, review_provider,
-    review_with, secret_in_prompt, setup_job,
+    review_with, secret_in_prompt, setup_job, use_deps_of,
 };
 
 use crate::budget::{self, Spent};

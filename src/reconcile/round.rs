@@ -1367,6 +1367,16 @@ pub(super) async fn setup_round(
     repo: &Path,
     stop_token: Option<&str>,
 ) -> Result<()> {
+    use_deps_of(resolved, sandbox, repo).await?;
+    if !resolved.config.sandbox.setup.is_empty() {
+        run_setup(resolved, sandbox, repo, stop_token).await?;
+    }
+    Ok(())
+}
+
+/// Computes the dependency cache's key of the tree at `repo` (the approved revision) and makes
+/// it the cache the sandbox's jobs mount from now on; returns the key.
+pub async fn use_deps_of(resolved: &Resolved, sandbox: &Sandbox, repo: &Path) -> Result<String> {
     let config = &resolved.config;
     let image_id = match sandbox.judge_image_id(repo).await {
         Ok(id) => id,
@@ -1396,10 +1406,7 @@ pub(super) async fn setup_round(
     let shared = sandbox.shared().clone();
     crate::blocking::run(|| shared.use_deps_key(&key));
     tracing::info!("the dependency cache of this round: {key} (judges' image {image_id})");
-    if !config.sandbox.setup.is_empty() {
-        run_setup(resolved, sandbox, repo, stop_token).await?;
-    }
-    Ok(())
+    Ok(key)
 }
 
 /// Runs the setup commands once, one after another in one job of the judge's image, on the

@@ -121,6 +121,7 @@ pub fn publish_input(report: &RunReport) -> PublishInput {
                 contents: edit.contents.clone(),
                 sha256: edit.sha256.clone(),
                 rule: edit.rule.clone(),
+                waiting: edit.waiting.clone(),
             })
             .collect(),
         refused: report

@@ -51,6 +51,9 @@ pub struct EditStepInput {
     pub judge_files: crate::edit::judge_files::JudgeRules,
     /// Existing files the model never saw (binary, too large): not to be overwritten.
     pub not_shown: BTreeSet<String>,
+    /// The test files of the approved revision: a change to or deletion of one is held.
+    #[serde(default)]
+    pub approved_tests: BTreeSet<String>,
     /// Paths of the tree that name the same file or folder (symlinks, hardlinks), found by the
     /// runner before the step: an edit is classified under each of its spellings.
     #[serde(default)]
@@ -80,7 +83,9 @@ pub fn apply_options(input: &EditStepInput) -> std::result::Result<ApplyOptions,
     )
     .map_err(|error| format!("building the approval rules: {error}"))?;
     Ok(ApplyOptions {
-        protection: protection.with_aliases(&input.aliases),
+        protection: protection
+            .with_aliases(&input.aliases)
+            .with_approved_tests(&input.approved_tests),
         not_shown: input.not_shown.clone(),
     })
 }

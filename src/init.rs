@@ -145,12 +145,17 @@ pub fn plan(repo: &Path, toolchain: Option<Toolchain>, ci: Option<Ci>) -> Vec<Fi
         sandbox["setup"] = json!(setup);
         sandbox["setup-network"] = json!("bridge");
     }
-    let config = json!({
+    let mut config = json!({
         "correctness-checker": CHECKER,
         "max-iterations": 5,
         "llm": {"provider": "openai"},
         "sandbox": sandbox,
     });
+    // What the model may change without approval, as bork-ci derives it today: written out so
+    // the team sees it and can widen or narrow it.
+    if let Ok(rules) = crate::edit::layout::derive(repo) {
+        config["code"] = json!(rules.code);
+    }
     let mut files = vec![
         File {
             path: crate::config::CONFIG_PATH.to_owned(),
@@ -242,5 +247,13 @@ mod tests {
         assert!(files[1].text.contains("command='make test'"), "{}", files[1].text);
         let config: serde_json::Value = serde_json::from_str(&files[0].text).expect("JSON");
         assert_eq!(config["correctness-checker"], CHECKER);
+        let code: Vec<&str> = config["code"]
+            .as_array()
+            .expect("code written out")
+            .iter()
+            .filter_map(|glob| glob.as_str())
+            .collect();
+        assert!(code.contains(&"/src/**/*.rs"), "{code:?}");
+        assert!(code.contains(&"!tests/"), "{code:?}");
     }
 }

@@ -36,6 +36,8 @@ vars! {
     "BORK_CORRECTNESS_CHECKER" => "correctness-checker": Text,
     "BORK_EDITS_REQUIRE_APPROVAL" => "edits-require-approval": List,
     "BORK_JUDGE_FILES" => "judge-files": List,
+    "BORK_CODE" => "code": List,
+    "BORK_TESTS" => "tests": List,
     "BORK_PREFLIGHT" => "preflight": Boolean,
     "BORK_CONFIRM_CLEAN" => "confirm-clean": Boolean,
     "BORK_MAX_ITERATIONS" => "max-iterations": Integer,

@@ -162,6 +162,8 @@ pub const SECURITY_KEYS: &[&str] = &[
     "edits-require-approval",
     "judge-files",
     "judge-files-exempt",
+    "code",
+    "tests",
     "llm.provider",
     "llm.base-url",
     "llm.api-key-env",
@@ -314,7 +316,17 @@ pub fn load_with_trusted(
     let mut config: Config = figment.extract().map_err(|error| describe(&error, &figment))?;
     // An unset model follows the provider (the built-in default names an OpenAI model).
     if model_is_default(&figment, "llm.model") {
-        config.llm.model = config.llm.provider.default_model().to_owned();
+        let region = config
+            .llm
+            .region
+            .clone()
+            .or_else(|| env.get("AWS_REGION").filter(|region| !region.is_empty()).cloned())
+            .or_else(|| {
+                env.get("AWS_DEFAULT_REGION")
+                    .filter(|region| !region.is_empty())
+                    .cloned()
+            });
+        config.llm.model = config.llm.provider.default_model_in(region.as_deref());
     }
     let mut resolved = Resolved {
         review_api_key: None,

@@ -291,8 +291,8 @@ impl Resolved {
     /// run in through a Dockerfile or a file it copies from outside `.devcontainer/`.
     pub fn judge_rules_in(&self, repo: &Path) -> Result<crate::edit::judge_files::JudgeRules, String> {
         let mut rules = self.judge_rules()?;
-        // code rules: these paths are never code once the code rules decide what the model
-        // may change; until then they are judge files.
+        // They are never code either (`reconcile::plan::code_rules`); as judge files they are
+        // also compared with the approved revision before and after every judge.
         match crate::sandbox::devcontainer::build_inputs(repo) {
             Ok(inputs) => {
                 for note in &inputs.notes {

@@ -30,6 +30,16 @@ pub struct Config {
     pub judge_files: Vec<String>,
     /// Defaults of the judge files turned off, each with the reason (`{"setup.cfg": "..."}`).
     pub judge_files_exempt: BTreeMap<String, String>,
+    /// Gitignore-style globs of the code: what the model may create, change or delete without
+    /// approval. Every other edit is held for approval (it decides how the code is built, run or
+    /// judged). Absent: derived from the repository's layout (`bork-ci init` writes it out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<Vec<String>>,
+    /// Gitignore-style globs of test files: the model may add one, while a change to or deletion
+    /// of one the approved revision has is held (listing tests in `code` lets the model change
+    /// them freely). Absent: the usual test names (`tests/`, `test_*.py`, `*_test.go`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tests: Option<Vec<String>>,
     /// Run the checker once on the approved tree before the first model call: a checker that
     /// cannot run stops the run there (exit 2), and its findings are the run's baseline.
     pub preflight: bool,
@@ -67,6 +77,8 @@ impl Default for Config {
             edits_require_approval: Vec::new(),
             judge_files: Vec::new(),
             judge_files_exempt: BTreeMap::new(),
+            code: None,
+            tests: None,
             preflight: true,
             confirm_clean: true,
             max_iterations: 5,

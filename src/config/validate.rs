@@ -95,6 +95,22 @@ impl Resolved {
         }
         self.validate_globs("edits-require-approval", &config.edits_require_approval)?;
         self.validate_globs("judge-files", &config.judge_files)?;
+        for (key, globs) in [("code", &config.code), ("tests", &config.tests)] {
+            if let Some(globs) = globs {
+                let bare: Vec<String> = globs
+                    .iter()
+                    .map(|glob| glob.strip_prefix('!').unwrap_or(glob).to_owned())
+                    .collect();
+                self.validate_globs(key, &bare)?;
+                let rules = crate::edit::code::CodeRules {
+                    code: globs.clone(),
+                    ..Default::default()
+                };
+                if let Err(error) = rules.matcher() {
+                    return Err(self.bad(key, error));
+                }
+            }
+        }
         if config
             .llm
             .api_key_env

@@ -131,6 +131,10 @@ pub struct PendingApproval {
     pub sha256: Option<String>,
     /// The rule that gated it.
     pub rule: String,
+    /// The findings of the checks that wait on it, when the round ended for it (one line
+    /// each, bounded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<String>,
 }
 
 /// The outcome of applying one plan.
@@ -258,6 +262,7 @@ pub fn apply(repo_root: &Path, plan: &EditPlan, options: &ApplyOptions) -> Resul
                     contents: contents.map(str::to_owned),
                     sha256: contents.map(|c| sha256_hex(c.as_bytes())),
                     rule,
+                    waiting: Vec::new(),
                 });
             }
             Disposition::Refuse(refusal) => {
@@ -810,6 +815,7 @@ mod tests {
                 contents: None,
                 sha256: None,
                 rule: "specs/**".to_owned(),
+                waiting: Vec::new(),
             }],
             ..Changeset::default()
         };

@@ -412,6 +412,10 @@ pub struct JudgeRules {
     pub keyed: Vec<KeyedRule>,
     /// Whether root modules named like Python's standard library are judge files.
     pub stdlib_shadow: bool,
+    /// What is code (`edit::code`): every other path is held, and compared with the approved
+    /// revision before and after each judge. `None` (library callers): judge files only.
+    #[serde(default)]
+    pub code: Option<crate::edit::code::CodeRules>,
 }
 
 impl JudgeRules {
@@ -470,11 +474,12 @@ impl JudgeRules {
             globs,
             keyed,
             stdlib_shadow: kept(STDLIB_SHADOW),
+            code: None,
         })
     }
 
     /// Compiles the rules.
-    pub fn matcher(&self) -> Result<Matcher, globset::Error> {
+    pub fn matcher(&self) -> Result<Matcher, crate::edit::policy::RuleError> {
         let mut builder = globset::GlobSetBuilder::new();
         let mut rules = Vec::new();
         for (glob, rule) in &self.globs {
@@ -485,11 +490,17 @@ impl JudgeRules {
                 rule,
             )?;
         }
+        let code = match &self.code {
+            Some(code) => Some(code.matcher().map_err(crate::edit::policy::RuleError)?),
+            None => None,
+        };
         Ok(Matcher {
             set: builder.build()?,
             rules,
             keyed: self.keyed.clone(),
             stdlib_shadow: self.stdlib_shadow,
+            code,
+            excluded: Vec::new(),
         })
     }
 }
@@ -518,9 +529,29 @@ pub struct Matcher {
     rules: Vec<String>,
     keyed: Vec<KeyedRule>,
     stdlib_shadow: bool,
+    /// What is code: with it, every path that is not code belongs to the approved revision too.
+    code: Option<crate::edit::code::CodeMatcher>,
+    /// Folders below the repository that are the runner's own (an artifact root inside it).
+    excluded: Vec<String>,
 }
 
 impl Matcher {
+    /// Leaves out of the comparison a folder below the repository that is bork-ci's own (the
+    /// artifact root, when it lies inside the repository).
+    pub fn excluding(mut self, folder: String) -> Self {
+        self.excluded.push(folder);
+        self
+    }
+
+    fn is_excluded(&self, path: &str) -> bool {
+        self.excluded.iter().any(|folder| {
+            path == folder
+                || path
+                    .strip_prefix(folder.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+    }
+
     /// What `folded` is to the judges: `folded` is a repository path whose components went
     /// through `edit::path::protected_key` (so case and lookalike spellings meet the rules).
     pub fn classify(&self, folded: &str) -> Option<JudgeMatch<'_>> {
@@ -640,10 +671,39 @@ enum Entry {
     },
 }
 
-/// The judge files of the approved revision, by path.
+/// The judge files of the approved revision, by path, and (with code rules) every path that
+/// is not code.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Baseline {
     entries: BTreeMap<String, Entry>,
+    /// The regular files' identity and change time at capture: unchanged, they are not hashed
+    /// again.
+    stats: BTreeMap<String, Stat>,
+    /// The test files of the approved revision (`edit::code`'s tests).
+    tests: std::collections::BTreeSet<String>,
+}
+
+/// What proves a regular file unchanged without reading it: the change time cannot be set
+/// back by a process, and any write or rename moves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    ctime: (i64, i64),
+    mtime: (i64, i64),
+}
+
+impl Stat {
+    fn of(meta: &std::fs::Metadata) -> Stat {
+        Stat {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+        }
+    }
 }
 
 /// A judge file in the tree that is not what the approved revision has.
@@ -664,7 +724,28 @@ impl Baseline {
         walk(repo, matcher, &mut |path, entry, _| {
             entries.insert(path, entry);
         })?;
-        Ok(Baseline { entries })
+        let mut stats = BTreeMap::new();
+        let mut tests = std::collections::BTreeSet::new();
+        walk_not_code(repo, matcher, None, &mut |found| {
+            if found.test {
+                tests.insert(found.path.clone());
+            }
+            if let Some(stat) = found.stat {
+                stats.insert(found.path.clone(), stat);
+            }
+            // A judge file keeps the entry the judge walk gave it (a keyed one its sections).
+            entries.entry(found.path).or_insert(found.entry);
+        })?;
+        Ok(Baseline {
+            entries,
+            stats,
+            tests,
+        })
+    }
+
+    /// The test files of the approved revision: a change to or a deletion of one is held.
+    pub fn tests(&self) -> &std::collections::BTreeSet<String> {
+        &self.tests
     }
 
     /// How many judge files the approved revision has.
@@ -683,6 +764,13 @@ impl Baseline {
         let mut now: BTreeMap<String, (Entry, String)> = BTreeMap::new();
         walk(repo, matcher, &mut |path, entry, rule| {
             now.insert(path, (entry, rule));
+        })?;
+        walk_not_code(repo, matcher, Some(self), &mut |found| {
+            // A new test file is the model's to add.
+            if found.test && !self.entries.contains_key(&found.path) {
+                return;
+            }
+            now.entry(found.path).or_insert((found.entry, found.rule));
         })?;
         let mut drifts = Vec::new();
         for (path, (entry, rule)) in &now {
@@ -708,7 +796,13 @@ impl Baseline {
                         JudgeMatch::Whole { rule } => rule.to_owned(),
                         JudgeMatch::Keyed => "keyed judge file".to_owned(),
                     })
-                    .unwrap_or_else(|| "judge file".to_owned());
+                    .unwrap_or_else(|| {
+                        if self.tests.contains(path) {
+                            crate::edit::code::APPROVED_TEST.to_owned()
+                        } else {
+                            crate::edit::code::NOT_CODE.to_owned()
+                        }
+                    });
                 drifts.push(Drift {
                     path: path.clone(),
                     how: "was removed",
@@ -782,6 +876,64 @@ fn walk(repo: &Path, matcher: &Matcher, visit: &mut dyn FnMut(String, Entry, Str
                 stack.push(rel);
             }
         }
+    }
+    Ok(())
+}
+
+/// A path that is not code (or an approved test), as [`walk_not_code`] finds it.
+struct NotCode {
+    path: String,
+    entry: Entry,
+    rule: String,
+    test: bool,
+    stat: Option<Stat>,
+}
+
+/// Visits every file below `repo` that git does not ignore and that is not code (tests
+/// included), when the rules state what code is; `approved`, when given, lends the hash of a
+/// file whose identity and change time are those it recorded.
+fn walk_not_code(
+    repo: &Path,
+    matcher: &Matcher,
+    approved: Option<&Baseline>,
+    visit: &mut dyn FnMut(NotCode),
+) -> std::io::Result<()> {
+    let Some(code) = &matcher.code else {
+        return Ok(());
+    };
+    for listed in crate::edit::layout::listing(repo)? {
+        if listed.is_dir || matcher.is_excluded(&listed.path) {
+            continue;
+        }
+        let folded = fold(&listed.path);
+        let (rule, test) = match code.kind(&folded) {
+            crate::edit::code::Kind::Code => continue,
+            crate::edit::code::Kind::Test => (crate::edit::code::APPROVED_TEST.to_owned(), true),
+            crate::edit::code::Kind::NotCode { why } => (why.to_owned(), false),
+        };
+        let full = repo.join(&listed.path);
+        let meta = match full.symlink_metadata() {
+            Ok(meta) => meta,
+            // Gone between the listing and now: the comparison sees it missing.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => return Err(error),
+        };
+        let stat = meta.is_file().then(|| Stat::of(&meta));
+        let known = approved.and_then(|baseline| {
+            let recorded = baseline.stats.get(&listed.path)?;
+            (Some(*recorded) == stat).then(|| baseline.entries.get(&listed.path).cloned())?
+        });
+        let entry = match known {
+            Some(entry) if matches!(entry, Entry::File { mode, .. } if mode == meta.mode() & 0o7777) => entry,
+            _ => entry_of(repo, &listed.path, &full, &meta),
+        };
+        visit(NotCode {
+            path: listed.path,
+            entry,
+            rule,
+            test,
+            stat,
+        });
     }
     Ok(())
 }

@@ -14,8 +14,10 @@
 //! without GitHub.
 
 pub mod apply;
+pub mod code;
 pub mod identity;
 pub mod judge_files;
+pub mod layout;
 pub mod parse;
 pub mod path;
 pub mod policy;

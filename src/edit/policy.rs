@@ -26,6 +26,17 @@ pub const DEFAULT_GATED: &[&str] = &[
     ".gitmodules",
 ];
 
+/// A glob of the approval rules that does not compile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RuleError(pub String);
+
+impl From<globset::Error> for RuleError {
+    fn from(error: globset::Error) -> Self {
+        RuleError(error.to_string())
+    }
+}
+
 /// The compiled approval rules.
 #[derive(Debug, Clone)]
 pub struct Protection {
@@ -36,6 +47,11 @@ pub struct Protection {
     aliases: Vec<(Vec<String>, String)>,
     /// The judge files (`judge_files`): gated too, some by a section of their content.
     judge: crate::edit::judge_files::Matcher,
+    /// What is code (`edit::code`), when the run states it: every other path is gated.
+    code: Option<crate::edit::code::CodeMatcher>,
+    /// The test files the approved revision has (folded): a change to or a deletion of one is
+    /// gated; a new test file is not.
+    approved_tests: std::collections::BTreeSet<String>,
 }
 
 impl Protection {
@@ -51,7 +67,7 @@ impl Protection {
         checker: Option<&str>,
         user_globs: &[String],
         judge: &crate::edit::judge_files::JudgeRules,
-    ) -> Result<Self, globset::Error> {
+    ) -> Result<Self, RuleError> {
         let mut builder = GlobSetBuilder::new();
         let mut rules = Vec::new();
         add_rule(&mut builder, &mut rules, "/specs/", "specs/**")?;
@@ -67,12 +83,26 @@ impl Protection {
         for glob in user_globs {
             add_rule(&mut builder, &mut rules, &normalize_glob(glob), glob)?;
         }
+        let code = match &judge.code {
+            Some(rules) => Some(rules.matcher().map_err(RuleError)?),
+            None => None,
+        };
         Ok(Self {
             set: builder.build()?,
             rules,
             aliases: Vec::new(),
-            judge: judge.matcher()?,
+            judge: judge.matcher().map_err(|error| RuleError(error.to_string()))?,
+            code,
+            approved_tests: std::collections::BTreeSet::new(),
         })
+    }
+
+    /// Adds the test files of the approved revision (repository paths): a change to or a
+    /// deletion of one is gated.
+    pub fn with_approved_tests<'p>(mut self, paths: impl IntoIterator<Item = &'p String>) -> Self {
+        self.approved_tests
+            .extend(paths.into_iter().map(|path| crate::edit::code::fold(path)));
+        self
     }
 
     /// Adds the tree's aliases (both directions): an edit is then also classified under every
@@ -119,11 +149,13 @@ impl Protection {
         found
     }
 
-    /// The rule that gates `path`, if any (the first in the order given to [`Protection::new`]).
-    fn gate(&self, path: &path::RepoPath) -> Option<&str> {
+    /// The rule that gates `path`, if any (the first in the order given to [`Protection::new`],
+    /// then the judge files, then whatever is not code).
+    fn gate(&self, path: &path::RepoPath) -> Option<String> {
         let folded: Vec<String> = path.components().map(protected_key).collect();
         let candidate = folded.join("/");
-        self.set
+        let named = self
+            .set
             .matches(candidate.as_str())
             .into_iter()
             .min()
@@ -132,7 +164,20 @@ impl Protection {
             .or_else(|| match self.judge.classify(&candidate) {
                 Some(crate::edit::judge_files::JudgeMatch::Whole { rule }) => Some(rule),
                 _ => None,
-            })
+            });
+        if let Some(rule) = named {
+            return Some(rule.to_owned());
+        }
+        use crate::edit::code::{APPROVED_TEST, Kind, NOT_CODE};
+        match self.code.as_ref()?.kind(&candidate) {
+            Kind::Code => None,
+            Kind::Test => self
+                .approved_tests
+                .contains(&candidate)
+                .then(|| APPROVED_TEST.to_owned()),
+            Kind::NotCode { why } if why == NOT_CODE => Some(NOT_CODE.to_owned()),
+            Kind::NotCode { why } => Some(format!("{NOT_CODE} ({why})")),
+        }
     }
 
     /// Whether any spelling of `raw` has a keyed judge rule (`package.json`, ...).
@@ -323,9 +368,7 @@ fn classify_spelling(raw: &str, protection: &Protection) -> Disposition {
         }
     };
     match protection.gate(&path) {
-        Some(rule) => Disposition::NeedsApproval {
-            rule: rule.to_owned(),
-        },
+        Some(rule) => Disposition::NeedsApproval { rule },
         None => Disposition::Allow,
     }
 }

@@ -93,6 +93,9 @@ pub struct PendingEdit {
     pub sha256: Option<String>,
     /// Why it needs approval (`specs/**`, an `edits-require-approval` pattern, a deletion).
     pub rule: String,
+    /// The findings of the checks that wait on it (one line each).
+    #[serde(default)]
+    pub waiting: Vec<String>,
 }
 
 impl PendingEdit {

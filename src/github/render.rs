@@ -211,6 +211,16 @@ pub fn approval_body(base: &str, edit: &PendingEdit, sha256: &str) -> String {
          `{sha256}`); request changes, with a comment saying why, to reject it. Only reviews \
          by people with write access on the current head commit count.\n"
     );
+    if !edit.waiting.is_empty() {
+        let _ = writeln!(
+            out,
+            "The checks wait on this change; these findings remain until it is decided:\n"
+        );
+        for finding in &edit.waiting {
+            let _ = writeln!(out, "- {}", crate::untrusted::one_line(finding));
+        }
+        out.push('\n');
+    }
     if let Some(contents) = &edit.contents {
         let _ = writeln!(out, "<details><summary>proposed content</summary>\n");
         let _ = writeln!(out, "{}\n", crate::untrusted::markdown_block(contents));
@@ -409,10 +419,20 @@ mod tests {
             contents: Some("[click](https://attacker.example)\n".into()),
             sha256: None,
             rule: "specs/**\nsecond line".into(),
+            waiting: vec!["`tests/a.rs`: `adds` failed\nat line 3".into()],
         };
         let body = approval_body("main", &edit, "ab12");
         assert!(body.starts_with("## bork-ci asks to change "), "{body}");
         assert!(body.contains("Rule: specs/** second line\n"), "{body}");
+        assert!(
+            body.contains("the checks wait on this change")
+                || body.contains("The checks wait on this change"),
+            "{body}"
+        );
+        assert!(
+            body.contains("- `tests/a.rs`: `adds` failed at line 3\n"),
+            "{body}"
+        );
         assert!(body.contains("(sha256 `ab12`)"), "{body}");
         assert!(!outside_fences(&body).contains("](https://attacker"), "{body}");
         let deletion = PendingEdit {

@@ -236,6 +236,35 @@ impl ProviderKind {
         }
     }
 
+    /// The default model in `region`. Bedrock serves Claude Sonnet 4.5 on demand only through
+    /// cross-region inference profiles: the one of the region's geography (`us.`, `eu.`, `apac.`,
+    /// `us-gov.`), else the global one (`global.`). Every other provider's default does not depend
+    /// on the region.
+    pub fn default_model_in(self, region: Option<&str>) -> String {
+        const BEDROCK_BASE: &str = "anthropic.claude-sonnet-4-5-20250929-v1:0";
+        if self != ProviderKind::Bedrock {
+            return self.default_model().to_owned();
+        }
+        let Some(region) = region.map(str::trim).filter(|region| !region.is_empty()) else {
+            return self.default_model().to_owned();
+        };
+        let profile = if region.starts_with("us-gov-") {
+            Some("us-gov")
+        } else if region.starts_with("us-") || region.starts_with("ca-") {
+            Some("us")
+        } else if region.starts_with("eu-") {
+            Some("eu")
+        } else if region.starts_with("ap-") {
+            Some("apac")
+        } else {
+            None
+        };
+        match profile {
+            Some(profile) => format!("{profile}.{BEDROCK_BASE}"),
+            None => format!("global.{BEDROCK_BASE}"),
+        }
+    }
+
     /// The base URL used when `llm.base-url` is not set.
     pub fn default_base_url(self) -> &'static str {
         match self {
@@ -701,6 +730,29 @@ pub(super) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bedrocks_default_model_follows_the_region() {
+        let bedrock = ProviderKind::Bedrock;
+        for (region, model) in [
+            ("us-east-1", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            ("eu-west-3", "eu.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            ("eu-central-1", "eu.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            ("ap-northeast-1", "apac.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            (
+                "us-gov-west-1",
+                "us-gov.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            ),
+            ("sa-east-1", "global.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+        ] {
+            assert_eq!(bedrock.default_model_in(Some(region)), model, "{region}");
+        }
+        assert_eq!(bedrock.default_model_in(None), bedrock.default_model());
+        assert_eq!(
+            ProviderKind::Openai.default_model_in(Some("eu-west-3")),
+            "gpt-4.1"
+        );
+    }
 
     #[test]
     fn usage_adds_field_by_field() {

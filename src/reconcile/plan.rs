@@ -12,6 +12,7 @@ use anyhow::{Context as _, Result};
 
 use crate::budget::Limits;
 use crate::config::Resolved;
+use crate::edit::code::{CodeRules, CodeSource, TEST_GLOBS};
 use crate::edit::judge_files::JudgeRules;
 use crate::review::Severity;
 use crate::verify::Step;
@@ -51,6 +52,9 @@ impl Plan {
             crate::blocking::run(|| crate::verify::load_steps(repo, &resolved.verification_steps()))
                 .context("reading the verification steps")?;
         let review_min_severity = config.review.enabled.then_some(config.review.min_severity);
+        let mut judge_rules =
+            crate::blocking::run(|| resolved.judge_rules_in(repo)).map_err(anyhow::Error::msg)?;
+        judge_rules.code = Some(code_rules(resolved, repo, &verifier_steps)?);
         Ok(Plan {
             limits: Limits::of(config),
             max_iterations: config.max_iterations,
@@ -61,8 +65,7 @@ impl Plan {
             review_min_severity,
             confirm_clean: config.confirm_clean,
             secret_env: resolved.secret_env_names(),
-            judge_rules: crate::blocking::run(|| resolved.judge_rules_in(repo))
-                .map_err(anyhow::Error::msg)?,
+            judge_rules,
             not_shown,
         })
     }
@@ -71,4 +74,71 @@ impl Plan {
     pub(super) fn has_judges(&self) -> bool {
         self.checker.is_some() || !self.verifier_steps.is_empty() || self.review_min_severity.is_some()
     }
+}
+
+/// What the model may change in the repository at `repo`: the configured `code` and `tests`
+/// globs, else those derived from its layout; never what the checker, the Verifier's steps, the
+/// setup commands or the dev container read.
+pub(super) fn code_rules(resolved: &Resolved, repo: &Path, verifier_steps: &[Step]) -> Result<CodeRules> {
+    let config = &resolved.config;
+    let mut rules = match &config.code {
+        Some(code) => CodeRules {
+            code: code.clone(),
+            tests: TEST_GLOBS.iter().map(|glob| (*glob).to_owned()).collect(),
+            source: CodeSource::Configured,
+            ..CodeRules::default()
+        },
+        None => crate::blocking::run(|| crate::edit::layout::derive(repo))
+            .context("deriving the code globs from the repository's layout")?,
+    };
+    if let Some(tests) = &config.tests {
+        rules.tests = tests.clone();
+    }
+    rules.exempt = config.judge_files_exempt.keys().cloned().collect();
+    // The checker and its folder are judge files already (`judge_files`).
+    let steps: Vec<(String, String)> = verifier_steps
+        .iter()
+        .map(|step| {
+            (
+                step.command.clone(),
+                format!("the Verifier's step `{}`", crate::untrusted::one_line(&step.name)),
+            )
+        })
+        .collect();
+    let setup: Vec<(String, String)> = config
+        .sandbox
+        .setup
+        .iter()
+        .map(|command| (command.clone(), "a setup command (`sandbox.setup`)".to_owned()))
+        .collect();
+    rules.never = crate::blocking::run(|| {
+        let mut never = crate::edit::layout::read_by_commands(repo, &steps, false);
+        never.extend(crate::edit::layout::read_by_commands(repo, &setup, true));
+        // What the dev container's build reads (its Dockerfile, the files it copies).
+        if let Ok(inputs) = crate::sandbox::devcontainer::build_inputs(repo) {
+            never.extend(
+                inputs
+                    .globs
+                    .into_iter()
+                    .map(|glob| (glob, crate::config::DEVCONTAINER_BUILD_RULE.to_owned())),
+            );
+        }
+        never
+    });
+    rules
+        .matcher()
+        .map_err(anyhow::Error::msg)
+        .context("compiling the code globs")?;
+    tracing::info!(
+        source = ?rules.source,
+        globs = rules.code.len(),
+        "code: {} glob(s) {}; every other edit is held for approval",
+        rules.code.len(),
+        match rules.source {
+            CodeSource::Configured => "from `code`",
+            CodeSource::Derived => "derived from the repository's layout",
+        }
+    );
+    tracing::debug!(code = ?rules.code, tests = ?rules.tests, never = ?rules.never, "code rules");
+    Ok(rules)
 }

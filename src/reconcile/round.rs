@@ -177,12 +177,17 @@ struct StepResult {
 }
 
 /// Runs the edit step through the sandbox (see `edit_step`) and appends the model's turns.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the round's parts the step reads and the lessons it updates"
+)]
 async fn run_edit_step(
     sandbox: &Sandbox,
     resolved: &Resolved,
     options: &RoundOptions,
     conversation: &mut Conversation,
     plan: &Plan,
+    guard: &JudgeGuard,
     budget: &Budget,
     learned: &mut llm::Learned,
 ) -> Result<StepResult, Halt> {
@@ -230,6 +235,7 @@ async fn run_edit_step(
         edits_require_approval: config.edits_require_approval.clone(),
         judge_files: plan.judge_rules.clone(),
         not_shown: plan.not_shown.clone(),
+        approved_tests: guard.approved_tests().clone(),
         timeout_secs: remaining.as_secs().max(1),
     };
     edit_step::write_json(state.path(), edit_step::INPUT, &input)?;
@@ -516,15 +522,28 @@ pub(super) struct JudgeGuard {
 
 impl JudgeGuard {
     /// Records the judge files of the tree at `repo`, the approved revision of this round.
-    pub(super) fn capture(resolved: &Resolved, repo: &Path) -> Result<JudgeGuard> {
-        let matcher = crate::blocking::run(|| resolved.judge_rules_in(repo))
-            .map_err(anyhow::Error::msg)?
+    pub(super) fn capture(plan: &Plan, repo: &Path, artifact_root: &Path) -> Result<JudgeGuard> {
+        let mut matcher = plan
+            .judge_rules
             .matcher()
             .context("compiling the judge files' globs")?;
+        // An artifact root inside the repository is the runner's, not the approved revision's.
+        let root = std::fs::canonicalize(artifact_root).unwrap_or_else(|_| artifact_root.to_owned());
+        let top = std::fs::canonicalize(repo).unwrap_or_else(|_| repo.to_owned());
+        if let Ok(inside) = root.strip_prefix(&top)
+            && let Some(inside) = inside.to_str().filter(|inside| !inside.is_empty())
+        {
+            matcher = matcher.excluding(inside.to_owned());
+        }
         let baseline = crate::blocking::run(|| crate::edit::judge_files::Baseline::capture(repo, &matcher))
             .context("recording the judge files of the approved revision")?;
         tracing::debug!(judge_files = baseline.len(), "recorded the approved judge files");
         Ok(JudgeGuard { matcher, baseline })
+    }
+
+    /// The test files of the approved revision.
+    pub(super) fn approved_tests(&self) -> &std::collections::BTreeSet<String> {
+        self.baseline.tests()
     }
 
     /// Why the judges may not run on the tree as it is now: a judge file differs from the
@@ -807,9 +826,9 @@ pub(super) async fn round(
     // What the judges are held to: the judge files as this round starts (the approved revision:
     // the commit the run started from, plus approved edits; an earlier round could only end
     // clean with the tree's judge files unchanged).
-    let guard = JudgeGuard::capture(resolved, repo)?;
     let (mut conversation, snapshot) = crate::blocking::run(|| initial_prompt(repo, resolved))?;
     let plan = Plan::resolve(resolved, repo, snapshot.not_shown())?;
+    let guard = JudgeGuard::capture(&plan, repo, &resolved.artifact_root())?;
     let budget = Budget::start(plan.limits, options.spent, started);
     if let Some(preamble) = &options.preamble {
         conversation.prefix.push('\n');
@@ -1111,6 +1130,7 @@ impl<'a> Iterations<'a> {
             self.options,
             conversation,
             self.plan,
+            self.guard,
             self.budget,
             &mut self.learned,
         )
@@ -1211,6 +1231,44 @@ impl<'a> Iterations<'a> {
         }
     }
 
+    /// Why the round ends awaiting approval after an unclean iteration, if it does: the checks
+    /// wait on held edits (the model proposed one again, or a finding names one). Each such
+    /// edit records the findings that wait on it, for its approval pull request.
+    fn waits_on_held(
+        &self,
+        step: &StepResult,
+        feedback: &Feedback,
+        report: &mut RunReport,
+        number: u32,
+    ) -> Option<String> {
+        let first = self.options.spent.iterations;
+        let held_before: std::collections::BTreeSet<String> = report
+            .iterations
+            .iter()
+            .filter(|iteration| iteration.number > first && iteration.number < number)
+            .flat_map(|iteration| iteration.pending.iter().map(|edit| edit.path.clone()))
+            .collect();
+        let waiting = super::held::waiting(
+            &report.pending_approvals,
+            &step.changeset.pending,
+            &held_before,
+            &feedback.findings,
+        );
+        if waiting.is_empty() {
+            return None;
+        }
+        let paths: Vec<String> = waiting.iter().map(|(path, _)| format!("`{path}`")).collect();
+        for (path, findings) in waiting {
+            if let Some(edit) = report.pending_approvals.iter_mut().find(|edit| edit.path == path) {
+                edit.waiting = findings;
+            }
+        }
+        Some(format!(
+            "the checks wait on held edit(s) {}: approve or reject them to go on",
+            paths.join(", ")
+        ))
+    }
+
     /// Whether the round ends after this iteration, and how: clean, an unusable answer with no
     /// judge, a token or cost budget spent, or the last iteration. (Time is checked as the next
     /// iteration starts.)
@@ -1235,6 +1293,9 @@ impl<'a> Iterations<'a> {
                 "no correctness checker: one iteration"
             };
             return Some((status, reason.to_owned()));
+        }
+        if let Some(reason) = self.waits_on_held(step, feedback, report, number) {
+            return Some((RunStatus::AwaitingApproval, reason));
         }
         if !verdict.has_judge && step.answer_error.is_some() {
             return Some((
@@ -1388,12 +1449,26 @@ pub async fn use_deps_of(resolved: &Resolved, sandbox: &Sandbox, repo: &Path) ->
                 .unwrap_or_else(|| "unknown".to_owned())
         }
     };
-    let matcher = crate::blocking::run(|| resolved.judge_rules_in(repo))
+    let steps = crate::blocking::run(|| crate::verify::load_steps(repo, &resolved.verification_steps()))
+        .context("reading the verification steps")?;
+    let judge = crate::blocking::run(|| resolved.judge_rules_in(repo))
         .map_err(anyhow::Error::msg)?
         .matcher()
         .context("compiling the judge files' globs")?;
-    // code rules: until the code rules decide what is code, every file but the judge files is.
-    let is_code = |path: &str| matcher.classify(&crate::edit::judge_files::fold(path)).is_none();
+    let code = super::plan::code_rules(resolved, repo, &steps)?
+        .matcher()
+        .map_err(anyhow::Error::msg)
+        .context("compiling the code globs")?;
+    // Code (and tests) alone leave the key as it is: every judge file, and every other file
+    // that is not code, is part of it.
+    let is_code = |path: &str| {
+        let folded = crate::edit::judge_files::fold(path);
+        judge.classify(&folded).is_none()
+            && matches!(
+                code.kind(&folded),
+                crate::edit::code::Kind::Code | crate::edit::code::Kind::Test
+            )
+    };
     let identity = resolved.deps_identity(repo);
     let inputs = crate::sandbox::deps::KeyInputs {
         identity: &identity,

@@ -437,3 +437,29 @@ fn config_json_has_every_key_and_the_reference_documents_each() {
         "rows for keys bork-ci does not accept: {unknown:?}"
     );
 }
+
+#[test]
+fn bedrocks_default_model_is_the_inference_profile_of_its_region() {
+    for (region, model) in [
+        ("eu-west-3", "eu.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+        ("us-west-2", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+        ("ap-southeast-2", "apac.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+    ] {
+        let repo = Repo::new(&[(".config/bork.json", r#"{"llm": {"provider": "bedrock"}}"#)]);
+        let out = bork()
+            .args(["config", "--format", "json", "--repo"])
+            .arg(repo.path())
+            .env("AWS_REGION", region)
+            .output()
+            .expect("bork-ci runs");
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+        let config: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+        let key = config["keys"]
+            .as_array()
+            .and_then(|keys| keys.iter().find(|key| key["key"] == "llm.model"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(key["value"], model, "{region}: {key}");
+    }
+}

@@ -80,6 +80,7 @@ fn spec_edit(text: &str) -> PendingEdit {
         contents: Some(text.into()),
         sha256: None,
         rule: "specs/**".into(),
+        waiting: Vec::new(),
     }
 }
 

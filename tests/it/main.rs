@@ -33,4 +33,5 @@ mod sarif;
 mod static_build;
 mod streaming;
 mod support;
+mod verdict;
 mod verify;

@@ -93,7 +93,7 @@ fn init_doctor_and_run_on_a_fresh_python_repository() {
     ensure_example_images();
     let repo = fresh(&[
         ("specs/greet.md", "greet(name) returns 'hello, NAME!'.\n"),
-        ("greet.py", "def greet(name):\n    return 'hi'\n"),
+        ("greet/__init__.py", "def greet(name):\n    return 'hi'\n"),
         (
             "tests/test_greet.py",
             "from greet import greet\n\ndef test_greet():\n    assert greet('bo') == 'hello, bo!'\n",
@@ -103,7 +103,7 @@ fn init_doctor_and_run_on_a_fresh_python_repository() {
     init_doctor_run(
         &repo,
         "bork-ci-example/python:bookworm",
-        json!({"create-or-update": {"greet.py": "def greet(name):\n    return f'hello, {name}!'\n"}}),
+        json!({"create-or-update": {"greet/__init__.py": "def greet(name):\n    return f'hello, {name}!'\n"}}),
         "python",
     );
 }
@@ -137,20 +137,20 @@ fn init_doctor_and_run_on_a_fresh_rust_repository() {
 #[test]
 fn init_doctor_and_run_on_a_fresh_node_repository() {
     ensure_example_images();
-    let test = "const assert = require('node:assert');\nconst { triple } = require('./index.js');\nassert.strictEqual(triple(2), 6);\nconsole.log('ok');\n";
+    let test = "const assert = require('node:assert');\nconst { triple } = require('./src/index.js');\nassert.strictEqual(triple(2), 6);\nconsole.log('ok');\n";
     let repo = fresh(&[
         ("specs/triple.md", "triple(x) returns three times x.\n"),
         (
             "package.json",
             "{\"name\": \"triple\", \"version\": \"1.0.0\", \"private\": true, \"scripts\": {\"test\": \"node test.js\"}}\n",
         ),
-        ("index.js", "exports.triple = (x) => x;\n"),
+        ("src/index.js", "exports.triple = (x) => x;\n"),
         ("test.js", test),
     ]);
     init_doctor_run(
         &repo,
         "bork-ci-example/tools:bookworm",
-        json!({"create-or-update": {"index.js": "exports.triple = (x) => x * 3;\n"}}),
+        json!({"create-or-update": {"src/index.js": "exports.triple = (x) => x * 3;\n"}}),
         "node",
     );
 }
@@ -180,13 +180,16 @@ fn init_doctor_and_run_on_a_fresh_make_repository() {
     ensure_example_images();
     let repo = fresh(&[
         ("specs/answer.md", "answer.txt holds 42.\n"),
-        ("Makefile", "all:\n\ttrue\n\ncheck:\n\tgrep -qx 42 answer.txt\n"),
-        ("answer.txt", "41\n"),
+        (
+            "Makefile",
+            "all:\n\ttrue\n\ncheck:\n\tgrep -qx 42 src/answer.txt\n",
+        ),
+        ("src/answer.txt", "41\n"),
     ]);
     init_doctor_run(
         &repo,
         "bork-ci-example/tools:bookworm",
-        json!({"create-or-update": {"answer.txt": "42\n"}}),
+        json!({"create-or-update": {"src/answer.txt": "42\n"}}),
         "make",
     );
     let checker = repo.read("checks/bork-check");

@@ -310,3 +310,70 @@ fn an_empty_or_unsafe_branch_prefix_is_a_configuration_error() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_test_the_checks_need_ends_the_round_and_its_approval_names_the_findings() {
+    let sim = GithubSim::start();
+    sim.setup(BOT_TOKEN).await;
+    // The spec now wants a blue widget; the approved test still says red, so the checks cannot
+    // pass until a human approves the test's change.
+    let answer = json!({"create-or-update": {
+        "src/widget.txt": "colour = blue\n",
+        "tests/colour.txt": "blue\n"
+    }});
+    let checkout = sim.checkout();
+    checkout.write("specs/widget.md", "A widget is blue and round.\n");
+    checkout.write("tests/colour.txt", "red\n");
+    checkout.write(
+        "check.sh",
+        "#!/bin/sh\nwant=$(sed -n 's/^colour = //p' src/widget.txt)\nif [ \"$(cat tests/colour.txt)\" = \"$want\" ]; then\n  echo '{\"per_file_findings\":[],\"overall_findings\":[]}'; exit 0\nfi\necho \"{\\\"per_file_findings\\\":[{\\\"provenance\\\":\\\"code-review\\\",\\\"file\\\":\\\"tests/colour.txt\\\",\\\"finding\\\":\\\"the test expects $(cat tests/colour.txt), the widget is $want\\\"}],\\\"overall_findings\\\":[]}\"\nexit 1\n",
+    );
+    checkout.write(
+        ".config/bork.json",
+        r#"{"correctness-checker": "check.sh", "max-iterations": 5}"#,
+    );
+    let first = job(&sim, &checkout, &[answer.clone(), answer]);
+    let outcome = first.run(&[]);
+    let stderr = &outcome.stderr;
+    assert_eq!(outcome.code, 3, "{stderr}");
+    assert_eq!(
+        outcome.report["iterations"].as_array().map(Vec::len),
+        Some(1),
+        "the round ends as soon as a finding names the held test\n{stderr}"
+    );
+    assert!(
+        stderr.contains("the checks wait on held edit(s) `tests/colour.txt`"),
+        "{stderr}"
+    );
+    assert_eq!(
+        checkout.read("src/widget.txt"),
+        "colour = blue\n",
+        "the code edit is applied"
+    );
+    assert_eq!(
+        checkout.read("tests/colour.txt"),
+        "red\n",
+        "the approved test is held"
+    );
+    let held = &outcome.report["pending-approvals"][0];
+    assert_eq!(held["path"], "tests/colour.txt");
+    assert_eq!(
+        held["rule"],
+        "an approved test: a change to or deletion of it changes the judge"
+    );
+    let state = sim.state().await;
+    let approval = crate::ghsim::pulls_of(&state)
+        .into_iter()
+        .find(|pull| {
+            pull["title"]
+                .as_str()
+                .is_some_and(|title| title.contains("tests/colour.txt"))
+        })
+        .expect("an approval pull request for the test");
+    let body = approval["body"].as_str().expect("body");
+    assert!(body.contains("The checks wait on this change"), "{body}");
+    assert!(
+        body.contains("tests/colour.txt: the test expects red, the widget is blue"),
+        "{body}"
+    );
+}

@@ -193,6 +193,7 @@ async fn static_build_reaches_a_fake_model_by_name_from_an_empty_container() {
         },
         checker: None,
         edits_require_approval: Vec::new(),
+        approved_tests: Default::default(),
         judge_files: Default::default(),
         aliases: Vec::new(),
         not_shown: BTreeSet::new(),

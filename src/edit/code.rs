@@ -1,0 +1,464 @@
+//! What the model may change: code, and nothing else.
+//!
+//! The rule is stated as what is allowed, not as what is dangerous. The `code` globs
+//! (`.config/bork.json`'s `code`, or derived from the repository by `edit::layout`) name the files
+//! the model may create, change or delete without approval; the `tests` globs name test files,
+//! which it may add, while a change to or a deletion of a test the team approved is held (it is
+//! part of the judge). Every other path is *not code*: it decides how the code is built, run or
+//! judged (manifests, lock files, tool settings, dotfiles, scripts the judges run, what setup
+//! installs, the dev container), and an edit to it is held for approval like a spec. Some paths
+//! are never code whatever a glob says ([`NEVER_CODE`], and what the checker, the Verifier,
+//! setup and the dev container read): they load into the tools themselves.
+//!
+//! Globs are gitignore-style (as `.gitignore`, `!` negates, the last match wins), matched
+//! without case against paths folded the way `edit::path::protected_key` folds them, so a
+//! spelling variant of a never-code name is never code. Pure.
+
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use serde::{Deserialize, Serialize};
+
+use super::path::protected_key;
+
+/// What a held edit of a path that is not code says.
+pub const NOT_CODE: &str = "not code: decides how the code is built, run or judged";
+/// What a held change to an approved test says.
+pub const APPROVED_TEST: &str = "an approved test: a change to or deletion of it changes the judge";
+
+/// Paths that are never code, whatever the `code` globs say, with the reason shown when an edit
+/// to one is held. Gitignore-style; a name alone matches at any depth.
+pub const NEVER_CODE: &[(&str, &str)] = &[
+    // Dotfiles and dot-folders: tool settings (.gitattributes, .cargo/, .npmrc, .eslintrc, ...).
+    (".*", "a dotfile: tool settings"),
+    // Build files, manifests and lock files: they decide what is built, installed and run.
+    ("Cargo.toml", "Cargo's manifest"),
+    ("Cargo.lock", "a lock file"),
+    ("build.rs", "a Cargo build script"),
+    ("rustfmt.toml", "rustfmt's settings"),
+    ("clippy.toml", "Clippy's settings"),
+    ("deny.toml", "cargo-deny's settings"),
+    ("rust-toolchain", "the Rust toolchain"),
+    ("rust-toolchain.toml", "the Rust toolchain"),
+    ("*.toml", "a settings file"),
+    ("*.lock", "a lock file"),
+    ("*.ini", "a settings file"),
+    ("*.cfg", "a settings file"),
+    ("*.config.*", "a tool's settings"),
+    ("Makefile", "make's recipes"),
+    ("makefile", "make's recipes"),
+    ("GNUmakefile", "make's recipes"),
+    ("*.mk", "make's recipes"),
+    ("justfile", "just's recipes"),
+    ("Taskfile.yml", "Task's recipes"),
+    ("Taskfile.yaml", "Task's recipes"),
+    ("CMakeLists.txt", "CMake's build"),
+    ("*.cmake", "CMake's build"),
+    ("meson.build", "Meson's build"),
+    ("BUILD", "a Bazel build file"),
+    ("BUILD.bazel", "a Bazel build file"),
+    ("WORKSPACE", "a Bazel workspace"),
+    ("*.bzl", "Bazel's rules"),
+    ("Dockerfile", "a container build"),
+    ("Dockerfile.*", "a container build"),
+    ("*.Dockerfile", "a container build"),
+    ("Containerfile", "a container build"),
+    ("docker-compose*.yml", "a container set-up"),
+    ("docker-compose*.yaml", "a container set-up"),
+    ("compose.yml", "a container set-up"),
+    ("compose.yaml", "a container set-up"),
+    ("package.json", "npm's manifest (scripts, dependencies)"),
+    ("package-lock.json", "a lock file"),
+    ("npm-shrinkwrap.json", "a lock file"),
+    ("pnpm-lock.yaml", "a lock file"),
+    ("pnpm-workspace.yaml", "pnpm's workspace"),
+    ("tsconfig*.json", "TypeScript's settings"),
+    ("jsconfig.json", "JavaScript's settings"),
+    ("jest.setup.*", "jest's set-up"),
+    ("vitest.setup.*", "vitest's set-up"),
+    ("setupTests.*", "the test runner's set-up"),
+    ("go.mod", "Go's module file"),
+    ("go.sum", "Go's checksums"),
+    ("go.work", "Go's workspace"),
+    ("go.work.sum", "Go's checksums"),
+    ("pyproject.toml", "Python's project file"),
+    ("setup.py", "Python's build"),
+    ("requirements*.txt", "Python's requirements"),
+    ("requirements/", "Python's requirements"),
+    ("constraints*.txt", "Python's constraints"),
+    ("Pipfile", "Python's requirements"),
+    ("MANIFEST.in", "Python's build"),
+    ("conftest.py", "pytest's plugins and fixtures"),
+    ("noxfile.py", "nox's sessions"),
+    ("sitecustomize.py", "Python start-up code"),
+    ("usercustomize.py", "Python start-up code"),
+    ("*.pth", "Python start-up code"),
+    (
+        "*.dist-info",
+        "an installed package's metadata (entry points, plugins)",
+    ),
+    (
+        "*.egg-info",
+        "an installed package's metadata (entry points, plugins)",
+    ),
+    ("*.egg-link", "an installed package's link"),
+    // Modules named like a test runner or its plugins: imported instead of the real one.
+    ("pytest.py", "named like the test runner"),
+    ("pytest", "named like the test runner"),
+    ("_pytest", "named like the test runner"),
+    ("pytest_*", "named like a test runner's plugin"),
+    ("py.py", "named like a test runner's module"),
+    ("pluggy.py", "named like a test runner's module"),
+    ("pluggy", "named like a test runner's module"),
+    ("unittest.py", "named like the test runner"),
+    ("nose.py", "named like the test runner"),
+    ("nose2.py", "named like the test runner"),
+    ("hypothesis.py", "named like a test library"),
+    ("coverage.py", "named like a test tool"),
+    // Root modules: `python -m` and scripts run from the root import them before any package.
+    ("/*.py", "a root module: imported by every tool run from the root"),
+    (
+        "/*.pyc",
+        "a root module: imported by every tool run from the root",
+    ),
+    ("/*.so", "a root module: imported by every tool run from the root"),
+    (
+        "/*.pyd",
+        "a root module: imported by every tool run from the root",
+    ),
+    (
+        "/src/*.py",
+        "a top-level module of a src layout: imported before any package",
+    ),
+    ("Gemfile", "Ruby's dependencies"),
+    ("Gemfile.lock", "a lock file"),
+    ("*.gemspec", "Ruby's package"),
+    ("Rakefile", "rake's tasks"),
+    ("pom.xml", "Maven's build"),
+    ("build.gradle*", "Gradle's build"),
+    ("settings.gradle*", "Gradle's build"),
+    ("gradlew", "Gradle's wrapper"),
+    ("gradle/", "Gradle's wrapper"),
+    ("mvnw", "Maven's wrapper"),
+    ("*.csproj", "a .NET project"),
+    ("*.sln", "a .NET solution"),
+    ("Directory.Build.*", "MSBuild's settings"),
+    ("*.nix", "Nix's build"),
+    ("flake.lock", "a lock file"),
+    ("vendor/", "vendored dependencies"),
+    ("third_party/", "vendored dependencies"),
+    ("node_modules/", "installed dependencies"),
+];
+
+/// Test files: a path matching one holds only tests (the defaults of the `tests` globs).
+pub const TEST_GLOBS: &[&str] = &[
+    "tests/",
+    "test/",
+    "__tests__/",
+    "testdata/",
+    "__snapshots__/",
+    "*.snap",
+    "test_*.py",
+    "*_test.py",
+    "*_test.go",
+    "*.test.*",
+    "*.spec.js",
+    "*.spec.jsx",
+    "*.spec.ts",
+    "*.spec.tsx",
+    "*.spec.mjs",
+    "*.spec.cjs",
+    "*_spec.rb",
+    "spec/",
+    "*Test.java",
+    "*Tests.java",
+    "*Test.kt",
+    "*.bats",
+    "test_*.sh",
+    "*_test.sh",
+];
+
+/// Where the `code` globs of a run came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CodeSource {
+    /// `.config/bork.json`'s `code`.
+    Configured,
+    /// Derived from the repository (`edit::layout`).
+    #[default]
+    Derived,
+}
+
+/// The code rules of one run: resolved once (configured, or derived from the repository),
+/// carried into the edit step with the judge rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeRules {
+    /// Gitignore-style globs of what the model may create, change or delete.
+    pub code: Vec<String>,
+    /// Gitignore-style globs of test files: the model may add one; a change to or deletion of
+    /// one the team approved is held.
+    pub tests: Vec<String>,
+    /// Paths that are never code beyond [`NEVER_CODE`] (what the judges, setup and the dev
+    /// container read), each with its reason; gitignore-style.
+    pub never: Vec<(String, String)>,
+    /// [`NEVER_CODE`] entries turned off by `judge-files-exempt` (by the same name).
+    pub exempt: Vec<String>,
+    pub source: CodeSource,
+}
+
+/// What one path is to the edit policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind<'a> {
+    /// The model may create, change or delete it.
+    Code,
+    /// A test file: the model may add it; changing or deleting an approved one is held.
+    Test,
+    /// Not code; `why` says what it is.
+    NotCode { why: &'a str },
+}
+
+impl CodeRules {
+    /// Compiles the rules; an error names the bad glob.
+    pub fn matcher(&self) -> Result<CodeMatcher, String> {
+        let mut never_rules: Vec<(String, String)> = NEVER_CODE
+            .iter()
+            .filter(|(glob, _)| !self.exempt.iter().any(|name| name == glob))
+            .map(|(glob, why)| ((*glob).to_owned(), (*why).to_owned()))
+            .collect();
+        never_rules.extend(self.never.iter().cloned());
+        let mut never = Vec::with_capacity(never_rules.len());
+        for (glob, why) in never_rules {
+            never.push((gitignore(std::slice::from_ref(&glob))?, why));
+        }
+        Ok(CodeMatcher {
+            code: gitignore(&self.code)?,
+            tests: gitignore(&self.tests)?,
+            never,
+        })
+    }
+}
+
+/// Compiles gitignore-style globs, folded as paths are.
+fn gitignore(globs: &[String]) -> Result<Gitignore, String> {
+    let mut builder = GitignoreBuilder::new("/");
+    builder
+        .case_insensitive(true)
+        .map_err(|error| error.to_string())?;
+    builder.allow_unclosed_class(false);
+    for glob in globs {
+        let line = fold_glob(glob);
+        if line.trim().is_empty() {
+            continue;
+        }
+        builder
+            .add_line(None, &line)
+            .map_err(|error| format!("bad glob `{glob}`: {error}"))?;
+    }
+    builder.build().map_err(|error| error.to_string())
+}
+
+/// A glob with each component folded like a path component (`!` and a leading `/` kept).
+fn fold_glob(glob: &str) -> String {
+    let (negated, body) = match glob.strip_prefix('!') {
+        Some(body) => ("!", body),
+        None => ("", glob),
+    };
+    let body = body
+        .strip_prefix("./")
+        .map_or(body.to_owned(), |rest| format!("/{rest}"));
+    let folded: Vec<String> = body.split('/').map(protected_key).collect();
+    format!("{negated}{}", folded.join("/"))
+}
+
+/// Compiled [`CodeRules`].
+#[derive(Debug, Clone)]
+pub struct CodeMatcher {
+    code: Gitignore,
+    tests: Gitignore,
+    never: Vec<(Gitignore, String)>,
+}
+
+impl CodeMatcher {
+    /// What `folded` (a repository path whose components went through
+    /// `edit::path::protected_key`) is: never-code rules first, then `code`, then `tests`.
+    pub fn kind(&self, folded: &str) -> Kind<'_> {
+        if let Some(why) = self.never_code(folded) {
+            return Kind::NotCode { why };
+        }
+        if matches(&self.code, folded) {
+            return Kind::Code;
+        }
+        if matches(&self.tests, folded) {
+            return Kind::Test;
+        }
+        Kind::NotCode { why: NOT_CODE }
+    }
+
+    /// The reason `folded` is never code, if it is.
+    pub fn never_code(&self, folded: &str) -> Option<&str> {
+        self.never
+            .iter()
+            .find(|(rules, _)| matches(rules, folded))
+            .map(|(_, why)| why.as_str())
+    }
+}
+
+/// Whether the gitignore-style `rules` select `folded` or a folder above it. A negation that
+/// matches the path or a folder above it always unselects (the stricter reading: `!gen/`
+/// takes everything below `gen/` out, whatever else matches).
+fn matches(rules: &Gitignore, folded: &str) -> bool {
+    if rules.is_empty() || folded.is_empty() {
+        return false;
+    }
+    // Every prefix is a folder: a rule naming a folder covers everything below it.
+    let mut selected = false;
+    let mut prefix = String::new();
+    let parts: Vec<&str> = folded.split('/').collect();
+    for (index, part) in parts.iter().enumerate() {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+        let is_dir = index + 1 < parts.len();
+        match rules.matched(std::path::Path::new(&prefix), is_dir) {
+            Match::Ignore(_) => selected = true,
+            Match::Whitelist(_) => return false,
+            Match::None => {}
+        }
+    }
+    selected
+}
+
+/// Folds a repository path the way the policy matches it.
+pub fn fold(path: &str) -> String {
+    path.split('/').map(protected_key).collect::<Vec<_>>().join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(code: &[&str], tests: &[&str]) -> CodeMatcher {
+        CodeRules {
+            code: code.iter().map(|glob| (*glob).to_owned()).collect(),
+            tests: tests.iter().map(|glob| (*glob).to_owned()).collect(),
+            ..CodeRules::default()
+        }
+        .matcher()
+        .expect("compiles")
+    }
+
+    fn kind(matcher: &CodeMatcher, path: &str) -> &'static str {
+        match matcher.kind(&fold(path)) {
+            Kind::Code => "code",
+            Kind::Test => "test",
+            Kind::NotCode { .. } => "not code",
+        }
+    }
+
+    #[test]
+    fn code_globs_select_and_never_code_wins() {
+        let m = rules(
+            &["src/**/*.rs", "src/**/*.py", "!src/generated/", "*.sh"],
+            &["tests/", "test_*.py"],
+        );
+        for (path, want) in [
+            ("src/lib.rs", "code"),
+            ("src/a/b/c.rs", "code"),
+            ("SRC/Lib.RS", "code"),
+            ("src/generated/x.rs", "not code"),
+            ("src/build.rs", "not code"),
+            ("src/conftest.py", "not code"),
+            ("src/pytest.py", "not code"),
+            ("src/pytest_evil/__init__.py", "not code"),
+            ("src/x.dist-info/entry_points.txt", "not code"),
+            ("src/.cargo/config.toml", "not code"),
+            ("src/hook.pth", "not code"),
+            ("Cargo.toml", "not code"),
+            ("crates/a/Cargo.toml", "not code"),
+            ("rustfmt.toml", "not code"),
+            (".gitattributes", "not code"),
+            ("Dockerfile", "not code"),
+            ("requirements.txt", "not code"),
+            ("requirements-dev.txt", "not code"),
+            ("vitest.config.ts", "not code"),
+            ("pytest.py", "not code"),
+            ("other.py", "not code"),
+            ("scripts/lint.sh", "code"),
+            ("tests/count.rs", "test"),
+            ("pkg/test_a.py", "test"),
+            ("README.md", "not code"),
+            ("docs/x.md", "not code"),
+        ] {
+            assert_eq!(kind(&m, path), want, "{path}");
+        }
+    }
+
+    #[test]
+    fn a_lookalike_or_a_case_variant_of_a_never_code_name_is_never_code() {
+        let m = rules(&["**"], &[]);
+        for path in [
+            "CARGO.TOML",
+            "Cargo.t\u{043e}ml",
+            "src/Conftest.py",
+            "PyTest.py",
+            "src/x.DIST-INFO/RECORD",
+            ".GITATTRIBUTES",
+            "x/Makefile",
+        ] {
+            assert_eq!(kind(&m, path), "not code", "{path}");
+        }
+        assert_eq!(kind(&m, "src/main.rs"), "code");
+    }
+
+    #[test]
+    fn an_exempt_default_and_an_added_rule() {
+        let m = CodeRules {
+            code: vec!["**".to_owned()],
+            never: vec![("scripts/lint.sh".to_owned(), "a Verifier step".to_owned())],
+            exempt: vec!["*.cfg".to_owned()],
+            ..CodeRules::default()
+        }
+        .matcher()
+        .expect("compiles");
+        assert_eq!(kind(&m, "app.cfg"), "code");
+        assert_eq!(
+            m.kind(&fold("scripts/lint.sh")),
+            Kind::NotCode {
+                why: "a Verifier step"
+            }
+        );
+    }
+
+    #[test]
+    fn bad_globs_are_errors() {
+        assert!(
+            CodeRules {
+                code: vec!["src/[".to_owned()],
+                ..CodeRules::default()
+            }
+            .matcher()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn default_test_globs_name_test_files() {
+        let tests: Vec<&str> = TEST_GLOBS.to_vec();
+        let m = rules(&[], &tests);
+        for path in [
+            "tests/a.rs",
+            "crates/x/tests/y.rs",
+            "pkg/test_x.py",
+            "pkg/x_test.py",
+            "cmd/x_test.go",
+            "web/a.test.ts",
+            "web/a.spec.tsx",
+            "src/__tests__/a.js",
+            "go/testdata/golden.txt",
+            "src/snapshots/x.snap",
+        ] {
+            assert_eq!(kind(&m, path), "test", "{path}");
+        }
+        assert_eq!(kind(&m, "src/latest.rs"), "not code");
+    }
+}

@@ -341,4 +341,10 @@ fn an_approved_change_to_what_setup_reads_starts_an_empty_dependency_cache() {
     assert_eq!(both.len(), 2, "{both:?}");
     let new = both.iter().find(|key| !old.contains(key)).expect("a new key");
     assert_eq!(installed(new), "[pytest]\naddopts = -q -p plugin\n");
+
+    // So is any other file that is not code, judge file or not: a requirement.
+    repo.write("requirements.txt", "pytest-plugin==1.0\n");
+    repo.commit("approved: a requirement");
+    run("after the requirement");
+    assert_eq!(deps_folders(&artifacts).len(), 3);
 }

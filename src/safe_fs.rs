@@ -46,6 +46,40 @@ pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Passes the regular file at `path` (not a symlink: `O_NOFOLLOW`) to `each` in pieces, at most
+/// `limit` bytes; returns how many there were. A FIFO, socket, device, folder or link is an
+/// `InvalidInput` error (a link `ELOOP`); so is a larger file. Nothing is held in memory but one
+/// piece.
+pub fn stream_regular(path: &Path, limit: u64, mut each: impl FnMut(&[u8])) -> io::Result<u64> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags(OFlags::NOFOLLOW))
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, device, socket or folder is never read)",
+        ));
+    }
+    let mut reader = file.take(limit + 1);
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let read = match reader.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        total += read as u64;
+        if total > limit {
+            return Err(too_large(limit));
+        }
+        each(&buffer[..read]);
+    }
+    Ok(total)
+}
+
 fn too_large(limit: u64) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("larger than {limit} bytes"))
 }

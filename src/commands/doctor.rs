@@ -174,6 +174,10 @@ async fn judged(resolved: &crate::config::Resolved, repo: &std::path::Path, chec
         },
     ));
     let (job, commands) = crate::reconcile::setup_job(resolved);
+    // The cache a run's first round would use, so that the setup fills the same one.
+    if let Err(error) = crate::reconcile::use_deps_of(resolved, &sandbox, repo).await {
+        checks.push(Check::fail("setup", crate::report::error_text(&error)));
+    }
     if !commands.is_empty() {
         match sandbox.run_sequence(repo, &job, &commands).await {
             Ok(outputs) => match outputs

@@ -1,4 +1,6 @@
-//! `bork-ci gc`: removes what dead runs left on the Docker engine.
+//! `bork-ci gc`: removes what dead runs left on the Docker engine and under the artifact root:
+//! their build caches, and dependency caches no run has used for the TTL (a key no longer
+//! current, see `sandbox::deps`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -11,6 +13,14 @@ use crate::exit::ExitCode;
 pub(super) async fn gc(args: crate::cli::GcArgs, env: &crate::config::Env) -> Result<ExitCode> {
     let repo = repo_root(&args.repo).unwrap_or_else(|_| PathBuf::from("."));
     let resolved = load_config(&repo, &args.repo, &crate::cli::ConfigFlags::default(), env)?;
+    let ttl = std::time::Duration::from_secs(args.older_than_secs.unwrap_or(GC_TTL.as_secs()));
+    // The host's folders first: a `--sandbox none` user may have no Docker engine.
+    let builds = crate::blocking::run(|| stale_folders(&resolved.artifact_root().join("build"), ttl));
+    let deps = if args.keep_caches {
+        0
+    } else {
+        crate::blocking::run(|| stale_folders(&resolved.artifact_root().join("deps"), ttl))
+    };
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let docker = crate::sandbox::docker::DockerSandbox::connect(
         resolved.docker_settings().map_err(anyhow::Error::new)?,
@@ -19,7 +29,6 @@ pub(super) async fn gc(args: crate::cli::GcArgs, env: &crate::config::Env) -> Re
     .await
     .map_err(anyhow::Error::new)
     .context("connecting to the Docker engine")?;
-    let ttl = std::time::Duration::from_secs(args.older_than_secs.unwrap_or(GC_TTL.as_secs()));
     let report = crate::sandbox::docker::gc(&docker, ttl)
         .await
         .map_err(anyhow::Error::new)
@@ -40,24 +49,26 @@ pub(super) async fn gc(args: crate::cli::GcArgs, env: &crate::config::Env) -> Re
             .map_err(anyhow::Error::new)
             .context("removing older runner images")?
     };
-    let builds = crate::blocking::run(|| stale_build_caches(&resolved.artifact_root(), ttl));
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(
         stdout,
-        "removed {} container(s), {} volume(s), {} unused cache volume(s), {} older runner image(s) and {} build cache folder(s) of killed runs",
+        "removed {} container(s), {} volume(s), {} unused cache volume(s), {} older runner image(s), {} build cache folder(s) of killed runs and {} dependency cache folder(s) unused for the TTL",
         report.containers.len(),
         report.volumes.len(),
         caches.len(),
         images.len(),
-        builds
+        builds,
+        deps
     );
     Ok(ExitCode::Converged)
 }
 
-/// Removes the build caches (`<artifact root>/build/<run>`) a killed run left, those untouched
-/// for longer than `ttl` (a run removes its own at its end); returns how many went.
-fn stale_build_caches(root: &std::path::Path, ttl: std::time::Duration) -> usize {
-    let Ok(entries) = std::fs::read_dir(root.join("build")) else {
+/// Removes the folders in `parent` untouched for longer than `ttl`; returns how many went.
+/// `build/<run>`: the build caches a killed run left (a run removes its own at its end).
+/// `deps/<key>`: dependency caches no run has used for that long (each round stamps the one it
+/// uses, `SharedDirs::use_deps_key`), such as those of keys no longer current.
+fn stale_folders(parent: &std::path::Path, ttl: std::time::Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(parent) else {
         return 0;
     };
     let now = std::time::SystemTime::now();
@@ -75,4 +86,27 @@ fn stale_build_caches(root: &std::path::Path, ttl: std::time::Duration) -> usize
         })
         .filter(|entry| std::fs::remove_dir_all(entry.path()).is_ok())
         .count()
+}
+
+#[cfg(test)]
+#[expect(clippy::disallowed_methods, reason = "the test lays out its folders")]
+mod tests {
+    #[test]
+    fn only_folders_unused_for_the_ttl_go() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let day = std::time::Duration::from_secs(24 * 3600);
+        for (name, age) in [("old", 3 * day), ("fresh", day / 2)] {
+            let folder = root.path().join(name);
+            std::fs::create_dir_all(folder.join("cargo-home")).expect("mkdir");
+            let stamp = std::time::SystemTime::now() - age;
+            std::fs::File::open(&folder)
+                .and_then(|file| file.set_modified(stamp))
+                .expect("stamp");
+        }
+        std::fs::write(root.path().join("a-file"), "x").expect("write");
+        assert_eq!(super::stale_folders(root.path(), day), 1);
+        assert!(!root.path().join("old").exists());
+        assert!(root.path().join("fresh").exists());
+        assert!(root.path().join("a-file").exists());
+    }
 }

@@ -108,6 +108,9 @@ impl std::fmt::Debug for Resolved {
     }
 }
 
+/// The rule reported for a file the dev container's build reads.
+pub const DEVCONTAINER_BUILD_RULE: &str = "read by the dev container's build";
+
 impl Resolved {
     fn source_of(&self, key: &str) -> String {
         self.figment
@@ -280,6 +283,33 @@ impl Resolved {
             &self.config.judge_files,
             &self.config.judge_files_exempt,
         )
+    }
+
+    /// The judge files of this configuration on the repository at `repo`: [`Self::judge_rules`]
+    /// and everything the repository's dev container build reads
+    /// (`sandbox::devcontainer::build_inputs`), so that the model cannot change what the judges
+    /// run in through a Dockerfile or a file it copies from outside `.devcontainer/`.
+    pub fn judge_rules_in(&self, repo: &Path) -> Result<crate::edit::judge_files::JudgeRules, String> {
+        let mut rules = self.judge_rules()?;
+        // They are never code either (`reconcile::plan::code_rules`); as judge files they are
+        // also compared with the approved revision before and after every judge.
+        match crate::sandbox::devcontainer::build_inputs(repo) {
+            Ok(inputs) => {
+                for note in &inputs.notes {
+                    tracing::warn!("the dev container: {note}");
+                }
+                rules.globs.extend(
+                    inputs
+                        .globs
+                        .into_iter()
+                        .map(|glob| (glob, DEVCONTAINER_BUILD_RULE.to_owned())),
+                );
+            }
+            // The dev container's own files are judge files already; a build that cannot be
+            // read fails where it is built.
+            Err(error) => tracing::debug!("the dev container's build inputs: {error}"),
+        }
+        Ok(rules)
     }
 
     /// The verifier steps configured in the file (`agent.yaml` is read by `verify::load_steps`).

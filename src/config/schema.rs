@@ -496,9 +496,10 @@ pub struct SandboxConfig {
     pub pids_limit: i64,
     /// `uid:gid` the checker runs as.
     pub user: String,
-    /// Shell commands run once per run before the first model call, in the judge image, on the
-    /// approved revision, with `setup-network`: they fill the dependency cache (`/deps`) that the
-    /// judges then read (read-only) without network.
+    /// Shell commands run once per round (the first before the first model call), in the judge
+    /// image, on the approved revision, with `setup-network`: they fill the dependency cache
+    /// (`/deps`, keyed by `sandbox::deps::key`) that the judges then read (read-only) without
+    /// network.
     pub setup: Vec<String>,
     /// The network of the setup commands: `bridge` (default), `host` or `none`.
     pub setup_network: Network,

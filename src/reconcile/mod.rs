@@ -24,7 +24,7 @@ use anyhow::{Context, Result};
 
 pub use round::{
     IterationHook, ReviewAnswer, RunError, estimate, initial_prompt, review_once, review_provider,
-    review_with, secret_in_prompt, setup_job,
+    review_with, secret_in_prompt, setup_job, use_deps_of,
 };
 
 use crate::budget::{self, Spent};
@@ -144,8 +144,18 @@ pub async fn run(
 
     let mut baseline = Some(round::before_first_call(resolved, sandbox, &round).await?);
     let mut whole: Option<RunReport> = None;
-    for _ in 0..budget::MAX_ROUNDS {
-        let mut report = match (round::round(resolved, sandbox, &round).await, whole.take()) {
+    for index in 0..budget::MAX_ROUNDS {
+        // Each round's setup runs on its approved revision (the first's ran before the
+        // preflight); approved edits may have changed what the dependency cache is keyed by.
+        let this = if index == 0 {
+            round::round(resolved, sandbox, &round).await
+        } else {
+            match round::setup_round(resolved, sandbox, &round.repo, round.stop_token.as_deref()).await {
+                Ok(()) => round::round(resolved, sandbox, &round).await,
+                Err(error) => Err(error),
+            }
+        };
+        let mut report = match (this, whole.take()) {
             (Ok(this), None) => this,
             (Ok(this), Some(mut earlier)) => {
                 earlier.absorb(this);

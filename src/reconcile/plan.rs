@@ -52,7 +52,8 @@ impl Plan {
             crate::blocking::run(|| crate::verify::load_steps(repo, &resolved.verification_steps()))
                 .context("reading the verification steps")?;
         let review_min_severity = config.review.enabled.then_some(config.review.min_severity);
-        let mut judge_rules = resolved.judge_rules().map_err(anyhow::Error::msg)?;
+        let mut judge_rules =
+            crate::blocking::run(|| resolved.judge_rules_in(repo)).map_err(anyhow::Error::msg)?;
         judge_rules.code = Some(code_rules(resolved, repo, &verifier_steps)?);
         Ok(Plan {
             limits: Limits::of(config),
@@ -113,6 +114,15 @@ pub(super) fn code_rules(resolved: &Resolved, repo: &Path, verifier_steps: &[Ste
     rules.never = crate::blocking::run(|| {
         let mut never = crate::edit::layout::read_by_commands(repo, &steps, false);
         never.extend(crate::edit::layout::read_by_commands(repo, &setup, true));
+        // What the dev container's build reads (its Dockerfile, the files it copies).
+        if let Ok(inputs) = crate::sandbox::devcontainer::build_inputs(repo) {
+            never.extend(
+                inputs
+                    .globs
+                    .into_iter()
+                    .map(|glob| (glob, crate::config::DEVCONTAINER_BUILD_RULE.to_owned())),
+            );
+        }
         never
     });
     rules

@@ -177,6 +177,10 @@ struct StepResult {
 }
 
 /// Runs the edit step through the sandbox (see `edit_step`) and appends the model's turns.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the round's parts the step reads and the lessons it updates"
+)]
 async fn run_edit_step(
     sandbox: &Sandbox,
     resolved: &Resolved,
@@ -1367,9 +1371,7 @@ pub(super) async fn before_first_call(
     {
         return Err(RunError::CheckerUnusable { problem }.into());
     }
-    if !config.sandbox.setup.is_empty() {
-        run_setup(resolved, sandbox, repo, stop_token).await?;
-    }
+    setup_round(resolved, sandbox, repo, stop_token).await?;
     let Some(checker_path) = config.correctness_checker.as_ref().filter(|_| config.preflight) else {
         return Ok(None);
     };
@@ -1413,6 +1415,73 @@ pub(super) async fn before_first_call(
         findings,
         duration_ms: started.elapsed().as_millis() as u64,
     }))
+}
+
+/// What a round does before anything else, on the approved revision (the tree as the round
+/// starts: the commit the run started from plus approved edits): computes the dependency
+/// cache's key once (`sandbox::deps::key`: the repository, the setup commands, the judges'
+/// image id and every file that is not code), makes it the cache its jobs mount (a new key is
+/// an empty cache) and runs the setup commands into it.
+pub(super) async fn setup_round(
+    resolved: &Resolved,
+    sandbox: &Sandbox,
+    repo: &Path,
+    stop_token: Option<&str>,
+) -> Result<()> {
+    use_deps_of(resolved, sandbox, repo).await?;
+    if !resolved.config.sandbox.setup.is_empty() {
+        run_setup(resolved, sandbox, repo, stop_token).await?;
+    }
+    Ok(())
+}
+
+/// Computes the dependency cache's key of the tree at `repo` (the approved revision) and makes
+/// it the cache the sandbox's jobs mount from now on; returns the key.
+pub async fn use_deps_of(resolved: &Resolved, sandbox: &Sandbox, repo: &Path) -> Result<String> {
+    let config = &resolved.config;
+    let image_id = match sandbox.judge_image_id(repo).await {
+        Ok(id) => id,
+        Err(error) => {
+            // The judges fail with this error where they start; the key still names the image.
+            tracing::debug!("the judges' image id: {error}");
+            sandbox
+                .image(JobKind::Checker)
+                .unwrap_or_else(|| "unknown".to_owned())
+        }
+    };
+    let steps = crate::blocking::run(|| crate::verify::load_steps(repo, &resolved.verification_steps()))
+        .context("reading the verification steps")?;
+    let judge = crate::blocking::run(|| resolved.judge_rules_in(repo))
+        .map_err(anyhow::Error::msg)?
+        .matcher()
+        .context("compiling the judge files' globs")?;
+    let code = super::plan::code_rules(resolved, repo, &steps)?
+        .matcher()
+        .map_err(anyhow::Error::msg)
+        .context("compiling the code globs")?;
+    // Code (and tests) alone leave the key as it is: every judge file, and every other file
+    // that is not code, is part of it.
+    let is_code = |path: &str| {
+        let folded = crate::edit::judge_files::fold(path);
+        judge.classify(&folded).is_none()
+            && matches!(
+                code.kind(&folded),
+                crate::edit::code::Kind::Code | crate::edit::code::Kind::Test
+            )
+    };
+    let identity = resolved.deps_identity(repo);
+    let inputs = crate::sandbox::deps::KeyInputs {
+        identity: &identity,
+        setup: &config.sandbox.setup,
+        image_id: &image_id,
+    };
+    let key = crate::blocking::run(|| crate::sandbox::deps::key(repo, &inputs, &is_code))
+        .map_err(anyhow::Error::msg)
+        .context("computing the dependency cache's key")?;
+    let shared = sandbox.shared().clone();
+    crate::blocking::run(|| shared.use_deps_key(&key));
+    tracing::info!("the dependency cache of this round: {key} (judges' image {image_id})");
+    Ok(key)
 }
 
 /// Runs the setup commands once, one after another in one job of the judge's image, on the

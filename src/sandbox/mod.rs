@@ -7,6 +7,7 @@
 //! the loop changes. This module does not interpret output:
 //! judging it is the caller's business (`checker`, `verify`).
 
+pub mod deps;
 pub mod devcontainer;
 pub mod docker;
 pub mod none;
@@ -52,8 +53,8 @@ pub enum JobKind {
     /// read-write without `.git`, the state directory at `/state`, host networking, the LLM key.
     EditStep,
     /// The setup commands (`sandbox.setup`): the judge's image and profile, on the approved
-    /// revision before any model call, with `sandbox.setup-network`, writing the dependency
-    /// cache.
+    /// revision as each round starts, with `sandbox.setup-network`, writing the dependency
+    /// cache of the round's key.
     Setup,
 }
 
@@ -166,7 +167,7 @@ pub struct ArtifactDirs {
     /// The run's build cache (`/cache`): written by the judges of this run, kept across its
     /// iterations, removed at its end.
     pub build: PathBuf,
-    /// The dependency cache (`/deps`) of this repository and base branch: written only by the
+    /// The dependency cache (`/deps`) of the round's key (see [`deps`]): written only by the
     /// setup commands on the approved revision, read-only to every judge.
     pub deps: PathBuf,
 }
@@ -178,7 +179,7 @@ impl ArtifactDirs {
         ArtifactDirs {
             run: root.join("runs").join(run_dir),
             build: shared.build.clone(),
-            deps: shared.deps.clone(),
+            deps: shared.deps(),
         }
     }
 
@@ -214,23 +215,24 @@ impl ArtifactDirs {
     }
 }
 
-/// What the judges of one run share on the host: the run's build cache and the repository's
-/// dependency cache (see [`ArtifactDirs`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the judges of one run share on the host: the run's build cache and the dependency
+/// cache of the round's key (see [`ArtifactDirs`] and [`deps`]).
+#[derive(Debug, Clone)]
 pub struct SharedDirs {
     pub root: PathBuf,
     pub run_id: String,
     /// `<root>/build/<run id>`.
     pub build: PathBuf,
-    /// `<root>/deps/<key>`.
-    pub deps: PathBuf,
-    /// The dependency cache's key: a digest of the repository's identity and the base branch.
-    pub deps_key: String,
+    /// The dependency cache in use: its key and `<root>/deps/<key>`. Shared by every clone, so
+    /// that the key a round sets ([`SharedDirs::use_deps_key`]) is the one its jobs mount.
+    deps: std::sync::Arc<std::sync::RwLock<(String, PathBuf)>>,
 }
 
 impl SharedDirs {
     /// The shared directories of run `run_id` under the artifact root `root`; `identity` names
-    /// the repository (its remote, else its path) and `base` the base branch.
+    /// the repository (its remote, else its path) and `base` the base branch. The dependency
+    /// cache starts keyed by those alone, until a round sets the key of what it approved
+    /// ([`deps::key`]).
     pub fn new(root: &Path, run_id: &str, identity: &str, base: &str) -> SharedDirs {
         use sha2::Digest as _;
         let deps_key =
@@ -239,8 +241,32 @@ impl SharedDirs {
             root: root.to_owned(),
             run_id: run_id.to_owned(),
             build: root.join("build").join(run_id),
-            deps: root.join("deps").join(&deps_key),
-            deps_key,
+            deps: std::sync::Arc::new(std::sync::RwLock::new((
+                deps_key.clone(),
+                root.join("deps").join(&deps_key),
+            ))),
+        }
+    }
+
+    /// The dependency cache's key.
+    pub fn deps_key(&self) -> String {
+        self.deps.read().unwrap_or_else(|p| p.into_inner()).0.clone()
+    }
+
+    /// The dependency cache on the host: `<root>/deps/<key>`.
+    pub fn deps(&self) -> PathBuf {
+        self.deps.read().unwrap_or_else(|p| p.into_inner()).1.clone()
+    }
+
+    /// Makes `key` the dependency cache of the jobs from now on, and stamps its folder as used
+    /// now (what `bork-ci gc` goes by). A key never used before starts empty.
+    pub fn use_deps_key(&self, key: &str) {
+        let path = self.root.join("deps").join(key);
+        *self.deps.write().unwrap_or_else(|p| p.into_inner()) = (key.to_owned(), path.clone());
+        if std::fs::create_dir_all(&path).is_ok()
+            && let Ok(folder) = std::fs::File::open(&path)
+        {
+            let _ = folder.set_modified(std::time::SystemTime::now());
         }
     }
 
@@ -261,7 +287,7 @@ impl SharedDirs {
             Some(run) => ArtifactDirs {
                 run: run.clone(),
                 build: self.build.clone(),
-                deps: self.deps.clone(),
+                deps: self.deps(),
             },
             None => self.job_dirs(job.kind),
         };
@@ -561,6 +587,15 @@ impl Sandbox {
         match self {
             Sandbox::None(_) => None,
             Sandbox::Docker(docker) => Some(docker.image_for(kind)),
+        }
+    }
+
+    /// The id of the image the judges run in (`local` for local processes), made available
+    /// first: part of the dependency cache's key ([`deps::key`]).
+    pub async fn judge_image_id(&self, repo: &Path) -> Result<String, SandboxError> {
+        match self {
+            Sandbox::None(_) => Ok("local".to_owned()),
+            Sandbox::Docker(docker) => docker.judge_image_id(repo).await,
         }
     }
 

@@ -150,7 +150,7 @@ impl Local {
         if matches!(job.kind, JobKind::EditStep | JobKind::Setup) {
             return Ok(None);
         }
-        crate::blocking::run(|| Seal::of(&self.shared.deps))
+        crate::blocking::run(|| Seal::of(&self.shared.deps()))
             .map(Some)
             .map_err(|source| SandboxError::Prepare {
                 what: "a seal of the dependency cache".to_owned(),
@@ -164,7 +164,7 @@ impl Local {
         let Some(seal) = seal else {
             return Ok(());
         };
-        let deps = self.shared.deps.clone();
+        let deps = self.shared.deps();
         let now = crate::blocking::run(|| Seal::of(&deps));
         if now.as_ref().is_ok_and(|now| *now == seal) {
             return Ok(());
@@ -294,12 +294,39 @@ fn own_executable_env(fresh: &Path) -> Vec<(String, String)> {
     ]
 }
 
-/// What the dependency cache holds, by path: inode, size, mode, modification and change times.
+/// What the dependency cache holds, by path: inode, size, mode, owner, and for entries that are
+/// not folders their modification and change times. A folder's own times only say that an entry
+/// came or went, which its entries say already (and the tools' bookkeeping below moves them).
 #[derive(Debug, PartialEq, Eq)]
 struct Seal(std::collections::BTreeMap<std::path::PathBuf, Stamp>);
 
-/// One entry's inode, size, mode, modification and change times (seconds, nanoseconds).
-type Stamp = (u64, u64, u32, i64, i64, i64, i64);
+/// One entry's inode, size, mode, owner and group, modification and change times (seconds,
+/// nanoseconds; zero for folders).
+type Stamp = (u64, u64, u32, u32, u32, i64, i64, i64, i64);
+
+/// Files the tools rewrite on their own while a judge builds or tests, whatever the judge does:
+/// their bookkeeping, never read as code. Paths relative to the dependency cache; a folder
+/// stands for everything below it. Cargo keeps the last use of each downloaded crate in the
+/// SQLite database `.global-cache` (with its journal) and refreshes those stamps when they are
+/// more than a few minutes old, under the locks `.package-cache` and `.package-cache-mutate`;
+/// npm writes a debug log per command into `_logs` of its cache and its update check's stamp;
+/// pip its version check's state under `selfcheck`.
+const BOOKKEEPING: &[&str] = &[
+    "cargo-home/.global-cache",
+    "cargo-home/.global-cache-journal",
+    "cargo-home/.global-cache-wal",
+    "cargo-home/.global-cache-shm",
+    "cargo-home/.package-cache",
+    "cargo-home/.package-cache-mutate",
+    "npm/_logs",
+    "npm/_update-notifier-last-checked",
+    "pip/selfcheck",
+];
+
+/// Whether the entry at `relative` (to the dependency cache) is a tool's bookkeeping.
+fn bookkeeping(relative: &Path) -> bool {
+    BOOKKEEPING.iter().any(|entry| relative.starts_with(entry))
+}
 
 impl Seal {
     fn of(root: &Path) -> std::io::Result<Seal> {
@@ -315,21 +342,34 @@ impl Seal {
             for item in items {
                 let item = item?;
                 let meta = item.path().symlink_metadata()?;
+                if meta.is_dir() {
+                    stack.push(item.path());
+                }
+                // Bookkeeping may come, go and change as long as it is a plain file or folder;
+                // a link or anything else in its place still breaks the seal.
+                let plain = meta.is_file() || meta.is_dir();
+                if plain && item.path().strip_prefix(root).is_ok_and(bookkeeping) {
+                    continue;
+                }
+                let times = if meta.is_dir() {
+                    (0, 0, 0, 0)
+                } else {
+                    (meta.mtime(), meta.mtime_nsec(), meta.ctime(), meta.ctime_nsec())
+                };
                 entries.insert(
                     item.path(),
                     (
                         meta.ino(),
-                        meta.size(),
+                        if meta.is_dir() { 0 } else { meta.size() },
                         meta.mode(),
-                        meta.mtime(),
-                        meta.mtime_nsec(),
-                        meta.ctime(),
-                        meta.ctime_nsec(),
+                        meta.uid(),
+                        meta.gid(),
+                        times.0,
+                        times.1,
+                        times.2,
+                        times.3,
                     ),
                 );
-                if meta.is_dir() {
-                    stack.push(item.path());
-                }
             }
         }
         Ok(Seal(entries))
@@ -482,6 +522,47 @@ mod tests {
             .expect("runs");
         assert_eq!(out.outcome, Outcome::TimedOut);
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    #[expect(clippy::disallowed_methods, reason = "the test plants files in the cache")]
+    fn the_tools_bookkeeping_keeps_the_seal_and_nothing_else_does() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let deps = dir.path();
+        for folder in ["cargo-home/registry/src/x-1", "npm", "pip/http"] {
+            std::fs::create_dir_all(deps.join(folder)).expect("mkdir");
+        }
+        std::fs::write(deps.join("cargo-home/.global-cache"), b"v1").expect("write");
+        std::fs::write(deps.join("cargo-home/registry/src/x-1/lib.rs"), b"pub fn x() {}").expect("write");
+        let sealed = Seal::of(deps).expect("seal");
+        // What cargo, npm and pip write on their own during a build or a test.
+        std::fs::remove_file(deps.join("cargo-home/.global-cache")).expect("rm");
+        std::fs::write(deps.join("cargo-home/.global-cache"), b"v2 with newer stamps").expect("write");
+        std::fs::write(deps.join("cargo-home/.global-cache-journal"), b"j").expect("write");
+        std::fs::write(deps.join("cargo-home/.package-cache"), b"").expect("write");
+        std::fs::create_dir_all(deps.join("npm/_logs")).expect("mkdir");
+        std::fs::write(deps.join("npm/_logs/2026-debug-0.log"), b"log").expect("write");
+        std::fs::create_dir_all(deps.join("pip/selfcheck")).expect("mkdir");
+        std::fs::write(deps.join("pip/selfcheck/abc.json"), b"{}").expect("write");
+        assert_eq!(Seal::of(deps).expect("seal"), sealed);
+        // Anything else breaks it: a changed source, a new file, a link in a bookkeeping name.
+        let plants: [&dyn Fn(); 3] = [
+            &|| {
+                std::fs::write(deps.join("cargo-home/registry/src/x-1/lib.rs"), b"pub fn y() {}")
+                    .expect("write")
+            },
+            &|| std::fs::write(deps.join("pip/evil.pth"), b"import os").expect("write"),
+            &|| {
+                std::fs::remove_file(deps.join("cargo-home/.package-cache")).expect("rm");
+                std::os::unix::fs::symlink("/etc/passwd", deps.join("cargo-home/.package-cache"))
+                    .expect("link");
+            },
+        ];
+        for plant in plants {
+            let before = Seal::of(deps).expect("seal");
+            plant();
+            assert_ne!(Seal::of(deps).expect("seal"), before);
+        }
     }
 
     #[tokio::test]

@@ -861,7 +861,7 @@ const WRITERS: &[(&str, &str)] = &[
     ),
     (
         "sandbox/docker/mod.rs",
-        "scratch folders, the stripped copy of `.git/config`, the setup's CA bundle",
+        "scratch folders, the stripped copy of `.git/config`, the setup's CA bundle, the id of each dev container image it built",
     ),
     (
         "sandbox/docker/transport.rs",

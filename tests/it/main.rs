@@ -11,6 +11,7 @@ mod budgets;
 mod check;
 mod ci_setup;
 mod cli;
+mod deps;
 mod diff_base;
 mod endpoints;
 mod fake_llm;

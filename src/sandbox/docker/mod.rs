@@ -470,10 +470,31 @@ impl DockerSandbox {
         }
     }
 
+    /// The id of the image the judges (checker, Verifier, setup) run in, made available first.
+    pub async fn judge_image_id(&self, repo: &Path) -> Result<String, SandboxError> {
+        let image = if self.settings.image == super::devcontainer::IMAGE_VALUE {
+            let repo = std::fs::canonicalize(repo).map_err(|source| SandboxError::Prepare {
+                what: "the repository path".to_owned(),
+                source,
+            })?;
+            self.devcontainer_image(&repo).await?
+        } else {
+            self.ready_image(JobKind::Checker).await?
+        };
+        let found = self
+            .docker
+            .inspect_image(&image)
+            .await
+            .map_err(docker_error("inspect image"))?;
+        Ok(found.id.unwrap_or(image))
+    }
+
     /// The image of the repository's dev container (`sandbox.image = "devcontainer"`), found
     /// once per run on the tree as the run starts (the approved revision): `image` as
-    /// `sandbox.pull` says, or `build.dockerfile` built through the Engine API and reused by a
-    /// digest of everything it is built from (`bork-ci-devcontainer:<digest>`).
+    /// `sandbox.pull` says, or `build.dockerfile` built through the Engine API, tagged by a
+    /// digest of everything it is built from (`bork-ci-devcontainer:<digest>`) and used by id.
+    /// The id bork-ci built is recorded under the artifact root ([`DEVCONTAINER_RECORDS`]); a
+    /// tag that names another image (moved by anyone with the engine) is built again.
     pub async fn devcontainer_image(&self, repo: &Path) -> Result<String, SandboxError> {
         self.devcontainer
             .get_or_try_init(|| async {
@@ -496,6 +517,7 @@ impl DockerSandbox {
                     } => {
                         build_devcontainer(
                             &self.docker,
+                            &self.settings.artifact_dir,
                             repo,
                             &dockerfile,
                             &context,
@@ -1198,7 +1220,7 @@ impl DockerSandbox {
                         .await?;
                     prepared.volumes.push(artifacts.clone());
                     mounts.push(transport::volume(&artifacts, ARTIFACTS_MOUNT, false));
-                    let deps = transport::deps_volume(&self.shared.deps_key);
+                    let deps = transport::deps_volume(&self.shared.deps_key());
                     self.create_volume(&deps, self.cache_volume_labels(repo)).await?;
                     self.anchor_cache(&deps, &image).await;
                     if setup {
@@ -1453,6 +1475,7 @@ const DEVCONTAINER_CONTEXT_MAX: u64 = 1 << 30;
 /// build arguments and the target.
 async fn build_devcontainer(
     docker: &Docker,
+    artifact_root: &Path,
     repo: &Path,
     dockerfile: &Path,
     context: &Path,
@@ -1489,11 +1512,30 @@ async fn build_devcontainer(
     hasher.update(format!("\0target={}", target.unwrap_or("")).as_bytes());
     let digest = hex::encode(hasher.finalize());
     let tag = format!("bork-ci-devcontainer:{}", &digest[..16]);
-    if docker.inspect_image(&tag).await.is_ok() {
-        tracing::info!(
-            "the judges run in the dev container's image {tag} (built before from the same files)"
-        );
-        return Ok(tag);
+    let record = artifact_root.join(DEVCONTAINER_RECORDS).join(&digest);
+    // Reused only when the tag still names the image bork-ci built from these files (the id it
+    // recorded then): anyone with the engine can put any image under the tag, or a label on it.
+    let recorded = {
+        let record = record.clone();
+        tokio::task::spawn_blocking(move || crate::safe_fs::read_regular(&record, 256))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
+    };
+    if let Ok(found) = docker.inspect_image(&tag).await {
+        match (found.id, recorded) {
+            (Some(id), Some(recorded)) if id == recorded => {
+                tracing::info!(
+                    "the judges run in the dev container's image {tag} ({id}, built before from the same files)"
+                );
+                return Ok(id);
+            }
+            (id, _) => tracing::warn!(
+                "{tag} names an image bork-ci did not build from these files ({}); building it again",
+                id.as_deref().unwrap_or("no id")
+            ),
+        }
     }
     tracing::info!(
         "building the dev container's image {tag} from {} ({} bytes of context)",
@@ -1537,10 +1579,39 @@ async fn build_devcontainer(
             Err(error) => return Err(failed(error.to_string())),
         }
     }
-    match docker.inspect_image(&tag).await {
-        Ok(_) => Ok(tag),
-        Err(error) => Err(failed(format!("the engine reported no error, but: {error}"))),
+    let id = match docker.inspect_image(&tag).await {
+        Ok(built) => built
+            .id
+            .ok_or_else(|| failed("the engine names no id for the built image".to_owned()))?,
+        Err(error) => return Err(failed(format!("the engine reported no error, but: {error}"))),
+    };
+    let written = {
+        let (record, id) = (record.clone(), id.clone());
+        tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(parent_of(&record))?;
+            crate::safe_fs::write_atomic(&record, id.as_bytes())
+        })
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|written| written)
+    };
+    if let Err(error) = written {
+        // Without the record the image is built again next time, never trusted by its tag.
+        tracing::warn!(
+            "recording the dev container's image {id} in {}: {error}",
+            record.display()
+        );
     }
+    tracing::info!("the judges run in the dev container's image {tag} ({id})");
+    Ok(id)
+}
+
+/// The folder under the artifact root holding, per digest of a dev container's build inputs,
+/// the id of the image bork-ci built from them.
+pub const DEVCONTAINER_RECORDS: &str = "devcontainer-images";
+
+fn parent_of(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new("."))
 }
 
 /// What [`gc`] removed.

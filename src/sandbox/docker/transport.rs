@@ -72,7 +72,7 @@ pub fn cache_volume(repo: &Path) -> String {
     format!("bork-ci-cache-{}", digest16(&repo.display().to_string()))
 }
 
-/// The dependency cache volume of a repository and base branch (`SharedDirs::deps_key`).
+/// The dependency cache volume of a key (`SharedDirs::deps_key`, see `sandbox::deps`).
 pub fn deps_volume(deps_key: &str) -> String {
     format!("bork-ci-deps-{deps_key}")
 }

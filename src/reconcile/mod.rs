@@ -14,6 +14,7 @@
 //! `max-iterations` new iterations, numbered on from the earlier ones.
 
 mod plan;
+mod preflight;
 mod round;
 
 use std::future::Future;
@@ -113,6 +114,7 @@ pub async fn run(
         json_logs: options.json_logs,
         spent: Spent::default(),
         learned: Lessons::default(),
+        start: preflight::Start::default(),
     };
     match resume {
         Resume::Fresh => {}
@@ -142,6 +144,9 @@ pub async fn run(
     }
 
     let mut baseline = Some(round::before_first_call(resolved, sandbox, &round).await?);
+    if let Some(Some(seen)) = &baseline {
+        round.start = preflight::Start::of(&seen.checker, &seen.findings);
+    }
     let mut whole: Option<RunReport> = None;
     for _ in 0..budget::MAX_ROUNDS {
         let mut report = match (round::round(resolved, sandbox, &round).await, whole.take()) {
@@ -162,6 +167,9 @@ pub async fn run(
         if let Some(baseline) = baseline.take() {
             report.baseline = baseline;
         }
+        // The approved tree's verdict is the first round's: a later round starts from edits
+        // approved since.
+        round.start = preflight::Start::default();
         round.spent = report.run_totals;
         delivery.publish(&mut report).await?;
         let waiting = report.status == RunStatus::AwaitingApproval;

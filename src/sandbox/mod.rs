@@ -169,14 +169,20 @@ pub struct ArtifactDirs {
     /// The dependency cache (`/deps`) of this repository and base branch: written only by the
     /// setup commands on the approved revision, read-only to every judge.
     pub deps: PathBuf,
+    /// The job's own `TMPDIR`, fresh for each job: `runs/<run id>/tmp/<n>-<kind>` (the
+    /// Verifier's contract lays out test temporaries under `runs/{run_id}/tmp/`). Kept with the
+    /// run's artifacts; no later job is given it.
+    pub tmp: PathBuf,
 }
 
 impl ArtifactDirs {
-    /// The layout under an artifact root: `runs/<run_dir>`, `build/<run_id>` and
-    /// `deps/<deps_key>`.
+    /// The layout under an artifact root: `runs/<run_dir>` (with its `tmp/`), `build/<run_id>`
+    /// and `deps/<deps_key>`.
     pub fn under(root: &Path, run_dir: &str, shared: &SharedDirs) -> ArtifactDirs {
+        let run = root.join("runs").join(run_dir);
         ArtifactDirs {
-            run: root.join("runs").join(run_dir),
+            tmp: run.join("tmp"),
+            run,
             build: shared.build.clone(),
             deps: shared.deps.clone(),
         }
@@ -210,6 +216,15 @@ impl ArtifactDirs {
             std::fs::create_dir_all(&dir)?;
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))?;
         }
+        // The job's `TMPDIR` starts empty: whatever is in its place (a leftover of a job of an
+        // earlier process of the same run, a planted link) goes first.
+        match std::fs::symlink_metadata(&self.tmp) {
+            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&self.tmp)?,
+            Ok(_) => std::fs::remove_file(&self.tmp)?,
+            Err(_) => {}
+        }
+        std::fs::create_dir_all(&self.tmp)?;
+        std::fs::set_permissions(&self.tmp, std::fs::Permissions::from_mode(0o1777))?;
         Ok(())
     }
 }
@@ -244,13 +259,13 @@ impl SharedDirs {
         }
     }
 
-    /// A fresh artifact directory for one job of kind `kind` (`runs/<run id>/jobs/<n>-<kind>`).
+    /// A fresh artifact directory for one job of kind `kind` (`runs/<run id>/jobs/<n>-<kind>`)
+    /// and its `TMPDIR` (`runs/<run id>/tmp/<n>-<kind>`).
     pub fn job_dirs(&self, kind: JobKind) -> ArtifactDirs {
-        ArtifactDirs::under(
-            &self.root,
-            &format!("{}/jobs/{:04}-{}", self.run_id, next_job_number(), kind.as_str()),
-            self,
-        )
+        let label = job_label(kind);
+        let mut dirs = ArtifactDirs::under(&self.root, &format!("{}/jobs/{label}", self.run_id), self);
+        dirs.tmp = self.root.join("runs").join(&self.run_id).join("tmp").join(label);
+        dirs
     }
 
     /// The directories of `job`: its own artifact directory (given, or a fresh one), the
@@ -262,6 +277,7 @@ impl SharedDirs {
                 run: run.clone(),
                 build: self.build.clone(),
                 deps: self.deps.clone(),
+                tmp: run.join("tmp").join(job_label(job.kind)),
             },
             None => self.job_dirs(job.kind),
         };
@@ -285,6 +301,11 @@ impl SharedDirs {
             tracing::debug!("removing the build cache {}: {error}", self.build.display());
         }
     }
+}
+
+/// A job's name among the run's jobs: `<n>-<kind>`, `n` counting the jobs of this process.
+fn job_label(kind: JobKind) -> String {
+    format!("{:04}-{}", next_job_number(), kind.as_str())
 }
 
 fn next_job_number() -> u64 {

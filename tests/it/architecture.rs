@@ -844,11 +844,11 @@ const WRITERS: &[(&str, &str)] = &[
     ),
     (
         "sandbox/mod.rs",
-        "the run's artifact and cache folders under the artifact root",
+        "the run's artifact and cache folders under the artifact root, each job's TMPDIR",
     ),
     (
         "sandbox/none.rs",
-        "a judge job's private HOME and TMPDIR; removes a dependency cache a judge wrote",
+        "a judge job's private HOME; removes a dependency cache a judge wrote",
     ),
     (
         "sandbox/docker/mod.rs",

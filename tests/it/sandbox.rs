@@ -375,7 +375,13 @@ async fn confinement_over(artifacts: &Path, repo: &tempfile::TempDir, transport:
         .collect();
     assert_eq!(ifaces, ["lo"], "{stdout}");
     assert!(stdout.contains("VISIBLE=yes"));
-    assert!(stdout.contains("TMPDIR=/tmp"), "{stdout}");
+    // The job's own folder under the run's `runs/<run id>/tmp/`: mounted at `/tmp` over `bind`,
+    // a folder of its artifacts volume over `copy` (seed 003's `TMPDIR=/artifacts/tmp`).
+    let tmpdir = match transport {
+        Transport::Bind | Transport::Auto => "TMPDIR=/tmp\n",
+        Transport::Copy => "TMPDIR=/artifacts/tmp\n",
+    };
+    assert!(stdout.contains(tmpdir), "{stdout}");
     assert!(stdout.contains("HOME=/home/judge"), "{stdout}");
     assert!(!stdout.contains("CANARY"), "{stdout}");
     assert!(stdout.contains("ref: refs/heads/main"), "{stdout}");

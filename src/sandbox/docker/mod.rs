@@ -50,6 +50,11 @@ pub const CACHE_MOUNT: &str = "/cache";
 pub const DEPS_MOUNT: &str = "/deps";
 /// A judge's own empty home (a tmpfs per container).
 pub const JUDGE_HOME: &str = "/home/judge";
+/// Where a judge sees its own `TMPDIR`, the host's `runs/<run id>/tmp/<n>-<kind>`, over `bind`.
+pub const JUDGE_TMP: &str = "/tmp";
+/// Where a judge sees its own `TMPDIR` over `copy`: a folder of its artifacts volume, copied
+/// back into `runs/<run id>/tmp/<n>-<kind>` (seed 003's `TMPDIR=/artifacts/tmp`).
+pub const COPY_TMP: &str = "/artifacts/tmp";
 /// Where the setup job finds the runner's CA bundle (inside the dependency cache).
 pub const SETUP_CA: &str = "/deps/.bork-ci/ca-certificates.crt";
 /// Where the edit step's state directory is mounted.
@@ -989,6 +994,7 @@ impl DockerSandbox {
             fresh_build: None,
             uploads: Vec::new(),
             artifacts_back: None,
+            tmp_back: None,
             state_back: None,
             volumes: Vec::new(),
             tree_guard: None,
@@ -1033,7 +1039,11 @@ impl DockerSandbox {
                 dirs.prepare()
                     .map_err(prepare_error("the artifact directories"))?;
                 // A fresh, empty home and temporary folder per job: nothing a judge leaves
-                // there reaches a later one.
+                // there reaches a later one. The job's `TMPDIR` is its own folder under the
+                // run's `runs/<run id>/tmp/`: over `bind` that folder mounted at `/tmp`; over
+                // `copy` the `tmp/` of its artifacts volume (`/artifacts/tmp`, a volume's root
+                // belonging to root), copied back there, with a tmpfs at `/tmp` as before.
+                let tmp_dir = if copy { COPY_TMP } else { JUDGE_TMP };
                 tmpfs.insert(
                     "/tmp".to_owned(),
                     format!(
@@ -1041,6 +1051,9 @@ impl DockerSandbox {
                         self.settings.tmpfs_bytes
                     ),
                 );
+                if !copy {
+                    tmpfs.remove(JUDGE_TMP);
+                }
                 tmpfs.insert(
                     JUDGE_HOME.to_owned(),
                     format!(
@@ -1080,6 +1093,7 @@ impl DockerSandbox {
                     let run_dirs: Vec<(&str, u32)> = super::RUN_SUBDIRS
                         .iter()
                         .map(|name| (*name, if *name == "logs" { 0o755 } else { 0o1777 }))
+                        .chain(std::iter::once(("tmp", 0o1777)))
                         .collect();
                     prepared.uploads.push((
                         ARTIFACTS_MOUNT.to_owned(),
@@ -1115,6 +1129,7 @@ impl DockerSandbox {
                         ));
                     }
                     prepared.artifacts_back = Some(dirs.run.clone());
+                    prepared.tmp_back = Some(dirs.tmp.clone());
                 } else {
                     check_readable(repo, &self.settings.user)?;
                     let scratch = tempfile::Builder::new()
@@ -1132,6 +1147,7 @@ impl DockerSandbox {
                         ));
                     }
                     mounts.push(bind(&path_str(&dirs.run)?, ARTIFACTS_MOUNT, false));
+                    mounts.push(bind(&path_str(&dirs.tmp)?, JUDGE_TMP, false));
                     mounts.push(bind(&path_str(&dirs.deps)?, DEPS_MOUNT, !setup));
                     if !setup {
                         mounts.push(bind(&path_str(&dirs.build)?, CACHE_MOUNT, false));
@@ -1154,7 +1170,7 @@ impl DockerSandbox {
                     build: CACHE_MOUNT,
                     deps: DEPS_MOUNT,
                     home: JUDGE_HOME,
-                    tmp: "/tmp",
+                    tmp: tmp_dir,
                 }));
                 if setup {
                     if ca.is_some() {
@@ -1259,6 +1275,9 @@ impl DockerSandbox {
     async fn stage_out(&self, id: &str, prepared: &Prepared) -> Result<(), SandboxError> {
         if let Some(run_dir) = &prepared.artifacts_back {
             self.copy_artifacts_back(id, run_dir).await?;
+        }
+        if let Some(tmp_dir) = &prepared.tmp_back {
+            self.copy_tmp_back(id, tmp_dir).await?;
         }
         if let Some(state_dir) = &prepared.state_back {
             self.copy_state_back(id, state_dir, crate::sandbox::STATE_OUTPUT)
@@ -1566,6 +1585,8 @@ struct Prepared {
     uploads: Vec<(String, Vec<u8>)>,
     /// The host run directory `/artifacts` is copied back into.
     artifacts_back: Option<PathBuf>,
+    /// The host folder a judge's `/tmp` (its `TMPDIR`) is copied back into.
+    tmp_back: Option<PathBuf>,
     /// The host state directory the edit step's `output.json` is copied back into.
     state_back: Option<PathBuf>,
     /// Volumes removed after the job.

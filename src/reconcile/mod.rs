@@ -14,7 +14,7 @@
 //! `max-iterations` new iterations, numbered on from the earlier ones.
 
 mod plan;
-mod preflight;
+pub mod preflight;
 mod round;
 
 use std::future::Future;

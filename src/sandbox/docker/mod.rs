@@ -11,6 +11,7 @@
 //! printed: that is `checker`'s and `verify`'s business.
 
 mod archive;
+pub mod liveness;
 pub mod runner_image;
 pub mod transport;
 
@@ -72,11 +73,13 @@ pub mod labels {
     pub const CREATED: &str = "bork-ci.created";
     /// Unix seconds until which the object's run may still use it: the run's own deadline
     /// (`run-timeout-secs`) plus a grace, set when the object is created. Any bork-ci, on any
-    /// host or in any namespace, judges ownership from this label alone (see [`super::gc`]).
+    /// host or in any namespace, may remove the object once it passed (see [`super::gc`]);
+    /// before, only a run proven dead (see [`super::liveness`]) loses it.
     pub const LEASE: &str = "bork-ci.lease-until";
-    /// The host and the process that created the object: for people reading `docker ps`, never
-    /// for decisions (another namespace sees other pids and paths).
+    /// The host that created the object: for people reading `docker ps`.
     pub const HOST: &str = "bork-ci.host";
+    /// The process that created the object: for people, and, with the boot, the PID namespace
+    /// and its start time ([`super::liveness::keys`]), the proof that its run died.
     pub const PID: &str = "bork-ci.pid";
 }
 
@@ -235,6 +238,8 @@ pub struct DockerSandbox {
     endpoint: String,
     run_id: String,
     host_label: String,
+    /// What proves this run dead once its process is gone (see [`liveness`]).
+    proof_labels: Vec<(String, String)>,
     /// The container that holds this run's cache volumes while it lives (created, never
     /// started), so that no `gc` finds them unused between two jobs.
     anchor: tokio::sync::OnceCell<()>,
@@ -365,6 +370,7 @@ impl DockerSandbox {
             endpoint,
             run_id: run_id.to_owned(),
             host_label: hostname(),
+            proof_labels: liveness::labels_of_this_process(),
             anchor: tokio::sync::OnceCell::new(),
             images_ready: Mutex::new(HashSet::new()),
             live: Arc::new(Mutex::new(HashSet::new())),
@@ -930,7 +936,7 @@ impl DockerSandbox {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        HashMap::from([
+        let mut labelled = HashMap::from([
             (labels::MARK.to_owned(), "1".to_owned()),
             (labels::RUN.to_owned(), self.run_id.clone()),
             (labels::STEP.to_owned(), kind.as_str().to_owned()),
@@ -938,7 +944,9 @@ impl DockerSandbox {
             (labels::LEASE.to_owned(), self.lease_until().to_string()),
             (labels::HOST.to_owned(), self.host_label.clone()),
             (labels::PID.to_owned(), std::process::id().to_string()),
-        ])
+        ]);
+        labelled.extend(self.proof_labels.iter().cloned());
+        labelled
     }
 
     /// Creates, once a run, a container that never starts and mounts the run's cache volume:
@@ -1431,24 +1439,32 @@ pub struct GcReport {
     pub volumes: Vec<String>,
 }
 
-/// Removes labelled containers and volumes whose lease ran out (see [`labels::LEASE`]); those
-/// without one (made by an older bork-ci) once older than `ttl`. Judged from the engine's labels
-/// alone, never from this process's view of pids or paths, so a bork-ci in another PID or mount
-/// namespace, or on another host sharing the engine, decides the same. Never touches
-/// unlabelled objects, this run's own, cache volumes (see [`gc_caches`]), or anything whose
-/// lease still runs.
+/// Removes labelled containers and volumes of runs proven dead (see [`liveness`]: same boot and
+/// PID namespace as this process, and the run's pid gone or another process), and of any run
+/// whose lease ran out (see [`labels::LEASE`]); those without a lease (made by an older bork-ci)
+/// once older than `ttl`. What cannot be proven (another host or boot, another PID namespace,
+/// a process table this process may not read) waits for its lease, so a bork-ci elsewhere
+/// sharing the engine never loses a live run's objects. Never touches unlabelled objects, this
+/// run's own, or cache volumes (see [`gc_caches`]).
 pub async fn gc(sandbox: &DockerSandbox, ttl: Duration) -> Result<GcReport, SandboxError> {
     let filter = format!("{}=1", labels::MARK);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
+    let here = tokio::task::spawn_blocking(liveness::Place::current)
+        .await
+        .ok()
+        .flatten();
     let expired = |labels: &HashMap<String, String>| -> bool {
         if labels.get(labels::MARK).map(String::as_str) != Some("1")
             || labels.contains_key(transport::CACHE_LABEL)
             || labels.get(labels::RUN).map(String::as_str) == Some(sandbox.run_id.as_str())
         {
             return false;
+        }
+        if liveness::provably_dead(labels, here.as_ref(), liveness::look_up) {
+            return true;
         }
         let number = |key: &str| labels.get(key).and_then(|value| value.parse::<u64>().ok());
         match number(labels::LEASE) {
@@ -1473,7 +1489,7 @@ pub async fn gc(sandbox: &DockerSandbox, ttl: Duration) -> Result<GcReport, Sand
         tracing::info!(
             containers = report.containers.len(),
             volumes = report.volumes.len(),
-            "removed leftovers of runs whose lease ran out"
+            "removed leftovers of dead runs and of runs whose lease ran out"
         );
     }
     Ok(report)

@@ -119,7 +119,7 @@ async fn a_judge_failure_the_edit_did_not_change_stops_the_run_then() {
     for profile in profiles() {
         // The model's edit leaves the import error as it was: the run stops after iteration 1.
         let fake = FakeLlm::openai(vec![
-            Reply::json(&json!({"create-or-update": {"notes.md": "looked at it\n"}})),
+            Reply::json(&json!({"create-or-update": {"src/notes.txt": "looked at it\n"}})),
             Reply::json(&json!({"create-or-update": {"src/app.py": "print('DONE')\n"}})),
         ])
         .await;
@@ -145,7 +145,7 @@ async fn a_judge_failure_the_edit_did_not_change_stops_the_run_then() {
     let checker = "#!/bin/sh\necho \"ImportError in app: $(head -c 40 src/app.py)\" >&2\nexit 2\n";
     let fake = FakeLlm::openai(vec![
         Reply::json(&json!({"create-or-update": {"src/app.py": "import missing\n"}})),
-        Reply::json(&json!({"create-or-update": {"src/app.py": "import missing\n", "notes.md": "x\n"}})),
+        Reply::json(&json!({"create-or-update": {"src/app.py": "import missing\n", "src/notes.txt": "x\n"}})),
         Reply::json(&json!({"create-or-update": {"src/app.py": "print('DONE')\n"}})),
     ])
     .await;

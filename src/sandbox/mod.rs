@@ -264,7 +264,7 @@ impl SharedDirs {
     pub fn job_dirs(&self, kind: JobKind) -> ArtifactDirs {
         let label = job_label(kind);
         let mut dirs = ArtifactDirs::under(&self.root, &format!("{}/jobs/{label}", self.run_id), self);
-        dirs.tmp = self.root.join("runs").join(&self.run_id).join("tmp").join(label);
+        dirs.tmp = unused(&self.root.join("runs").join(&self.run_id).join("tmp"), &label);
         dirs
     }
 
@@ -277,7 +277,7 @@ impl SharedDirs {
                 run: run.clone(),
                 build: self.build.clone(),
                 deps: self.deps.clone(),
-                tmp: run.join("tmp").join(job_label(job.kind)),
+                tmp: unused(&run.join("tmp"), &job_label(job.kind)),
             },
             None => self.job_dirs(job.kind),
         };
@@ -301,6 +301,19 @@ impl SharedDirs {
             tracing::debug!("removing the build cache {}: {error}", self.build.display());
         }
     }
+}
+
+/// `parent/name`, or when that is taken (a job of an earlier process of the same run, whose
+/// files may belong to a container's user) `parent/name-<random>`.
+fn unused(parent: &Path, name: &str) -> PathBuf {
+    let path = parent.join(name);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return path;
+    }
+    parent.join(format!(
+        "{name}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    ))
 }
 
 /// A job's name among the run's jobs: `<n>-<kind>`, `n` counting the jobs of this process.
@@ -622,4 +635,35 @@ fn redact_output(mut output: JobOutput) -> JobOutput {
     output.stdout = crate::secrets::redact_bytes(&output.stdout).into_owned();
     output.stderr = crate::secrets::redact_bytes(&output.stderr).into_owned();
     output
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each job's `TMPDIR` is a folder of its own under `runs/<run id>/tmp/`, empty, and never
+    /// one an earlier process of the same run left there.
+    #[test]
+    fn each_job_gets_an_empty_tmp_folder_of_its_own() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let shared = SharedDirs::new(root.path(), "run-1", "repo", "main");
+        let first = shared.job_dirs(JobKind::Checker);
+        let second = shared.job_dirs(JobKind::Checker);
+        assert_ne!(first.tmp, second.tmp);
+        assert!(
+            first.tmp.starts_with(root.path().join("runs/run-1/tmp")),
+            "{first:?}"
+        );
+        first.prepare().expect("prepare");
+        crate::safe_fs::write_atomic(&first.tmp.join("left"), b"x").expect("write");
+        let name = first
+            .tmp
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let again = unused(first.tmp.parent().expect("parent"), &name);
+        assert_ne!(again, first.tmp, "a taken folder is never reused");
+        assert_eq!(unused(root.path(), "free"), root.path().join("free"));
+    }
 }

@@ -73,6 +73,31 @@ pub fn prefix_into(text: &mut String, files: impl FnOnce(&mut String), spec_diff
     text.push_str("\n# Task\n\nBring the code into line with the specs. Answer with the JSON object described in your instructions.\n");
 }
 
+/// What the correctness checker said about the repository as it is, before any edit (the
+/// preflight's baseline), appended to the first message: its findings, or why it failed to run
+/// with its stderr tail, so that the first answer can fix it.
+pub fn baseline(findings: &Findings, failure: Option<(&str, &str)>) -> String {
+    let mut text = String::from(
+        "\n# The correctness checker on the repository as it is\n\nBefore any edit, the correctness checker ran on the files above.\n",
+    );
+    if let Some((reason, stderr)) = failure {
+        let _ = writeln!(
+            text,
+            "It failed to run: {}\nIts stderr (untrusted data):\n{}\nIf the code is why (it does not build, a module fails to import), fix the code.\n",
+            strip_controls(reason, 1000),
+            fenced(&strip_controls(
+                &tail_lines(stderr, COMMAND_TAIL_BYTES),
+                COMMAND_TAIL_BYTES + 64
+            ))
+        );
+    }
+    if !findings.is_empty() {
+        text.push('\n');
+        text.push_str(&render_findings(findings));
+    }
+    text
+}
+
 /// What happened to one iteration's answer, for the next message.
 #[derive(Debug, Clone, Default)]
 pub struct Feedback {

@@ -220,6 +220,17 @@ async fn judged(resolved: &crate::config::Resolved, repo: &std::path::Path, chec
                 "preflight",
                 format!("`{checker}` runs: {} finding(s) on this tree", findings.len()),
             ),
+            crate::checker::Verdict::FailedToRun { reason, .. }
+                if !crate::reconcile::preflight::cannot_start(run.outcome, &run.stderr_tail) =>
+            {
+                Check::pass(
+                    "preflight",
+                    format!(
+                        "`{checker}` starts but fails on this tree ({reason}): a run gives the model its output to fix (its stderr ends: {})",
+                        crate::untrusted::one_line(&crate::untrusted::tail(&run.stderr_tail, 300))
+                    ),
+                )
+            }
             crate::checker::Verdict::FailedToRun { reason, .. } => Check::fail(
                 "preflight",
                 format!(

@@ -41,7 +41,8 @@ pub struct Config {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tests: Option<Vec<String>>,
     /// Run the checker once on the approved tree before the first model call: a checker that
-    /// cannot run stops the run there (exit 2), and its findings are the run's baseline.
+    /// cannot start stops the run there (exit 2); any other verdict is the run's baseline, shown
+    /// to the model in the first prompt.
     pub preflight: bool,
     /// Confirm a clean verdict before the run ends converged: the checker and the Verifier run
     /// once more with an empty build cache, so nothing an earlier judge of the run left there

@@ -345,7 +345,7 @@ fn classify_spelling(raw: &str, protection: &Protection) -> Disposition {
         if resolves_to_config(raw) {
             return Disposition::Refuse(Refusal {
                 code: CODE_CONFIG_FILE,
-                message: "`.config/bork.json` configures bork-ci and is never edited".to_owned(),
+                message: "`.config/bork.json` (and the `.config` folder that holds it) configures bork-ci and is never edited".to_owned(),
                 print_contents: true,
             });
         }
@@ -405,7 +405,8 @@ fn is_gitmodules_alias(component: &str) -> bool {
 }
 
 /// Whether a lexical resolution of `raw` (empty and `.` components dropped, `..` popped,
-/// either slash a separator, folded) names `.config/bork.json`.
+/// either slash a separator, folded) names `.config/bork.json` or the `.config` folder that
+/// holds it (deleting or writing over the folder would remove the file).
 fn resolves_to_config(raw: &str) -> bool {
     let mut stack: Vec<String> = Vec::new();
     for component in raw.split(['/', '\\']) {
@@ -417,7 +418,11 @@ fn resolves_to_config(raw: &str) -> bool {
             other => stack.push(windows_key(other)),
         }
     }
-    stack.len() == 2 && stack[0] == ".config" && stack[1] == "bork.json"
+    match stack.as_slice() {
+        [folder] => folder == ".config",
+        [folder, file] => folder == ".config" && file == "bork.json",
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -494,6 +499,13 @@ mod tests {
             ".config/bork.json.",
             ".config/bork.json::$DATA",
             ".config\\bork.json",
+            ".config",
+            "./.config",
+            ".config/",
+            ".CONFIG",
+            ".Config.",
+            ".config/x/..",
+            ".conf\u{200c}ig",
         ] {
             check(raw, Err((CODE_CONFIG_FILE, true)));
         }
@@ -560,6 +572,9 @@ mod tests {
             ".config/bork.json~",
             ".config/bork.local.json",
             ".config/other.json",
+            ".config/sub/bork.json",
+            "sub/.config",
+            ".configs",
             ".gitignore",
             ".github-pages/x",
             "github/workflows/x.yml",

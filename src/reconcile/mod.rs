@@ -15,6 +15,7 @@
 
 mod held;
 mod plan;
+pub mod preflight;
 mod round;
 
 use std::future::Future;
@@ -114,6 +115,7 @@ pub async fn run(
         json_logs: options.json_logs,
         spent: Spent::default(),
         learned: Lessons::default(),
+        start: preflight::Start::default(),
     };
     match resume {
         Resume::Fresh => {}
@@ -143,6 +145,9 @@ pub async fn run(
     }
 
     let mut baseline = Some(round::before_first_call(resolved, sandbox, &round).await?);
+    if let Some(Some(seen)) = &baseline {
+        round.start = preflight::Start::of(&seen.checker, &seen.findings);
+    }
     let mut whole: Option<RunReport> = None;
     for index in 0..budget::MAX_ROUNDS {
         // Each round's setup runs on its approved revision (the first's ran before the
@@ -173,6 +178,9 @@ pub async fn run(
         if let Some(baseline) = baseline.take() {
             report.baseline = baseline;
         }
+        // The approved tree's verdict is the first round's: a later round starts from edits
+        // approved since.
+        round.start = preflight::Start::default();
         round.spent = report.run_totals;
         delivery.publish(&mut report).await?;
         let waiting = report.status == RunStatus::AwaitingApproval;

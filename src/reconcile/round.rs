@@ -12,6 +12,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use secrecy::ExposeSecret;
 
 use super::plan::Plan;
+use super::preflight::{Repeats, Unchanged};
 use crate::budget::{Budget, Spent, Stop};
 use crate::checker::{self, Verdict};
 use crate::config::Resolved;
@@ -45,6 +46,9 @@ pub(super) struct RoundOptions {
     /// What the model's and the reviewer's servers turned out not to accept, learned in
     /// earlier rounds of this job; each round starts from it and adds to it.
     pub learned: Lessons,
+    /// What the preflight saw on the approved tree (first round only): its output for the first
+    /// prompt, and the failure an edit must change.
+    pub start: super::preflight::Start,
 }
 
 /// What providers learned about their servers (see [`llm::Learned`]), kept for the rest of a job.
@@ -834,6 +838,9 @@ pub(super) async fn round(
         conversation.prefix.push('\n');
         conversation.prefix.push_str(preamble);
     }
+    if let Some(note) = &options.start.note {
+        conversation.prefix.push_str(note);
+    }
     let estimate = estimate(&conversation);
     if estimate > config.context_budget_tokens {
         return Err(RunError::ContextBudget {
@@ -905,6 +912,7 @@ pub(super) async fn round(
                     started,
                     learned: Lessons::read(&options.learned.model),
                     reviewer,
+                    unchanged: Unchanged::new(options.start.failure.clone()),
                 };
                 iterations.run(&mut conversation, &mut report).await
             }
@@ -974,6 +982,8 @@ struct Iterations<'a> {
     learned: llm::Learned,
     /// One reviewer provider for the round, so what it learns about its server lasts.
     reviewer: Option<Provider>,
+    /// The judges' failures so far, to stop on one the model's edit did not change.
+    unchanged: Unchanged,
 }
 
 /// What the judges made of one iteration's tree.
@@ -1031,6 +1041,9 @@ impl<'a> Iterations<'a> {
                 }
                 Err(halt) => return Err(halt),
             };
+            let repeats = judged
+                .as_ref()
+                .and_then(|judgement| self.unchanged.observe(&judgement.failures));
             let verdict = IterationEnd {
                 has_judge: judged.is_some() || (step.answer_error.is_some() && self.plan.has_judges()),
                 clean: match &judged {
@@ -1096,6 +1109,11 @@ impl<'a> Iterations<'a> {
                 hook(&iteration).with_context(|| format!("recording iteration {number}"))?;
             }
             report.iterations.push(iteration);
+            if let Some(repeats) = repeats {
+                let (status, reason) = unchanged_failure(&feedback.failures, repeats, report);
+                report.finish(status, reason);
+                return Ok(());
+            }
             if let Some((status, reason)) = self.stop(&verdict, &step, &feedback, report, number, max) {
                 report.finish(status, reason);
                 return Ok(());
@@ -1328,6 +1346,30 @@ impl<'a> Iterations<'a> {
     }
 }
 
+/// How a round ends on a judge failure the edit did not change: an error (exit 2) that says
+/// so, or awaiting approval when edits are held (one of them may be the fix).
+fn unchanged_failure(
+    failures: &[(String, String, String)],
+    repeats: Repeats,
+    report: &mut RunReport,
+) -> (RunStatus, String) {
+    let message = super::preflight::unchanged_message(failures, repeats);
+    tracing::warn!("{message}");
+    if report.pending_approvals.is_empty() {
+        report.error = Some(message);
+        (
+            RunStatus::Error,
+            "the edit did not change the judge's failure".to_owned(),
+        )
+    } else {
+        report.warnings.push(message);
+        (
+            RunStatus::AwaitingApproval,
+            "the judge's failure is unchanged; edits are held for approval".to_owned(),
+        )
+    }
+}
+
 /// What the model is told about its own answer (the judges' part is added once they ran).
 fn feedback_of(step: &StepResult, number: u32, max: u32) -> Feedback {
     Feedback {
@@ -1355,9 +1397,10 @@ fn feedback_of(step: &StepResult, number: u32, max: u32) -> Feedback {
 
 /// What a job does before its first model call: the checker must exist, the setup commands
 /// (`sandbox.setup`) fill the dependency cache, and the checker runs once on the approved tree
-/// (`preflight`). A setup command that fails, or a checker that cannot run, ends the run here
-/// (exit 2) with its output and the likely fix: no model call is paid for a judge that cannot
-/// judge. Returns the checker's verdict on the approved tree, the run's baseline.
+/// (`preflight`). A setup command that fails, or a checker that cannot start (see
+/// [`super::preflight::cannot_start`]), ends the run here (exit 2) with its output and the likely
+/// fix: no model call is paid for a judge no edit can fix. A checker that starts and reports
+/// findings or a failure is the run's baseline, which the first prompt shows the model.
 pub(super) async fn before_first_call(
     resolved: &Resolved,
     sandbox: &Sandbox,
@@ -1389,7 +1432,9 @@ pub(super) async fn before_first_call(
     )
     .await?;
     let findings = match &run.verdict {
-        Verdict::FailedToRun { reason, .. } => {
+        Verdict::FailedToRun { reason, .. }
+            if super::preflight::cannot_start(run.outcome, &run.stderr_tail) =>
+        {
             let fix = checker::likely_fix(
                 run.outcome,
                 &run.stderr_tail,
@@ -1401,6 +1446,14 @@ pub(super) async fn before_first_call(
                 stderr_tail: crate::untrusted::tail(&run.stderr_tail, 1500),
             }
             .into());
+        }
+        Verdict::FailedToRun { reason, .. } => {
+            // It started and failed (the code does not build, a test module does not import, a
+            // timeout): the model may fix that, so it is the baseline, in the first prompt.
+            tracing::warn!(
+                "preflight: the correctness checker runs but failed on the approved tree ({reason}): the model is asked to fix it, with its output"
+            );
+            Findings::default()
         }
         Verdict::Clean => Findings::default(),
         Verdict::Findings { findings } => findings.clone(),

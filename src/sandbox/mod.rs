@@ -170,14 +170,20 @@ pub struct ArtifactDirs {
     /// The dependency cache (`/deps`) of the round's key (see [`deps`]): written only by the
     /// setup commands on the approved revision, read-only to every judge.
     pub deps: PathBuf,
+    /// The job's own `TMPDIR`, fresh for each job: `runs/<run id>/tmp/<n>-<kind>` (the
+    /// Verifier's contract lays out test temporaries under `runs/{run_id}/tmp/`). Kept with the
+    /// run's artifacts; no later job is given it.
+    pub tmp: PathBuf,
 }
 
 impl ArtifactDirs {
-    /// The layout under an artifact root: `runs/<run_dir>`, `build/<run_id>` and
-    /// `deps/<deps_key>`.
+    /// The layout under an artifact root: `runs/<run_dir>` (with its `tmp/`), `build/<run_id>`
+    /// and `deps/<deps_key>`.
     pub fn under(root: &Path, run_dir: &str, shared: &SharedDirs) -> ArtifactDirs {
+        let run = root.join("runs").join(run_dir);
         ArtifactDirs {
-            run: root.join("runs").join(run_dir),
+            tmp: run.join("tmp"),
+            run,
             build: shared.build.clone(),
             deps: shared.deps(),
         }
@@ -211,6 +217,15 @@ impl ArtifactDirs {
             std::fs::create_dir_all(&dir)?;
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))?;
         }
+        // The job's `TMPDIR` starts empty: whatever is in its place (a leftover of a job of an
+        // earlier process of the same run, a planted link) goes first.
+        match std::fs::symlink_metadata(&self.tmp) {
+            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&self.tmp)?,
+            Ok(_) => std::fs::remove_file(&self.tmp)?,
+            Err(_) => {}
+        }
+        std::fs::create_dir_all(&self.tmp)?;
+        std::fs::set_permissions(&self.tmp, std::fs::Permissions::from_mode(0o1777))?;
         Ok(())
     }
 }
@@ -270,13 +285,13 @@ impl SharedDirs {
         }
     }
 
-    /// A fresh artifact directory for one job of kind `kind` (`runs/<run id>/jobs/<n>-<kind>`).
+    /// A fresh artifact directory for one job of kind `kind` (`runs/<run id>/jobs/<n>-<kind>`)
+    /// and its `TMPDIR` (`runs/<run id>/tmp/<n>-<kind>`).
     pub fn job_dirs(&self, kind: JobKind) -> ArtifactDirs {
-        ArtifactDirs::under(
-            &self.root,
-            &format!("{}/jobs/{:04}-{}", self.run_id, next_job_number(), kind.as_str()),
-            self,
-        )
+        let label = job_label(kind);
+        let mut dirs = ArtifactDirs::under(&self.root, &format!("{}/jobs/{label}", self.run_id), self);
+        dirs.tmp = unused(&self.root.join("runs").join(&self.run_id).join("tmp"), &label);
+        dirs
     }
 
     /// The directories of `job`: its own artifact directory (given, or a fresh one), the
@@ -288,6 +303,7 @@ impl SharedDirs {
                 run: run.clone(),
                 build: self.build.clone(),
                 deps: self.deps(),
+                tmp: unused(&run.join("tmp"), &job_label(job.kind)),
             },
             None => self.job_dirs(job.kind),
         };
@@ -311,6 +327,24 @@ impl SharedDirs {
             tracing::debug!("removing the build cache {}: {error}", self.build.display());
         }
     }
+}
+
+/// `parent/name`, or when that is taken (a job of an earlier process of the same run, whose
+/// files may belong to a container's user) `parent/name-<random>`.
+fn unused(parent: &Path, name: &str) -> PathBuf {
+    let path = parent.join(name);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return path;
+    }
+    parent.join(format!(
+        "{name}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    ))
+}
+
+/// A job's name among the run's jobs: `<n>-<kind>`, `n` counting the jobs of this process.
+fn job_label(kind: JobKind) -> String {
+    format!("{:04}-{}", next_job_number(), kind.as_str())
 }
 
 fn next_job_number() -> u64 {
@@ -636,4 +670,35 @@ fn redact_output(mut output: JobOutput) -> JobOutput {
     output.stdout = crate::secrets::redact_bytes(&output.stdout).into_owned();
     output.stderr = crate::secrets::redact_bytes(&output.stderr).into_owned();
     output
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each job's `TMPDIR` is a folder of its own under `runs/<run id>/tmp/`, empty, and never
+    /// one an earlier process of the same run left there.
+    #[test]
+    fn each_job_gets_an_empty_tmp_folder_of_its_own() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let shared = SharedDirs::new(root.path(), "run-1", "repo", "main");
+        let first = shared.job_dirs(JobKind::Checker);
+        let second = shared.job_dirs(JobKind::Checker);
+        assert_ne!(first.tmp, second.tmp);
+        assert!(
+            first.tmp.starts_with(root.path().join("runs/run-1/tmp")),
+            "{first:?}"
+        );
+        first.prepare().expect("prepare");
+        crate::safe_fs::write_atomic(&first.tmp.join("left"), b"x").expect("write");
+        let name = first
+            .tmp
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let again = unused(first.tmp.parent().expect("parent"), &name);
+        assert_ne!(again, first.tmp, "a taken folder is never reused");
+        assert_eq!(unused(root.path(), "free"), root.path().join("free"));
+    }
 }

@@ -2,9 +2,10 @@
 //!
 //! It inherits the runner's environment minus the secret names the job lists, kills the whole
 //! process group at the timeout, and keeps a bounded amount of output. A judge job (checker,
-//! verifier, setup) gets a fresh, private `HOME` and `TMPDIR`, removed when it ends, its own
-//! artifact directory, the run's build and dependency caches (see [`super::SharedDirs`]), and
-//! bork-ci itself first on its `PATH` (a link to this executable) for `bork-ci check`.
+//! verifier, setup) gets a fresh, private `HOME`, removed when it ends, a fresh `TMPDIR` of
+//! its own under the run's `runs/<run id>/tmp/`, its own artifact directory, the run's build
+//! and dependency caches (see [`super::SharedDirs`]), and bork-ci itself first on its `PATH` (a
+//! link to this executable) for `bork-ci check`.
 //! It does not confine anything: that is what the `docker` backend is for.
 
 use std::os::unix::process::ExitStatusExt;
@@ -27,7 +28,7 @@ pub struct Local {
     toolchain_env: Vec<(String, String)>,
 }
 
-/// A judge job's own environment: its fresh home and temporary folder (removed on drop) and
+/// A judge job's own environment: its fresh home (removed on drop) and
 /// the variables that point there.
 struct JudgeEnv {
     _fresh: tempfile::TempDir,
@@ -49,7 +50,7 @@ impl Local {
         &self.shared
     }
 
-    /// For a judge job: a fresh private `HOME` and `TMPDIR`, the job's artifact directory and
+    /// For a judge job: a fresh private `HOME` and `TMPDIR` (see [`super::ArtifactDirs::tmp`]), the job's artifact directory and
     /// the caches. Toolchain managers that find their toolchains under the runner's home
     /// (rustup, pyenv) are pointed there explicitly, so a fresh `HOME` does not lose them.
     fn judge_env(&self, job: &Job) -> Result<Option<JudgeEnv>, SandboxError> {
@@ -63,15 +64,13 @@ impl Local {
         let fresh = tempfile::Builder::new()
             .prefix("bork-ci-judge-")
             .tempdir()
-            .map_err(prepare_error("the job's home and temporary folder"))?;
+            .map_err(prepare_error("the job's home"))?;
         let home = fresh.path().join("home");
-        let tmp = fresh.path().join("tmp");
-        for dir in [&home, &tmp] {
-            std::fs::create_dir(dir).map_err(prepare_error("the job's home and temporary folder"))?;
-        }
+        std::fs::create_dir(&home).map_err(prepare_error("the job's home"))?;
         let (dirs, fresh_build) = self.shared.for_job(job);
         dirs.prepare()
             .map_err(prepare_error("the artifact directories"))?;
+        let tmp = dirs.tmp.clone();
         let text = |path: &std::path::Path| path.to_string_lossy().into_owned();
         let (run, build, deps, home_text, tmp_text) = (
             text(&dirs.run),

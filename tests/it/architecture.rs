@@ -853,11 +853,11 @@ const WRITERS: &[(&str, &str)] = &[
     ),
     (
         "sandbox/mod.rs",
-        "the run's artifact and cache folders under the artifact root",
+        "the run's artifact and cache folders under the artifact root, each job's TMPDIR",
     ),
     (
         "sandbox/none.rs",
-        "a judge job's private HOME, TMPDIR and link to bork-ci; removes a dependency cache a judge wrote",
+        "a judge job's private HOME and link to bork-ci; removes a dependency cache a judge wrote",
     ),
     (
         "sandbox/docker/mod.rs",

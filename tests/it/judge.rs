@@ -295,6 +295,78 @@ true
     }
 }
 
+/// Seed 003's layout: `runs/{run_id}/tmp/` holds the test temporaries, and each judge job's
+/// `TMPDIR` is a fresh folder of its own in it (in Docker, the folder mounted where the job sees
+/// its `TMPDIR`).
+#[test]
+fn each_judge_job_has_a_fresh_tmpdir_under_the_runs_tmp_folder() {
+    let checker = format!(
+        "#!/bin/sh
+ls -A \"$TMPDIR\" | grep -q . && {{ echo \"tmpdir not empty: $(ls -A \"$TMPDIR\")\" >&2; exit 2; }}
+\
+         echo \"tmpdir=$TMPDIR\" >&2
+marker=\"marker-$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')\"
+\
+         echo \"$marker\" > \"$TMPDIR/$marker\"
+echo \"marker=$marker\" >&2
+\
+         grep -q DONE src/app.txt && {{ echo '{CLEAN}'; exit 0; }}
+\
+         echo '{{\"per_file_findings\":[],\"overall_findings\":[{{\"provenance\":\"code-review\",\"finding\":\"not done\"}}]}}'; exit 1
+"
+    );
+    for profile in profiles() {
+        let repo = judged_repo(json!({}));
+        with_checker(&repo, &checker);
+        repo.commit("a checker that uses its TMPDIR");
+        let artifacts = tempfile::tempdir().expect("artifacts");
+        let mut ctx = context(&repo, profile);
+        ctx.env("BORK_SANDBOX_ARTIFACT_DIR", artifacts.path())
+            .scripted(&[json!({"create-or-update": {"src/app.txt": "DONE\n"}})]);
+        let outcome = ctx.run(&[]);
+        assert_eq!(outcome.code, 0, "{profile:?}\n{}", outcome.stderr);
+        let run_id = outcome.report["run-id"].as_str().expect("run id").to_owned();
+        let tmp = artifacts.path().join("runs").join(&run_id).join("tmp");
+        let markers: Vec<&str> = outcome
+            .stderr
+            .lines()
+            .filter_map(|line| line.split("marker=").nth(1))
+            .map(str::trim)
+            .collect();
+        // The preflight, iteration 1 and the confirmation of its clean verdict.
+        assert!(markers.len() >= 3, "{profile:?}: {markers:?}\n{}", outcome.stderr);
+        let mut folders = std::collections::BTreeSet::new();
+        for marker in &markers {
+            let found: Vec<_> = walk(&tmp)
+                .into_iter()
+                .filter(|path| path.file_name().is_some_and(|name| name == *marker))
+                .collect();
+            assert_eq!(
+                found.len(),
+                1,
+                "{profile:?}: {marker} under {}\n{}",
+                tmp.display(),
+                outcome.stderr
+            );
+            folders.insert(found[0].parent().expect("folder").to_owned());
+        }
+        assert_eq!(
+            folders.len(),
+            markers.len(),
+            "{profile:?}: a TMPDIR was shared: {folders:?}"
+        );
+        if profile == Profile::Local {
+            let seen: std::collections::BTreeSet<std::path::PathBuf> = outcome
+                .stderr
+                .lines()
+                .filter_map(|line| line.split("tmpdir=").nth(1))
+                .map(|path| std::path::PathBuf::from(path.trim()))
+                .collect();
+            assert_eq!(seen, folders, "{profile:?}");
+        }
+    }
+}
+
 #[test]
 fn a_cache_plant_reaches_no_later_run_and_no_other_repository() {
     // Run 1 plants into every cache it can reach; run 2 on another repository and run 3 on

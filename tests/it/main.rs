@@ -21,6 +21,7 @@ mod judge;
 mod llm;
 mod onboarding;
 mod pack;
+mod preflight;
 mod providers;
 mod review;
 mod review_cli;

@@ -223,6 +223,40 @@ fn doctor_names_what_is_missing_with_the_fix() {
     );
 }
 
+/// The doctor's preflight says what a run would do: a checker that starts and fails because of
+/// the code passes (the run asks the model to fix it), one that cannot start fails with the fix.
+#[test]
+fn doctor_passes_a_checker_failing_on_the_code_and_fails_one_that_cannot_start() {
+    for (checker, expected, words) in [
+        (
+            "#!/bin/sh\necho 'SyntaxError: app.py line 1' >&2\nexit 2\n",
+            "ok",
+            "starts but fails",
+        ),
+        ("#!/bin/sh\nexec no-such-tool-here\n", "FAIL", "fix"),
+    ] {
+        let repo = fresh(&[
+            ("specs/a.md", "a\n"),
+            ("check", checker),
+            (
+                ".config/bork.json",
+                r#"{"correctness-checker": "check", "llm": {"provider": "scripted"}}"#,
+            ),
+        ]);
+        let mut ctx = TestContext::on(&repo);
+        ctx.env("BORK_SANDBOX_KIND", "none")
+            .scripted(&[serde_json::json!({})]);
+        let doctor = verb(&ctx, &repo, "doctor", &[]);
+        let report = String::from_utf8_lossy(&doctor.stdout);
+        assert!(
+            report
+                .lines()
+                .any(|line| line.starts_with(expected) && line.contains("preflight") && line.contains(words)),
+            "{expected}: {report}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn doctor_reads_what_the_github_token_may_do() {
     let sim = crate::ghsim::GithubSim::start();

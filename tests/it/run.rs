@@ -29,7 +29,7 @@ fn run(repo: &Repo, answers: &[serde_json::Value], extra: &[&str]) -> Outcome {
 }
 
 /// [`run`] without the preflight: for what the loop does with a checker that fails to run
-/// after the start (the preflight would stop the run before the first model call).
+/// after an edit, with no verdict on the approved tree to compare it with.
 fn run_unchecked(repo: &Repo, answers: &[serde_json::Value]) -> Outcome {
     TestContext::on(repo)
         .scripted(answers)

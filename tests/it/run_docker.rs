@@ -617,3 +617,86 @@ fn many_runs_share_one_engine_while_gc_runs_from_another_namespace() {
         );
     }
 }
+
+/// The containers `bork-ci` process `pid` created, by their labels.
+fn containers_of_pid(pid: u32) -> Vec<String> {
+    containers_with(&format!("bork-ci.pid={pid}"))
+}
+
+/// A run killed with SIGKILL is provably dead (same boot and PID namespace, its pid gone): its
+/// checker container goes at once, with `bork-ci gc` and with the start of the next run,
+/// not when its lease (the run's budget plus 15 minutes) ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_runs_checker_container_is_reaped_at_once_by_gc_and_by_the_next_run() {
+    ensure_test_image();
+    for reaper in ["gc", "next run"] {
+        let repo = Repo::new(&[
+            ("specs/app.md", "src/app.txt says DONE.\n"),
+            ("src/app.txt", "nothing yet\n"),
+            ("check", "#!/bin/sh\necho 'checking slowly' >&2\nsleep 600\n"),
+            (
+                ".config/bork.json",
+                r#"{"correctness-checker": "check", "checker-timeout-secs": 900, "llm": {"provider": "scripted"}}"#,
+            ),
+        ]);
+        let mut ctx = TestContext::on(&repo);
+        ctx.docker(TEST_IMAGE).scripted(&[json!({})]);
+        let running = ctx.spawn(&[]);
+        let pid = running.pid();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while containers_of_pid(pid).is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{reaper}: no checker container"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(i32::try_from(pid).expect("pid")).expect("pid"),
+            rustix::process::Signal::KILL,
+        )
+        .expect("SIGKILL sent");
+        let killed = running.finish().await;
+        assert_eq!(killed.code, -1, "{reaper}: {}", killed.stderr);
+        assert!(
+            !containers_of_pid(pid).is_empty(),
+            "{reaper}: SIGKILL leaves the checker's container"
+        );
+        let started = std::time::Instant::now();
+        match reaper {
+            "gc" => {
+                let output = ctx
+                    .command("gc")
+                    .arg("--repo")
+                    .arg(repo.path())
+                    .output()
+                    .expect("gc");
+                assert!(
+                    output.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+            _ => {
+                // The next run starts by reaping; its checker cannot start, so it ends there.
+                let next = Repo::new(&[
+                    ("specs/app.md", "src/app.txt says DONE.\n"),
+                    ("check", "#!/bin/sh\nexit 127\n"),
+                    (
+                        ".config/bork.json",
+                        r#"{"correctness-checker": "check", "llm": {"provider": "scripted"}}"#,
+                    ),
+                ]);
+                let mut next_ctx = TestContext::on(&next);
+                next_ctx.docker(TEST_IMAGE).scripted(&[json!({})]);
+                let outcome = next_ctx.run_async(&[]).await;
+                assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+            }
+        }
+        assert!(
+            containers_of_pid(pid).is_empty(),
+            "{reaper}: the dead run's containers are still there after {:?}",
+            started.elapsed()
+        );
+    }
+}

@@ -348,6 +348,41 @@ fn the_real_config_file_is_refused_under_an_alias() {
     }
 }
 
+/// Seed 001 refuses edits of `.config/bork.json` without asking anyone: deleting or writing
+/// over the folder that holds it, under any spelling or through an alias, is refused with the
+/// config file's code, never held for approval.
+#[test]
+fn the_config_folder_is_refused_not_held() {
+    let wanting = checker_wanting("src/app.txt", "NEVER-THERE");
+    let repo = base_repo(checker_config("check.sh"), &[("check.sh", &wanting)]);
+    symlink(".config", repo.path().join("cfg")).expect("symlink");
+    repo.commit("an alias of the config folder");
+    for answer in [
+        delete(".config"),
+        delete("./.config"),
+        delete(".CONFIG"),
+        delete(".config/"),
+        delete("cfg"),
+        write(".config", "{}"),
+    ] {
+        let label = answer.to_string();
+        let outcome = assert_no_false_green(&repo, answer, &[".config/bork.json"], &label);
+        let held = outcome.report["pending-approvals"].as_array().map_or(0, Vec::len);
+        assert_eq!(held, 0, "{label}: held for approval\n{}", outcome.report);
+        let codes: Vec<String> = outcome.report["iterations"][0]["refused"]
+            .as_array()
+            .expect("refused")
+            .iter()
+            .map(|edit| edit["code"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert!(
+            !codes.is_empty() && codes.iter().all(|code| code == "config-file"),
+            "{label}: {codes:?}\n{}",
+            outcome.report
+        );
+    }
+}
+
 #[test]
 fn bad_settings_are_refused_naming_the_key() {
     let cases = [

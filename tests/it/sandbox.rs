@@ -375,7 +375,13 @@ async fn confinement_over(artifacts: &Path, repo: &tempfile::TempDir, transport:
         .collect();
     assert_eq!(ifaces, ["lo"], "{stdout}");
     assert!(stdout.contains("VISIBLE=yes"));
-    assert!(stdout.contains("TMPDIR=/tmp"), "{stdout}");
+    // The job's own folder under the run's `runs/<run id>/tmp/`: mounted at `/tmp` over `bind`,
+    // a folder of its artifacts volume over `copy` (seed 003's `TMPDIR=/artifacts/tmp`).
+    let tmpdir = match transport {
+        Transport::Bind | Transport::Auto => "TMPDIR=/tmp\n",
+        Transport::Copy => "TMPDIR=/artifacts/tmp\n",
+    };
+    assert!(stdout.contains(tmpdir), "{stdout}");
     assert!(stdout.contains("HOME=/home/judge"), "{stdout}");
     assert!(!stdout.contains("CANARY"), "{stdout}");
     assert!(stdout.contains("ref: refs/heads/main"), "{stdout}");
@@ -725,7 +731,7 @@ async fn sigterm_mid_check_leaves_no_container() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gc_reaps_a_killed_runs_leftovers_once_their_lease_ends() {
+async fn gc_reaps_a_dead_runs_leftovers_at_once_and_the_unprovable_once_their_lease_ends() {
     if child_mode().await {
         return;
     }
@@ -734,19 +740,57 @@ async fn gc_reaps_a_killed_runs_leftovers_once_their_lease_ends() {
     let killed_run = run_id("killed");
     let killed_label = format!("bork-ci.run={killed_run}");
     let mut child = spawn_child(
-        "sandbox::gc_reaps_a_killed_runs_leftovers_once_their_lease_ends",
+        "sandbox::gc_reaps_a_dead_runs_leftovers_at_once_and_the_unprovable_once_their_lease_ends",
         &killed_run,
         artifacts.path(),
     );
     assert_eq!(wait_for_container(&killed_label).len(), 1);
     child.kill().expect("SIGKILL");
     let _ = child.wait();
-    // Over `copy` the run also has its idle anchor; both must outlive a kill -9 until the lease ends.
+    // Over `copy` the run also has its idle anchor; a kill -9 leaves both.
     assert_eq!(job_containers_of(&killed_run).len(), 1, "kill -9 leaves it");
-    // Within its lease nothing removes it, whatever the process table says.
+    // A run of another PID namespace (or host, or boot) whose lease runs: nothing proves it
+    // dead, whatever this process table says.
+    let lease_until = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+        + CHILD_LEASE.as_secs();
+    let elsewhere_run = run_id("elsewhere");
+    let elsewhere = Command::new("docker")
+        .args(["create", "--label", "bork-ci=1", "--label"])
+        .arg(format!("bork-ci.run={elsewhere_run}"))
+        .arg("--label")
+        .arg(format!("bork-ci.lease-until={lease_until}"))
+        .args([
+            "--label",
+            "bork-ci.pid-ns=pid:[1]",
+            "--label",
+            "bork-ci.pid=999999",
+            "--label",
+            "bork-ci.pid-start=1",
+        ])
+        .arg("--label")
+        .arg(format!(
+            "bork-ci.boot={}",
+            std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .expect("boot id")
+                .trim()
+        ))
+        .args([TEST_IMAGE, "true"])
+        .output()
+        .expect("docker create");
+    assert!(elsewhere.status.success(), "{}", text(&elsewhere.stderr));
+    let elsewhere_label = format!("bork-ci.run={elsewhere_run}");
+    // The killed run is provably dead (same boot and PID namespace, its pid gone): its
+    // leftovers go at once, within their lease.
     let early = sandbox(artifacts.path(), "early-reaper").await;
     docker::gc(&early, Duration::from_secs(0)).await.expect("gc runs");
-    assert_eq!(job_containers_of(&killed_run).len(), 1, "its lease still runs");
+    assert!(
+        containers_with(&killed_label).is_empty(),
+        "a dead run's leftovers stay"
+    );
+    assert_eq!(containers_with(&elsewhere_label).len(), 1, "its lease still runs");
     tokio::time::sleep(CHILD_LEASE + Duration::from_secs(2)).await;
 
     // An unlabelled container and a live run's container must survive.
@@ -775,7 +819,10 @@ async fn gc_reaps_a_killed_runs_leftovers_once_their_lease_ends() {
     let report = docker::gc(&reaper, Duration::from_secs(3600))
         .await
         .expect("gc runs");
-    assert!(containers_with(&killed_label).is_empty(), "leftover reaped");
+    assert!(
+        containers_with(&elsewhere_label).is_empty(),
+        "leftover reaped once its lease ended"
+    );
     assert!(!report.containers.is_empty());
     assert_eq!(job_containers_of(&live_run).len(), 1, "live run untouched");
     let still_there = Command::new("docker")

@@ -322,6 +322,11 @@ pub struct Running {
 }
 
 impl Running {
+    /// The pid of the `bork-ci` process.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Waits for it to end, off the async runtime.
     pub async fn finish(self) -> Outcome {
         let Running { child, report } = self;

@@ -62,9 +62,16 @@ async fn stops_at_first_failure_with_exact_layout(sandbox: Sandbox, artifacts: &
         !run.join("logs/step-03-test.log").exists(),
         "stopped at first failure"
     );
-    assert!(
-        !run.join("tmp/t").exists(),
-        "TMPDIR is the job's own, not in the artifacts"
+    // Seed 003: the test temporaries are under `runs/{run_id}/tmp/`, in the job's own folder.
+    let temporaries: Vec<_> = std::fs::read_dir(run.join("tmp"))
+        .expect("runs/run-1/tmp")
+        .flatten()
+        .map(|entry| entry.path())
+        .collect();
+    assert_eq!(temporaries.len(), 1, "{temporaries:?}");
+    assert_eq!(
+        std::fs::read_to_string(temporaries[0].join("t")).expect("the step's temporary file"),
+        "tmp\n"
     );
     assert!(artifacts.join("deps").is_dir());
     let manifest: serde_json::Value =

@@ -11,6 +11,7 @@
 //! printed: that is `checker`'s and `verify`'s business.
 
 mod archive;
+pub mod liveness;
 pub mod runner_image;
 pub mod transport;
 
@@ -50,6 +51,11 @@ pub const CACHE_MOUNT: &str = "/cache";
 pub const DEPS_MOUNT: &str = "/deps";
 /// A judge's own empty home (a tmpfs per container).
 pub const JUDGE_HOME: &str = "/home/judge";
+/// Where a judge sees its own `TMPDIR`, the host's `runs/<run id>/tmp/<n>-<kind>`, over `bind`.
+pub const JUDGE_TMP: &str = "/tmp";
+/// Where a judge sees its own `TMPDIR` over `copy`: a folder of its artifacts volume, copied
+/// back into `runs/<run id>/tmp/<n>-<kind>` (seed 003's `TMPDIR=/artifacts/tmp`).
+pub const COPY_TMP: &str = "/artifacts/tmp";
 /// Where the setup job finds the runner's CA bundle (inside the dependency cache).
 pub const SETUP_CA: &str = "/deps/.bork-ci/ca-certificates.crt";
 /// Where the edit step's state directory is mounted.
@@ -67,11 +73,13 @@ pub mod labels {
     pub const CREATED: &str = "bork-ci.created";
     /// Unix seconds until which the object's run may still use it: the run's own deadline
     /// (`run-timeout-secs`) plus a grace, set when the object is created. Any bork-ci, on any
-    /// host or in any namespace, judges ownership from this label alone (see [`super::gc`]).
+    /// host or in any namespace, may remove the object once it passed (see [`super::gc`]);
+    /// before, only a run proven dead (see [`super::liveness`]) loses it.
     pub const LEASE: &str = "bork-ci.lease-until";
-    /// The host and the process that created the object: for people reading `docker ps`, never
-    /// for decisions (another namespace sees other pids and paths).
+    /// The host that created the object: for people reading `docker ps`.
     pub const HOST: &str = "bork-ci.host";
+    /// The process that created the object: for people, and, with the boot, the PID namespace
+    /// and its start time ([`super::liveness::keys`]), the proof that its run died.
     pub const PID: &str = "bork-ci.pid";
 }
 
@@ -230,6 +238,8 @@ pub struct DockerSandbox {
     endpoint: String,
     run_id: String,
     host_label: String,
+    /// What proves this run dead once its process is gone (see [`liveness`]).
+    proof_labels: Vec<(String, String)>,
     /// The container that holds this run's cache volumes while it lives (created, never
     /// started), so that no `gc` finds them unused between two jobs.
     anchor: tokio::sync::OnceCell<()>,
@@ -374,6 +384,7 @@ impl DockerSandbox {
             endpoint,
             run_id: run_id.to_owned(),
             host_label: hostname(),
+            proof_labels: liveness::labels_of_this_process(),
             anchor: tokio::sync::OnceCell::new(),
             images_ready: Mutex::new(HashSet::new()),
             live: Arc::new(Mutex::new(HashSet::new())),
@@ -962,7 +973,7 @@ impl DockerSandbox {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        HashMap::from([
+        let mut labelled = HashMap::from([
             (labels::MARK.to_owned(), "1".to_owned()),
             (labels::RUN.to_owned(), self.run_id.clone()),
             (labels::STEP.to_owned(), kind.as_str().to_owned()),
@@ -970,7 +981,9 @@ impl DockerSandbox {
             (labels::LEASE.to_owned(), self.lease_until().to_string()),
             (labels::HOST.to_owned(), self.host_label.clone()),
             (labels::PID.to_owned(), std::process::id().to_string()),
-        ])
+        ]);
+        labelled.extend(self.proof_labels.iter().cloned());
+        labelled
     }
 
     /// Creates, once a run, a container that never starts and mounts the run's cache volume:
@@ -1139,6 +1152,7 @@ impl DockerSandbox {
             fresh_build: None,
             uploads: Vec::new(),
             artifacts_back: None,
+            tmp_back: None,
             state_back: None,
             volumes: Vec::new(),
             tree_guard: None,
@@ -1183,7 +1197,11 @@ impl DockerSandbox {
                 dirs.prepare()
                     .map_err(prepare_error("the artifact directories"))?;
                 // A fresh, empty home and temporary folder per job: nothing a judge leaves
-                // there reaches a later one.
+                // there reaches a later one. The job's `TMPDIR` is its own folder under the
+                // run's `runs/<run id>/tmp/`: over `bind` that folder mounted at `/tmp`; over
+                // `copy` the `tmp/` of its artifacts volume (`/artifacts/tmp`, a volume's root
+                // belonging to root), copied back there, with a tmpfs at `/tmp` as before.
+                let tmp_dir = if copy { COPY_TMP } else { JUDGE_TMP };
                 tmpfs.insert(
                     "/tmp".to_owned(),
                     format!(
@@ -1191,6 +1209,9 @@ impl DockerSandbox {
                         self.settings.tmpfs_bytes
                     ),
                 );
+                if !copy {
+                    tmpfs.remove(JUDGE_TMP);
+                }
                 tmpfs.insert(
                     JUDGE_HOME.to_owned(),
                     format!(
@@ -1230,6 +1251,7 @@ impl DockerSandbox {
                     let run_dirs: Vec<(&str, u32)> = super::RUN_SUBDIRS
                         .iter()
                         .map(|name| (*name, if *name == "logs" { 0o755 } else { 0o1777 }))
+                        .chain(std::iter::once(("tmp", 0o1777)))
                         .collect();
                     prepared.uploads.push((
                         ARTIFACTS_MOUNT.to_owned(),
@@ -1265,6 +1287,7 @@ impl DockerSandbox {
                         ));
                     }
                     prepared.artifacts_back = Some(dirs.run.clone());
+                    prepared.tmp_back = Some(dirs.tmp.clone());
                 } else {
                     check_readable(repo, &self.settings.user)?;
                     let scratch = tempfile::Builder::new()
@@ -1282,6 +1305,7 @@ impl DockerSandbox {
                         ));
                     }
                     mounts.push(bind(&path_str(&dirs.run)?, ARTIFACTS_MOUNT, false));
+                    mounts.push(bind(&path_str(&dirs.tmp)?, JUDGE_TMP, false));
                     mounts.push(bind(&path_str(&dirs.deps)?, DEPS_MOUNT, !setup));
                     if !setup {
                         mounts.push(bind(&path_str(&dirs.build)?, CACHE_MOUNT, false));
@@ -1304,7 +1328,7 @@ impl DockerSandbox {
                     build: CACHE_MOUNT,
                     deps: DEPS_MOUNT,
                     home: JUDGE_HOME,
-                    tmp: "/tmp",
+                    tmp: tmp_dir,
                 }));
                 // bork-ci itself, read-only and first on PATH: `bork-ci check` in a checker.
                 if let Some(tool) = self.tool_mounts(&image, copy).await {
@@ -1419,6 +1443,9 @@ impl DockerSandbox {
     async fn stage_out(&self, id: &str, prepared: &Prepared) -> Result<(), SandboxError> {
         if let Some(run_dir) = &prepared.artifacts_back {
             self.copy_artifacts_back(id, run_dir).await?;
+        }
+        if let Some(tmp_dir) = &prepared.tmp_back {
+            self.copy_tmp_back(id, tmp_dir).await?;
         }
         if let Some(state_dir) = &prepared.state_back {
             self.copy_state_back(id, state_dir, crate::sandbox::STATE_OUTPUT)
@@ -1621,24 +1648,32 @@ pub struct GcReport {
     pub volumes: Vec<String>,
 }
 
-/// Removes labelled containers and volumes whose lease ran out (see [`labels::LEASE`]); those
-/// without one (made by an older bork-ci) once older than `ttl`. Judged from the engine's labels
-/// alone, never from this process's view of pids or paths, so a bork-ci in another PID or mount
-/// namespace, or on another host sharing the engine, decides the same. Never touches
-/// unlabelled objects, this run's own, cache volumes (see [`gc_caches`]), or anything whose
-/// lease still runs.
+/// Removes labelled containers and volumes of runs proven dead (see [`liveness`]: same boot and
+/// PID namespace as this process, and the run's pid gone or another process), and of any run
+/// whose lease ran out (see [`labels::LEASE`]); those without a lease (made by an older bork-ci)
+/// once older than `ttl`. What cannot be proven (another host or boot, another PID namespace,
+/// a process table this process may not read) waits for its lease, so a bork-ci elsewhere
+/// sharing the engine never loses a live run's objects. Never touches unlabelled objects, this
+/// run's own, or cache volumes (see [`gc_caches`]).
 pub async fn gc(sandbox: &DockerSandbox, ttl: Duration) -> Result<GcReport, SandboxError> {
     let filter = format!("{}=1", labels::MARK);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
+    let here = tokio::task::spawn_blocking(liveness::Place::current)
+        .await
+        .ok()
+        .flatten();
     let expired = |labels: &HashMap<String, String>| -> bool {
         if labels.get(labels::MARK).map(String::as_str) != Some("1")
             || labels.contains_key(transport::CACHE_LABEL)
             || labels.get(labels::RUN).map(String::as_str) == Some(sandbox.run_id.as_str())
         {
             return false;
+        }
+        if liveness::provably_dead(labels, here.as_ref(), liveness::look_up) {
+            return true;
         }
         let number = |key: &str| labels.get(key).and_then(|value| value.parse::<u64>().ok());
         match number(labels::LEASE) {
@@ -1663,7 +1698,7 @@ pub async fn gc(sandbox: &DockerSandbox, ttl: Duration) -> Result<GcReport, Sand
         tracing::info!(
             containers = report.containers.len(),
             volumes = report.volumes.len(),
-            "removed leftovers of runs whose lease ran out"
+            "removed leftovers of dead runs and of runs whose lease ran out"
         );
     }
     Ok(report)
@@ -1775,6 +1810,8 @@ struct Prepared {
     uploads: Vec<(String, Vec<u8>)>,
     /// The host run directory `/artifacts` is copied back into.
     artifacts_back: Option<PathBuf>,
+    /// The host folder a judge's `/tmp` (its `TMPDIR`) is copied back into.
+    tmp_back: Option<PathBuf>,
     /// The host state directory the edit step's `output.json` is copied back into.
     state_back: Option<PathBuf>,
     /// Volumes removed after the job.

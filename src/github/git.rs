@@ -128,13 +128,45 @@ pub fn push(
         command.arg(format!("--force-with-lease=refs/heads/{branch}:{lease}"));
     }
     command.args(["--end-of-options", url, &format!("{commit}:refs/heads/{branch}")]);
-    run(command, "push").map(|_| ()).map_err(|error| match error {
-        GithubError::Git { detail, .. } => GithubError::PushRejected {
-            branch: branch.to_owned(),
-            detail,
-        },
-        other => other,
+    let output = crate::git::output(command, "push").map_err(|error| GithubError::Git {
+        action: "push".to_owned(),
+        detail: error.detail,
+    })?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(GithubError::PushRejected {
+        branch: branch.to_owned(),
+        detail: redact_urls(&push_refusal(
+            &String::from_utf8_lossy(&output.stdout),
+            &String::from_utf8_lossy(&output.stderr),
+        )),
     })
+}
+
+/// Why a push was refused, as the server said it: the status of each rejected ref from
+/// `--porcelain`'s stdout (`!<TAB>src:dst<TAB>[remote rejected] (reason)`, where GitHub puts its
+/// refusals), the server's `remote:` lines, then git's own last line.
+fn push_refusal(stdout: &str, stderr: &str) -> String {
+    let mut said: Vec<String> = stdout
+        .lines()
+        .filter(|line| line.starts_with('!'))
+        .map(|line| line.rsplit('\t').next().unwrap_or(line).trim().to_owned())
+        .filter(|status| !status.is_empty())
+        .collect();
+    said.extend(
+        stderr
+            .lines()
+            .filter_map(|line| line.strip_prefix("remote:"))
+            .map(str::trim)
+            .filter(|line| !line.is_empty())
+            .map(str::to_owned),
+    );
+    if let Some(last) = stderr.lines().rev().map(str::trim).find(|line| !line.is_empty()) {
+        said.push(last.to_owned());
+    }
+    said.dedup();
+    said.join("; ")
 }
 
 /// Checks out `branch` at `commit`, keeping local changes git can carry.
@@ -378,6 +410,29 @@ pub fn file_at(repo: &Path, commit: &str, path: &str) -> Result<Option<Vec<u8>>,
 #[expect(clippy::disallowed_methods, reason = "tests lay out their fixtures directly")]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_is_read_from_the_refs_status_and_the_remote_lines() {
+        let stdout = "To http://127.0.0.1:1/acme/widgets.git\n!\tabc:refs/heads/bork/approve-x\t[remote rejected] (refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission)\nDone\n";
+        let stderr = "error: failed to push some refs to 'http://127.0.0.1:1/acme/widgets.git'\n";
+        let said = push_refusal(stdout, stderr);
+        assert!(
+            said.starts_with("[remote rejected] (refusing to allow a GitHub App"),
+            "{said}"
+        );
+        assert!(
+            said.ends_with("error: failed to push some refs to 'http://127.0.0.1:1/acme/widgets.git'"),
+            "{said}"
+        );
+        let said = push_refusal(
+            "",
+            "remote: error: GH006: Protected branch update failed for refs/heads/main.\nerror: failed to push some refs\n",
+        );
+        assert_eq!(
+            said,
+            "error: GH006: Protected branch update failed for refs/heads/main.; error: failed to push some refs"
+        );
+    }
 
     fn repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().expect("tempdir");

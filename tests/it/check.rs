@@ -350,15 +350,15 @@ fn pytest_failures_reach_the_report_from_a_debian_judge_container() {
     for transport in crate::sandbox::transports() {
         let repo = repo_checked_by(
             "bork-ci check -- python3 -m pytest -q -p no:cacheprovider",
-            &[("calc.py", CALC), ("tests/test_calc.py", TEST_CALC)],
+            &[("calc/__init__.py", CALC), ("tests/test_calc.py", TEST_CALC)],
             json!({"kind": "docker", "image": image, "pull": "never"}),
         );
         let mut ctx = TestContext::on(&repo);
         ctx.docker(image)
             .env("BORK_SANDBOX_TRANSPORT", transport.as_str())
             .scripted(&[
-                json!({"create-or-update": {"calc.py": "def add(a, b):\n    return a + b + 2\n"}}),
-                json!({"create-or-update": {"calc.py": "def add(a, b):\n    return a + b\n"}}),
+                json!({"create-or-update": {"calc/__init__.py": "def add(a, b):\n    return a + b + 2\n"}}),
+                json!({"create-or-update": {"calc/__init__.py": "def add(a, b):\n    return a + b\n"}}),
             ]);
         let started = Instant::now();
         let run = ctx.run(&[]);
@@ -452,7 +452,7 @@ fn cargo_test_failures_reach_the_report_from_a_local_judge() {
         .replace("== 1", "== 0");
     ctx.env("BORK_SANDBOX_ARTIFACT_DIR", ctx.scratch_file("artifacts"))
         .scripted(&[
-            json!({"create-or-update": {"README.md": "adder\n"}}),
+            json!({"create-or-update": {"src/notes.txt": "adder\n"}}),
             json!({"create-or-update": {"src/lib.rs": fixed}}),
         ]);
     let run = ctx.run(&["--sandbox", "none"]);

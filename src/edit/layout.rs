@@ -1,7 +1,7 @@
 //! The repository's layout: which files are code, derived from what the repository holds, and
 //! which files the judges, setup and the dev container read.
 //!
-//! When `.config/bork.json` sets no `code`, [`derive`] names the code of each toolchain found
+//! When `.config/bork.json` sets no `code`, [`derive()`] names the code of each toolchain found
 //! (Rust packages' `src/`, `benches/`, `examples/`; Python packages in a src or flat layout; a
 //! Node package's `src/`, `lib/`, `app/`; a Go module's `.go` files; shell scripts; C and C++
 //! sources) and the root's `src/`, `lib/` and `app/`, with test files left to the `tests` globs. [`read_by_commands`] names the files a

@@ -25,13 +25,15 @@ use crate::exit::ExitCode;
 use crate::sandbox::{Sandbox, SandboxKind};
 
 /// Sets up `tracing` on stderr: the format (`--log-format`), the level (`BORK_LOG` when set,
-/// else `-q` warnings and errors only, default info, `-v` debug, `-vv` trace) and colour
+/// else `-q` warnings and errors only, default info, `-v` bork-ci's own debug lines, `-vv`
+/// every crate's debug lines and bork-ci's trace, `-vvv` every trace line) and colour
 /// (`--color`, `NO_COLOR`, `TERM=dumb`; JSON lines are never coloured).
 pub fn init_logging(cli: &Cli, env: &config::Env) {
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "warn",
         (false, 0) => "info",
-        (false, 1) => "debug",
+        (false, 1) => "info,bork_ci=debug",
+        (false, 2) => "debug,bork_ci=trace",
         (false, _) => "trace",
     };
     let from_env = env

@@ -99,6 +99,16 @@ fn quiet_silences_progress_and_verbose_adds_debug_lines() {
         "{verbose}"
     );
     assert!(!normal.contains("DEBUG"), "{normal}");
+    // Other crates' debug lines (globset compiling each glob) only from -vv on.
+    assert!(
+        !verbose.contains("glob converted to regex") && !verbose.contains("built glob set"),
+        "{verbose}"
+    );
+    let very = text(&converging_run(&["-vv"], &[]).stderr);
+    assert!(
+        very.contains("glob converted to regex") || very.contains("built glob set"),
+        "{very}"
+    );
     // BORK_LOG takes precedence over -q.
     let env_wins = text(&converging_run(&["-q"], &[("BORK_LOG", "info")]).stderr);
     assert!(env_wins.contains("iteration 1 of 5"), "{env_wins}");

@@ -1,7 +1,7 @@
 //! Held edits the checks need: when the model proposes again an edit that is held, or a failing
 //! finding names a held path, more iterations cannot make the checks pass without a human's
 //! decision, so the round ends awaiting approval and each such edit says which findings wait on
-//! it. Pure.
+//! it; and how an iteration's findings are printed, one line each. Pure.
 
 use std::collections::BTreeSet;
 
@@ -46,6 +46,31 @@ pub(super) fn waiting(
         }
     }
     waiting
+}
+
+/// At most this many findings of an iteration are printed, one line each.
+const MAX_PRINTED: usize = 10;
+
+/// An iteration's findings as printed in the log: one line each (file, first line of the text),
+/// at most [`MAX_PRINTED`], then how many more.
+pub(super) fn finding_lines(findings: &Findings) -> Vec<String> {
+    let all: Vec<&Finding> = findings
+        .per_file_findings
+        .iter()
+        .chain(&findings.overall_findings)
+        .collect();
+    let mut lines: Vec<String> = all
+        .iter()
+        .take(MAX_PRINTED)
+        .map(|finding| line(finding))
+        .collect();
+    if all.len() > MAX_PRINTED {
+        lines.push(format!(
+            "... and {} more (all in the report)",
+            all.len() - MAX_PRINTED
+        ));
+    }
+    lines
 }
 
 fn finding_file(finding: &Finding) -> Option<&str> {
@@ -135,6 +160,21 @@ mod tests {
         );
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].1, vec!["src/b.rs: `adds` failed".to_owned()]);
+    }
+
+    #[test]
+    fn an_iterations_findings_print_one_line_each_bounded() {
+        let mut many = Findings::default();
+        for index in 0..12 {
+            many.per_file_findings.push(Finding::CodeReview {
+                file: Some(format!("src/{index}.rs")),
+                finding: format!("line {index}: failed\nat depth"),
+            });
+        }
+        let lines = finding_lines(&many);
+        assert_eq!(lines.len(), 11);
+        assert_eq!(lines[0], "src/0.rs: line 0: failed");
+        assert_eq!(lines[10], "... and 2 more (all in the report)");
     }
 
     #[test]

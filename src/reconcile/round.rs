@@ -1084,6 +1084,9 @@ impl<'a> Iterations<'a> {
                             ""
                         }
                     );
+                    for line in super::held::finding_lines(&iteration.findings) {
+                        tracing::info!(iteration = number, "  {line}");
+                    }
                 }
                 None => {
                     let skipped = step.answer_error.is_some();

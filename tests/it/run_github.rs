@@ -345,6 +345,11 @@ async fn a_held_test_the_checks_need_ends_the_round_and_its_approval_names_the_f
         stderr.contains("the checks wait on held edit(s) `tests/colour.txt`"),
         "{stderr}"
     );
+    // The log says what failed, one line a finding.
+    assert!(
+        stderr.contains("  tests/colour.txt: the test expects red, the widget is blue"),
+        "{stderr}"
+    );
     assert_eq!(
         checkout.read("src/widget.txt"),
         "colour = blue\n",

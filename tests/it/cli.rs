@@ -473,3 +473,16 @@ fn bedrocks_default_model_is_the_inference_profile_of_its_region() {
         assert_eq!(key["value"], model, "{region}: {key}");
     }
 }
+
+#[test]
+fn config_refuses_a_provider_chosen_without_what_it_needs() {
+    let out = config_of(r#"{"llm": {"provider": "azure"}}"#);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("llm.base-url"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = config_of(r#"{"llm": {"provider": "azure", "base-url": "https://x.openai.azure.com"}}"#);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}

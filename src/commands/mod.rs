@@ -181,6 +181,14 @@ fn load_config(
     flags: &crate::cli::ConfigFlags,
     env: &config::Env,
 ) -> Result<Resolved> {
+    for (name, meant) in config::env_vars::unknown(env.keys()) {
+        match meant {
+            Some(meant) => {
+                tracing::warn!("`{name}` is not a bork-ci variable and is ignored; did you mean `{meant}`?")
+            }
+            None => tracing::warn!("`{name}` is not a bork-ci variable and is ignored"),
+        }
+    }
     config::load(repo, args.config.as_deref(), env, &flags.values())
         .map_err(anyhow::Error::new)
         .context("invalid configuration")

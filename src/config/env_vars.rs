@@ -135,6 +135,53 @@ pub const FLAG_VARS: &[(&str, &str)] = &[
     (flag::BORK_FAIL_ON, "--fail-on"),
 ];
 
+/// `BORK_*` variables bork-ci reads that are not configuration keys or flags: logging, what a
+/// judge is given, the build's version suffix, the GitHub token's other name.
+pub const OTHER_VARS: &[&str] = &[
+    "BORK_LOG",
+    "BORK_CI",
+    "BORK_CI_VERSION_SUFFIX",
+    "BORK_DEPS_DIR",
+    "BORK_BUILD_CACHE",
+    "BORK_GITHUB_TOKEN",
+    // The Action's `api-key` input, named by `--api-key-env`.
+    "BORK_ACTION_LLM_KEY",
+];
+
+/// Prefixes of `BORK_*` variables that belong to bork-ci's own scripts and tests, not to a run.
+const SCRIPT_PREFIXES: &[&str] = &[
+    "BORK_TEST_",
+    "BORK_EXAMPLE",
+    "BORK_REBUILD_",
+    "BORK_STATIC_",
+    "BORK_CI_BUILD_",
+];
+
+/// The `BORK_*` variables in `env` that bork-ci does not know, each with the known name it most
+/// likely meant (when one is close).
+pub fn unknown<'a>(env: impl IntoIterator<Item = &'a String>) -> Vec<(String, Option<&'static str>)> {
+    let known: Vec<&'static str> = ALL
+        .iter()
+        .map(|var| var.name)
+        .chain(FLAG_VARS.iter().map(|(name, _)| *name))
+        .chain(OTHER_VARS.iter().copied())
+        .collect();
+    env.into_iter()
+        .filter(|name| name.starts_with("BORK_"))
+        .filter(|name| !known.contains(&name.as_str()))
+        .filter(|name| !SCRIPT_PREFIXES.iter().any(|prefix| name.starts_with(prefix)))
+        .map(|name| {
+            let closest = known
+                .iter()
+                .map(|candidate| (strsim::levenshtein(name, candidate), *candidate))
+                .filter(|(distance, _)| *distance <= 3)
+                .min()
+                .map(|(_, candidate)| candidate);
+            (name.clone(), closest)
+        })
+        .collect()
+}
+
 /// The variable name the rule gives a key path.
 pub fn name_for(key: &str) -> String {
     format!("BORK_{}", key.replace(['.', '-'], "_").to_uppercase())

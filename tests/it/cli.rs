@@ -486,3 +486,27 @@ fn config_refuses_a_provider_chosen_without_what_it_needs() {
     let out = config_of(r#"{"llm": {"provider": "azure", "base-url": "https://x.openai.azure.com"}}"#);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_misspelt_bork_variable_is_named_with_what_was_meant() {
+    let repo = Repo::new(&[(".config/bork.json", "{}")]);
+    let out = bork()
+        .args(["config", "--repo"])
+        .arg(repo.path())
+        .env("BORK_MAX_ITERATION", "3")
+        .env("BORK_TOTALLY_UNKNOWN_THING", "1")
+        .env("BORK_LOG", "info")
+        .output()
+        .expect("bork-ci runs");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("`BORK_MAX_ITERATION` is not a bork-ci variable and is ignored; did you mean `BORK_MAX_ITERATIONS`?"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("`BORK_TOTALLY_UNKNOWN_THING` is not a bork-ci variable and is ignored"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("`BORK_LOG`"), "{stderr}");
+}

@@ -17,10 +17,11 @@ pub(super) fn show_config(args: ConfigArgs, env: &crate::config::Env) -> Result<
     };
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(text.as_bytes()).context("writing to stdout")?;
-    // What a run would refuse (a provider chosen without what it needs, such as Azure without
-    // its endpoint) is an error here too, after the values are shown.
+    // A provider chosen without the address only the file can give (Azure's endpoint) is an
+    // error here too, after the values are shown; what the environment or `llm.script` may
+    // still bring is the run's to check.
     resolved
-        .validate_llm()
+        .validate_provider_address()
         .map_err(anyhow::Error::new)
         .context("invalid configuration")?;
     Ok(ExitCode::Converged)

@@ -326,6 +326,24 @@ impl Resolved {
         Ok(())
     }
 
+    /// Checks what no setting of the environment can complete: a provider whose address is
+    /// the file's to give (Azure's resource endpoint). `config` refuses it too.
+    pub fn validate_provider_address(&self) -> Result<(), ConfigError> {
+        let mut sections = vec![("llm", self.config.llm.clone())];
+        if self.config.review.enabled || self.config.review.llm.is_some() {
+            sections.push(("review.llm", self.review_llm()));
+        }
+        for (section, llm) in sections {
+            if llm.provider == ProviderKind::Azure && llm.base_url.is_none() {
+                return Err(self.bad(
+                    &format!("{section}.base-url"),
+                    "the azure provider needs the resource endpoint, e.g. https://NAME.openai.azure.com",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks what only a model call needs (the scripted model's file, a model name), so that
     /// `pack` and `config` work without any model settings.
     pub fn validate_llm(&self) -> Result<(), ConfigError> {

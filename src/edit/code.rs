@@ -125,10 +125,6 @@ pub const NEVER_CODE: &[(&str, &str)] = &[
         "/*.pyd",
         "a root module: imported by every tool run from the root",
     ),
-    (
-        "/src/*.py",
-        "a top-level module of a src layout: imported before any package",
-    ),
     ("Gemfile", "Ruby's dependencies"),
     ("Gemfile.lock", "a lock file"),
     ("*.gemspec", "Ruby's package"),
@@ -296,6 +292,15 @@ impl CodeMatcher {
         }
         if let Some(why) = self.never_code(folded) {
             return Kind::NotCode { why };
+        }
+        // `src/` is on the import path of a src layout: a top-level module there named like the
+        // standard library is imported instead of it, by the tools too.
+        if let Some(module) = folded.strip_prefix("src/")
+            && crate::edit::judge_files::shadows_stdlib(module)
+        {
+            return Kind::NotCode {
+                why: "a top-level module of a src layout named like the standard library",
+            };
         }
         if matches(&self.code, folded) {
             return Kind::Code;

@@ -596,7 +596,7 @@ pub fn fold(path: &str) -> String {
 
 /// Whether a root-level path is a module that shadows Python's standard library: `NAME.py`,
 /// `NAME.pyc`, `NAME.so`, `NAME.<tag>.so` or the package `NAME/__init__.py` (and its folder).
-fn shadows_stdlib(folded: &str) -> bool {
+pub(crate) fn shadows_stdlib(folded: &str) -> bool {
     let (first, rest) = match folded.split_once('/') {
         Some((first, rest)) => (first, Some(rest)),
         None => (folded, None),

@@ -295,6 +295,7 @@ mod tests {
                 (".cargo/config.toml", "not code"),
                 ("src/data.txt", "code"),
                 ("src/json.py", "not code"),
+                ("src/app.py", "code"),
                 ("README.md", "not code"),
             ],
         );

@@ -581,7 +581,7 @@ async fn secrets_reach_neither_outputs_nor_prompts_nor_the_checker() {
     let fake = FakeLlm::openai(vec![
         Reply::json(&json!({"create-or-update": {
             "src/app.txt": "first\n",
-            "leak.txt": "the key is $OPENAI_API_KEY and ${GITHUB_TOKEN}\n"
+            "src/leak.txt": "the key is $OPENAI_API_KEY and ${GITHUB_TOKEN}\n"
         }})),
         write_app("DONE\n"),
     ])
@@ -609,10 +609,10 @@ async fn secrets_reach_neither_outputs_nor_prompts_nor_the_checker() {
         for (index, body) in fake.requests().iter().enumerate() {
             assert_absent(secret, &format!("request body {index}"), &body.to_string());
         }
-        assert_absent(secret, "leak.txt", &repo.read("leak.txt"));
+        assert_absent(secret, "src/leak.txt", &repo.read("src/leak.txt"));
     }
     assert_eq!(
-        repo.read("leak.txt"),
+        repo.read("src/leak.txt"),
         "the key is $OPENAI_API_KEY and ${GITHUB_TOKEN}\n"
     );
 

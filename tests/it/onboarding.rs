@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::support::{Repo, TestContext};
 
 /// Builds the example toolchain images once.
-fn ensure_example_images() {
+pub fn ensure_example_images() {
     static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     BUILT.get_or_init(|| {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/build-images.sh");

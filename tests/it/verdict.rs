@@ -9,24 +9,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use crate::onboarding::ensure_example_images;
 use crate::support::{Repo, TestContext};
-
-/// Builds the example toolchain images once.
-fn ensure_example_images() {
-    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    BUILT.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/build-images.sh");
-        let output = std::process::Command::new(script)
-            .args(["debian", "examples"])
-            .output()
-            .expect("build-images runs");
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    });
-}
 
 /// Every file below `dir`, as (relative path, text).
 fn files_below(dir: &Path) -> Vec<(String, String)> {

@@ -823,7 +823,12 @@ async fn gc_reaps_a_dead_runs_leftovers_at_once_and_the_unprovable_once_their_le
         containers_with(&elsewhere_label).is_empty(),
         "leftover reaped once its lease ended"
     );
-    assert!(!report.containers.is_empty());
+    // Docker-outside-of-Docker: the leftover is gone, but this reaper's report can be empty
+    // there (another reaper of the shared engine removed it first); the removal itself is
+    // what the line above proves on every engine.
+    if engine() != "dood" {
+        assert!(!report.containers.is_empty());
+    }
     assert_eq!(job_containers_of(&live_run).len(), 1, "live run untouched");
     let still_there = Command::new("docker")
         .args(["inspect", "-f", "{{.Id}}", &unlabelled])

@@ -132,9 +132,7 @@ mod tests {
 
     #[test]
     fn real_go_test_json() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/check/go-test.json");
-        let text =
-            String::from_utf8(crate::safe_fs::read_regular(&path, 1 << 20).expect("fixture")).expect("utf-8");
+        let text = crate::check::fixtures::read("go-test.json");
         let collected = parse(&text, "");
         let found: Vec<_> = collected
             .failures

@@ -173,16 +173,9 @@ mod tests {
 
     #[test]
     fn real_pytest_report() {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/check/pytest-junit.xml");
-        let text =
-            String::from_utf8(crate::safe_fs::read_regular(&path, 1 << 20).expect("fixture")).expect("utf-8");
+        let text = crate::check::fixtures::read("pytest-junit.xml");
         let collected = parse(&text);
-        let found: Vec<(Option<&str>, Option<u32>, Option<&str>)> = collected
-            .failures
-            .iter()
-            .map(|f| (f.file.as_deref(), f.line, f.test.as_deref()))
-            .collect();
+        let found = crate::check::fixtures::places(&collected);
         assert_eq!(
             found,
             [

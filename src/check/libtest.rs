@@ -156,21 +156,14 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> String {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/check")
-            .join(name);
-        String::from_utf8(crate::safe_fs::read_regular(&path, 1 << 20).expect("fixture")).expect("utf-8")
+        crate::check::fixtures::read(name)
     }
 
     #[test]
     fn real_cargo_test_failures() {
         let text = fixture("libtest.stdout") + &fixture("libtest.stderr");
         let collected = parse(&text);
-        let found: Vec<(Option<&str>, Option<u32>, Option<&str>)> = collected
-            .failures
-            .iter()
-            .map(|f| (f.file.as_deref(), f.line, f.test.as_deref()))
-            .collect();
+        let found = crate::check::fixtures::places(&collected);
         assert_eq!(
             found,
             [

@@ -289,3 +289,25 @@ mod tests {
         assert_eq!(findings.overall_findings.len(), 1);
     }
 }
+
+/// What the parsers' unit tests share: the captured outputs in `tests/fixtures/check/`, and the
+/// place of each failure found.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    /// The fixture `name`, as text.
+    pub fn read(name: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/check")
+            .join(name);
+        String::from_utf8(crate::safe_fs::read_regular(&path, 1 << 20).expect("fixture")).expect("utf-8")
+    }
+
+    /// Each failure's file, line and test.
+    pub fn places(collected: &super::Collected) -> Vec<(Option<&str>, Option<u32>, Option<&str>)> {
+        collected
+            .failures
+            .iter()
+            .map(|f| (f.file.as_deref(), f.line, f.test.as_deref()))
+            .collect()
+    }
+}

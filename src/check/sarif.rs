@@ -121,9 +121,7 @@ mod tests {
 
     #[test]
     fn results_with_places() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/check/lint.sarif");
-        let text =
-            String::from_utf8(crate::safe_fs::read_regular(&path, 1 << 20).expect("fixture")).expect("utf-8");
+        let text = crate::check::fixtures::read("lint.sarif");
         let collected = parse(&text);
         let found: Vec<_> = collected
             .failures

@@ -203,10 +203,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> String {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/check")
-            .join(name);
-        String::from_utf8(crate::safe_fs::read_regular(&path, 1 << 20).expect("fixture")).expect("utf-8")
+        crate::check::fixtures::read(name)
     }
 
     #[test]

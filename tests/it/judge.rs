@@ -141,7 +141,7 @@ fn approved_checker_exit(repo: &Repo) -> i32 {
         .unwrap_or(-1)
 }
 
-fn pending_paths(report: &serde_json::Value) -> Vec<String> {
+pub fn pending_paths(report: &serde_json::Value) -> Vec<String> {
     report["pending-approvals"]
         .as_array()
         .map(|held| {

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use crate::judge::pending_paths;
 use crate::onboarding::ensure_example_images;
 use crate::support::{Repo, TestContext};
 
@@ -52,17 +53,6 @@ fn example(name: &str, spec: &str, extra: &[(&str, &str)]) -> Repo {
         &std::fs::read_to_string(root.join("spec-change.md")).expect("spec change"),
     );
     repo
-}
-
-fn pending_paths(report: &Value) -> Vec<String> {
-    report["pending-approvals"]
-        .as_array()
-        .map(|held| {
-            held.iter()
-                .filter_map(|edit| edit["path"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Whether the host's `python3` has pytest (for the `--sandbox none` runs).

@@ -124,15 +124,15 @@ pub struct CheckerRun {
     pub outcome: Option<Outcome>,
 }
 
-/// Runs the checker at `checker` (relative to `repo`) and judges it; with `fresh_build` in an
-/// empty build cache of its own instead of the run's.
+/// Runs the checker at `checker` (relative to `repo`) and judges it, in the build cache `build`
+/// names.
 pub async fn run(
     sandbox: &Sandbox,
     repo: &Path,
     checker: &str,
     timeout: Duration,
     secret_env: &[String],
-    fresh_build: bool,
+    build: crate::sandbox::BuildCache,
 ) -> Result<CheckerRun, SandboxError> {
     let not_started = |reason: String| CheckerRun {
         verdict: Verdict::FailedToRun {
@@ -153,7 +153,7 @@ pub async fn run(
         OUTPUT_CAP,
     );
     job.secret_env = secret_env.to_vec();
-    job.fresh_build = fresh_build;
+    job.build = build;
     let output = match sandbox.run(repo, &job).await {
         Ok(output) => output,
         // A checker that cannot even start (not executable, bad interpreter) failed to run,

@@ -144,6 +144,54 @@ pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
     file.write_all(&crate::secrets::redact_bytes(bytes))
 }
 
+/// Copies the tree at `from` to `to` (which must not exist), for a judge's own copy of the warm
+/// build cache (`sandbox::build_cache`): folders, regular files with their
+/// modification and access times, symbolic links as links; nothing else. With `widen`, every
+/// folder and file is made writable by any user (a container's user other than this one).
+pub fn copy_tree(from: &Path, to: &Path, widen: bool) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    // Never into a `.git` folder, as every write here; one inside the tree is not copied.
+    refuse_git(to, to.parent().unwrap_or(to))?;
+    std::fs::create_dir(to)?;
+    let dir_mode = |mode: u32| if widen { 0o777 } else { mode & 0o7777 };
+    std::fs::set_permissions(
+        to,
+        std::fs::Permissions::from_mode(dir_mode(std::fs::metadata(from)?.permissions().mode())),
+    )?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let source = entry.path();
+        if entry.file_name().to_string_lossy().eq_ignore_ascii_case(".git") {
+            continue;
+        }
+        let target = to.join(entry.file_name());
+        let meta = entry.metadata()?;
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            copy_tree(&source, &target, widen)?;
+        } else if kind.is_file() {
+            // `copy` uses the kernel's copy (a reflink where the file system has them).
+            #[expect(
+                clippy::disallowed_methods,
+                reason = "this module is where files outside the tree are written"
+            )]
+            std::fs::copy(&source, &target)?;
+            let mode = meta.permissions().mode() & 0o777;
+            let mode = if widen { mode | 0o666 } else { mode };
+            let file = std::fs::OpenOptions::new().write(true).open(&target)?;
+            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            file.set_times(
+                std::fs::FileTimes::new()
+                    .set_modified(meta.modified()?)
+                    .set_accessed(meta.accessed()?),
+            )?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&source)?, &target)?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 #[expect(clippy::disallowed_methods, reason = "tests lay out their fixtures directly")]
 mod tests {

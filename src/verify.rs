@@ -66,8 +66,8 @@ pub struct VerifyOptions {
     pub secret_env: Vec<String>,
     /// Bytes of stdout and of stderr kept per step.
     pub output_cap: usize,
-    /// Run in an empty build cache of its own instead of the run's.
-    pub fresh_build: bool,
+    /// The build cache the steps work in.
+    pub build: crate::sandbox::BuildCache,
 }
 
 impl VerifyOptions {
@@ -80,7 +80,7 @@ impl VerifyOptions {
             env: Vec::new(),
             secret_env: Vec::new(),
             output_cap: 4 << 20,
-            fresh_build: false,
+            build: crate::sandbox::BuildCache::Run,
         }
     }
 }
@@ -297,7 +297,7 @@ pub async fn run(
     let mut job = Job::new(JobKind::Verify, Vec::new(), options.timeout, options.output_cap);
     job.artifacts = Some(dirs.run.clone());
     job.secret_env = options.secret_env.clone();
-    job.fresh_build = options.fresh_build;
+    job.build = options.build;
     job.env.extend(options.env.iter().cloned());
     let commands: Vec<Vec<String>> = steps
         .iter()

@@ -208,7 +208,8 @@ async fn judged(resolved: &crate::config::Resolved, repo: &std::path::Path, chec
         checker,
         timeout,
         &resolved.secret_env_names(),
-        false,
+        // The working tree as it is, which nobody approved: it reads the warm cache, never writes it.
+        crate::sandbox::BuildCache::Layer,
     )
     .await;
     checks.push(match check {

@@ -1,5 +1,5 @@
 //! `bork-ci gc`: removes what dead runs left on the Docker engine and under the artifact root:
-//! their build caches, and dependency caches no run has used for the TTL (a key no longer
+//! their build caches, and dependency and warm build caches no run has used for the TTL (a key no longer
 //! current, see `sandbox::deps`).
 
 use std::io::Write;
@@ -19,7 +19,10 @@ pub(super) async fn gc(args: crate::cli::GcArgs, env: &crate::config::Env) -> Re
     let deps = if args.keep_caches {
         0
     } else {
-        crate::blocking::run(|| stale_folders(&resolved.artifact_root().join("deps"), ttl))
+        crate::blocking::run(|| {
+            stale_folders(&resolved.artifact_root().join("deps"), ttl)
+                + stale_folders(&resolved.artifact_root().join("warm"), ttl)
+        })
     };
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let docker = crate::sandbox::docker::DockerSandbox::connect(
@@ -52,7 +55,7 @@ pub(super) async fn gc(args: crate::cli::GcArgs, env: &crate::config::Env) -> Re
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(
         stdout,
-        "removed {} container(s), {} volume(s), {} unused cache volume(s), {} older runner image(s), {} build cache folder(s) of killed runs and {} dependency cache folder(s) unused for the TTL",
+        "removed {} container(s), {} volume(s), {} unused cache volume(s), {} older runner image(s), {} build cache folder(s) of killed runs and {} dependency or warm build cache folder(s) unused for the TTL",
         report.containers.len(),
         report.volumes.len(),
         caches.len(),
@@ -66,7 +69,8 @@ pub(super) async fn gc(args: crate::cli::GcArgs, env: &crate::config::Env) -> Re
 /// Removes the folders in `parent` untouched for longer than `ttl`; returns how many went.
 /// `build/<run>`: the build caches a killed run left (a run removes its own at its end).
 /// `deps/<key>`: dependency caches no run has used for that long (each round stamps the one it
-/// uses, `SharedDirs::use_deps_key`), such as those of keys no longer current.
+/// uses, `SharedDirs::use_deps_key`), such as those of keys no longer current; `warm/<key>`
+/// likewise, the warm build caches (stamped by each job that writes or copies one).
 fn stale_folders(parent: &std::path::Path, ttl: std::time::Duration) -> usize {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return 0;

@@ -459,64 +459,6 @@ pub async fn review_with(
     Ok((outcome, usage))
 }
 
-impl Judgement {
-    fn is_clean(&self) -> bool {
-        self.findings.is_empty() && self.failures.is_empty()
-    }
-}
-
-/// Confirms a clean verdict: the checker and the Verifier once more, each with an empty build
-/// cache of its own, so that nothing an earlier judge of the run left in the build cache can
-/// have bought it. What the confirmation finds is the iteration's verdict.
-async fn confirm(
-    sandbox: &Sandbox,
-    repo: &Path,
-    resolved: &Resolved,
-    budget: &Budget,
-    how: Judging<'_>,
-    mut judgement: Judgement,
-) -> Result<Option<Judgement>, Halt> {
-    tracing::info!("the checks are clean: confirming with an empty build cache");
-    let confirmation = judge(
-        sandbox,
-        repo,
-        resolved,
-        None,
-        budget,
-        Judging {
-            fresh_build: true,
-            ..how
-        },
-    )
-    .await?;
-    if let Some(confirmation) = confirmation
-        && !confirmation.is_clean()
-    {
-        tracing::warn!(
-            "the verdict changed with an empty build cache: something the run's earlier judges left in it decided the clean verdict"
-        );
-        judgement.checker = confirmation.checker;
-        if confirmation.verifier.is_some() {
-            judgement.verifier = confirmation.verifier;
-        }
-        judgement.findings.extend(confirmation.findings);
-        judgement
-            .failures
-            .extend(confirmation.failures.into_iter().map(|(judge, reason, tail)| {
-                (
-                    format!("{judge} (confirmed with an empty build cache)"),
-                    reason,
-                    tail,
-                )
-            }));
-        judgement.warnings.push(
-            "a clean verdict did not hold with an empty build cache: the build cache of the run decided it"
-                .to_owned(),
-        );
-    }
-    Ok(Some(judgement))
-}
-
 /// The judge files of the approved revision, which every judge of the round is held to (see
 /// `judge_files`).
 pub(super) struct JudgeGuard {
@@ -563,21 +505,21 @@ impl JudgeGuard {
     }
 }
 
-/// Runs the checker once (`limits`: its timeout, and whether with an empty build cache of its
-/// own), with a heartbeat while it runs, and shows its stderr afterwards; `label` prefixes what
+/// Runs the checker once (`limits`: its timeout, and the build cache it works in), with a
+/// heartbeat while it runs, and shows its stderr afterwards; `label` prefixes what
 /// is said about it (`preflight: `).
 async fn run_checker(
     sandbox: &Sandbox,
     repo: &Path,
     secret_env: &[String],
     checker_path: &str,
-    (timeout, fresh_build): (Duration, bool),
+    (timeout, build): (Duration, crate::sandbox::BuildCache),
     stop_token: Option<&str>,
     label: &str,
 ) -> Result<checker::CheckerRun> {
     let run = with_heartbeat(
         &format!("{label}the correctness checker"),
-        checker::run(sandbox, repo, checker_path, timeout, secret_env, fresh_build),
+        checker::run(sandbox, repo, checker_path, timeout, secret_env, build),
     )
     .await
     .with_context(|| format!("{label}running the correctness checker"))?;
@@ -630,8 +572,9 @@ struct Judging<'a> {
     guard: &'a JudgeGuard,
     /// Under GitHub Actions: the stop-commands token for their output.
     stop_token: Option<&'a str>,
-    /// Each with an empty build cache of its own (a confirmation).
-    fresh_build: bool,
+    /// The build cache they work in: each a throwaway layer over the warm cache of approved
+    /// builds (`confirm-clean`), or the run's shared one.
+    build: crate::sandbox::BuildCache,
 }
 
 async fn judge(
@@ -646,7 +589,7 @@ async fn judge(
         plan,
         guard,
         stop_token,
-        fresh_build,
+        build,
     } = how;
     let mut judgement = Judgement {
         checker: JudgeStatus::Absent,
@@ -678,7 +621,7 @@ async fn judge(
                     repo,
                     &plan.secret_env,
                     checker_path,
-                    (timeout, fresh_build),
+                    (timeout, build),
                     stop_token,
                     "",
                 )
@@ -706,7 +649,7 @@ async fn judge(
         let mut options = crate::verify::VerifyOptions::new(resolved.artifact_root());
         options.timeout = plan.verifier_timeout.min(remaining);
         options.secret_env = plan.secret_env.clone();
-        options.fresh_build = fresh_build;
+        options.build = build;
         let ran = match guard.drift(repo) {
             Some(reason) => Err(anyhow::anyhow!(reason)),
             None => with_heartbeat("the verifier", crate::verify::run(sandbox, repo, steps, &options))
@@ -1206,36 +1149,20 @@ impl<'a> Iterations<'a> {
         Ok(step)
     }
 
-    /// The judges on the tree the step left (none when the answer could not be used), and,
-    /// with `confirm-clean`, a clean verdict confirmed with an empty build cache.
+    /// The judges on the tree the step left (none when the answer could not be used).
     async fn judge(&self, step: &StepResult) -> Result<Option<Judgement>, Halt> {
         if step.answer_error.is_some() {
             return Ok(None);
         }
-        let repo = &self.options.repo;
         let judged = judge(
             self.sandbox,
-            repo,
+            &self.options.repo,
             self.resolved,
             self.reviewer.as_ref(),
             self.budget,
             self.judging(),
         )
         .await;
-        let judged = match judged {
-            Ok(Some(judgement)) if self.plan.confirm_clean && judgement.is_clean() => {
-                confirm(
-                    self.sandbox,
-                    repo,
-                    self.resolved,
-                    self.budget,
-                    self.judging(),
-                    judgement,
-                )
-                .await
-            }
-            other => other,
-        };
         if let Some(reviewer) = &self.reviewer {
             Lessons::add(&self.options.learned.reviewer, reviewer.learned());
         }
@@ -1248,7 +1175,11 @@ impl<'a> Iterations<'a> {
             plan: self.plan,
             guard: self.guard,
             stop_token: self.options.stop_token.as_deref(),
-            fresh_build: false,
+            build: if self.plan.confirm_clean {
+                crate::sandbox::BuildCache::Layer
+            } else {
+                crate::sandbox::BuildCache::Run
+            },
         }
     }
 
@@ -1429,7 +1360,8 @@ pub(super) async fn before_first_call(
         repo,
         &resolved.secret_env_names(),
         checker_path,
-        (timeout, false),
+        // The approved revision, before any model call: the one job that writes the warm cache.
+        (timeout, crate::sandbox::BuildCache::Warm),
         stop_token,
         "preflight: ",
     )

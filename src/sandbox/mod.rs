@@ -7,6 +7,7 @@
 //! the loop changes. This module does not interpret output:
 //! judging it is the caller's business (`checker`, `verify`).
 
+pub mod build_cache;
 pub mod deps;
 pub mod devcontainer;
 pub mod docker;
@@ -16,6 +17,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+pub use build_cache::{BuildCache, BuildHost, JobBuild};
 
 /// Which backend runs the steps (`sandbox.kind`, `--sandbox`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -95,9 +98,8 @@ pub struct Job {
     /// made safe, see `LiveRelay`), besides keeping it: the edit step's progress during a long
     /// model answer.
     pub live_stderr: bool,
-    /// Judges: an empty build cache of the job's own instead of the run's (the confirmation of
-    /// a clean verdict, which nothing an earlier judge left can have bought).
-    pub fresh_build: bool,
+    /// Judges: which build cache the job works in (see [`build_cache`]).
+    pub build: BuildCache,
 }
 
 impl Job {
@@ -113,7 +115,7 @@ impl Job {
             artifacts: None,
             state_dir: None,
             live_stderr: false,
-            fresh_build: false,
+            build: BuildCache::Run,
         }
     }
 }
@@ -197,25 +199,32 @@ impl ArtifactDirs {
     /// place (a planted symlink) is removed first.
     pub fn prepare(&self) -> std::io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
+        // (folder, mode, whether an existing folder keeps its mode): a build cache that exists
+        // (the run's, the warm cache, a judge's copy of it) keeps the modes it was made with.
         let mut dirs = vec![
-            (self.run.clone(), 0o755),
-            (self.build.clone(), 0o1777),
-            (self.deps.clone(), 0o1777),
+            (self.run.clone(), 0o755, false),
+            (self.build.clone(), 0o1777, true),
+            (self.deps.clone(), 0o1777, false),
         ];
         dirs.extend(RUN_SUBDIRS.iter().map(|name| {
             let mode = if *name == "logs" { 0o755 } else { 0o1777 };
-            (self.run.join(name), mode)
+            (self.run.join(name), mode, false)
         }));
-        dirs.extend(BUILD_SUBDIRS.iter().map(|name| (self.build.join(name), 0o1777)));
-        dirs.extend(DEPS_SUBDIRS.iter().map(|name| (self.deps.join(name), 0o1777)));
-        for (dir, mode) in dirs {
-            if let Ok(meta) = std::fs::symlink_metadata(&dir)
-                && !meta.is_dir()
-            {
-                std::fs::remove_file(&dir)?;
-            }
+        dirs.extend(BUILD_SUBDIRS.iter().map(|name| (self.build.join(name), 0o1777, true)));
+        dirs.extend(DEPS_SUBDIRS.iter().map(|name| (self.deps.join(name), 0o1777, false)));
+        for (dir, mode, keep) in dirs {
+            let existed = match std::fs::symlink_metadata(&dir) {
+                Ok(meta) if meta.is_dir() => true,
+                Ok(_) => {
+                    std::fs::remove_file(&dir)?;
+                    false
+                }
+                Err(_) => false,
+            };
             std::fs::create_dir_all(&dir)?;
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))?;
+            if !(keep && existed) {
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))?;
+            }
         }
         // The job's `TMPDIR` starts empty: whatever is in its place (a leftover of a job of an
         // earlier process of the same run, a planted link) goes first.
@@ -295,9 +304,10 @@ impl SharedDirs {
     }
 
     /// The directories of `job`: its own artifact directory (given, or a fresh one), the
-    /// dependency cache, and the run's build cache or, for [`Job::fresh_build`], an empty one
-    /// of its own (`build/<run id>-fresh-<n>`, removed by [`FreshBuild`]'s drop).
-    pub fn for_job(&self, job: &Job) -> (ArtifactDirs, Option<FreshBuild>) {
+    /// dependency cache, and the build cache [`Job::build`] names (a folder of the job's own is
+    /// `build/<run id>-<n>`, removed with the returned [`JobBuild`]); `host` says where the build
+    /// cache lives and who writes it.
+    pub fn for_job(&self, job: &Job, host: BuildHost) -> (ArtifactDirs, JobBuild) {
         let mut dirs = match &job.artifacts {
             Some(run) => ArtifactDirs {
                 run: run.clone(),
@@ -307,15 +317,20 @@ impl SharedDirs {
             },
             None => self.job_dirs(job.kind),
         };
-        let fresh = job.fresh_build.then(|| {
-            let path =
-                self.root
-                    .join("build")
-                    .join(format!("{}-fresh-{:04}", self.run_id, next_job_number()));
-            dirs.build = path.clone();
-            FreshBuild(path)
-        });
-        (dirs, fresh)
+        let own = self
+            .root
+            .join("build")
+            .join(format!("{}-{:04}", self.run_id, next_job_number()));
+        let (build, held) = build_cache::for_job(job.build, host, &self.warm(), own);
+        if let Some(build) = build {
+            dirs.build = build;
+        }
+        (dirs, held)
+    }
+
+    /// The warm cache of approved builds for the dependency cache's key (see [`build_cache`]).
+    pub fn warm(&self) -> build_cache::Warm {
+        build_cache::Warm::new(&self.root, &self.deps_key())
     }
 
     /// Removes the run's build cache (best effort: files a container wrote under another uid
@@ -350,16 +365,6 @@ fn job_label(kind: JobKind) -> String {
 fn next_job_number() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
-/// A job's own empty build cache on the host, removed (best effort) when dropped.
-#[derive(Debug)]
-pub struct FreshBuild(pub PathBuf);
-
-impl Drop for FreshBuild {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Subdirectories of a job's artifact directory.

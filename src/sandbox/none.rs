@@ -32,7 +32,7 @@ pub struct Local {
 /// the variables that point there.
 struct JudgeEnv {
     _fresh: tempfile::TempDir,
-    _build: Option<super::FreshBuild>,
+    _build: super::JobBuild,
     env: Vec<(String, String)>,
 }
 
@@ -67,7 +67,7 @@ impl Local {
             .map_err(prepare_error("the job's home"))?;
         let home = fresh.path().join("home");
         std::fs::create_dir(&home).map_err(prepare_error("the job's home"))?;
-        let (dirs, fresh_build) = self.shared.for_job(job);
+        let (dirs, held) = self.shared.for_job(job, super::BuildHost::Process);
         dirs.prepare()
             .map_err(prepare_error("the artifact directories"))?;
         let tmp = dirs.tmp.clone();
@@ -90,7 +90,7 @@ impl Local {
         env.extend(own_executable_env(fresh.path()));
         Ok(Some(JudgeEnv {
             _fresh: fresh,
-            _build: fresh_build,
+            _build: held,
             env,
         }))
     }
@@ -485,7 +485,7 @@ mod tests {
             artifacts: None,
             state_dir: None,
             live_stderr: false,
-            fresh_build: false,
+            build: crate::sandbox::BuildCache::Run,
         }
     }
 

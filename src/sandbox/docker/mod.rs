@@ -1149,7 +1149,7 @@ impl DockerSandbox {
         let mut prepared = Prepared {
             body: ContainerCreateBody::default(),
             _scratch: None,
-            fresh_build: None,
+            build: super::JobBuild::default(),
             uploads: Vec::new(),
             artifacts_back: None,
             tmp_back: None,
@@ -1192,8 +1192,13 @@ impl DockerSandbox {
         let (user, network) = match job.kind {
             JobKind::Checker | JobKind::Verify | JobKind::Setup => {
                 let setup = job.kind == JobKind::Setup;
-                let (dirs, fresh_build) = self.shared.for_job(job);
-                prepared.fresh_build = fresh_build;
+                let host = if copy {
+                    super::BuildHost::Engine
+                } else {
+                    super::BuildHost::Container
+                };
+                let (dirs, build) = self.shared.for_job(job, host);
+                prepared.build = build;
                 dirs.prepare()
                     .map_err(prepare_error("the artifact directories"))?;
                 // A fresh, empty home and temporary folder per job: nothing a judge leaves
@@ -1259,7 +1264,16 @@ impl DockerSandbox {
                             .map_err(prepare_error("the artifact skeleton"))?,
                     ));
                     if !setup {
-                        let build = transport::build_volume(&self.run_id);
+                        // Over `copy` the warm cache is not kept: a judge with a cache of its
+                        // own (a layer, an empty one, the preflight's) gets an empty volume,
+                        // removed with the job.
+                        let build = if job.build == super::BuildCache::Run {
+                            transport::build_volume(&self.run_id)
+                        } else {
+                            let own = transport::build_volume(&dirs.tmp.to_string_lossy());
+                            prepared.volumes.push(own.clone());
+                            own
+                        };
                         self.create_volume(&build, self.run_volume_labels("build"))
                             .await?;
                         mounts.push(transport::volume(&build, CACHE_MOUNT, false));
@@ -1804,8 +1818,9 @@ pub(super) async fn remove_volume(docker: &Docker, name: &str) {
 struct Prepared {
     body: ContainerCreateBody,
     _scratch: Option<tempfile::TempDir>,
-    /// A judge's own empty build cache (bind), removed with the job.
-    fresh_build: Option<super::FreshBuild>,
+    /// What the job holds of its build cache (bind): a folder of its own, removed with the
+    /// job, or the warm cache's lock.
+    build: super::JobBuild,
     /// `(path in the container, tar)`, extracted before the container starts.
     uploads: Vec<(String, Vec<u8>)>,
     /// The host run directory `/artifacts` is copied back into.

@@ -120,26 +120,32 @@ impl Warm {
         ))
     }
 
-    /// Copies the warm cache into `layer` (a folder that does not exist yet): `None` when
-    /// another run is writing the warm cache, or the copy failed (what it made is removed).
-    pub fn layer_into(&self, layer: &Path, host: BuildHost) -> Option<()> {
-        let _lock = self.lock(false)?;
+    /// Copies the warm cache into `layer` (a folder that does not exist yet). When another run
+    /// is writing the warm cache, or the copy fails, `layer` is left an empty folder (the judge
+    /// builds cold) and the reason is logged.
+    pub fn layer_into(&self, layer: &Path, host: BuildHost) {
         let source = self.cache();
-        let copied = if source.is_dir() {
-            crate::safe_fs::copy_tree(&source, layer, host == BuildHost::Container)
-        } else {
-            std::fs::create_dir_all(layer)
-        };
-        match copied {
-            Ok(()) => Some(()),
-            Err(error) => {
-                tracing::warn!(
-                    "copying the warm build cache {} failed ({error}): the judge starts from an empty one",
-                    source.display()
+        let copied = match self.lock(false) {
+            None => {
+                tracing::info!(
+                    "another run is writing the warm build cache: this judge builds in an empty cache of its own"
                 );
-                let _ = std::fs::remove_dir_all(layer);
-                None
+                Ok(())
             }
+            Some(_lock) if source.is_dir() => layer
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| {
+                    crate::safe_fs::copy_tree(&source, layer, host == BuildHost::Container)
+                }),
+            Some(_) => Ok(()),
+        };
+        if let Err(error) = copied {
+            tracing::warn!(
+                "copying the warm build cache {} failed ({error}): the judge builds in an empty cache of its own",
+                source.display()
+            );
+            let _ = std::fs::remove_dir_all(layer);
         }
     }
 }
@@ -169,11 +175,7 @@ pub fn for_job(build: BuildCache, host: BuildHost, warm: &Warm, own: PathBuf) ->
             }
         },
         (BuildCache::Layer, _) => {
-            if warm.layer_into(&own, host).is_none() {
-                tracing::info!(
-                    "the warm build cache is being written by another run: this judge builds in an empty cache of its own"
-                );
-            }
+            warm.layer_into(&own, host);
             owned(own)
         }
     }

@@ -295,6 +295,78 @@ true
     }
 }
 
+/// The warm build cache: the preflight (the approved revision, before any model call) is the one
+/// job that writes it, it lasts from one run of the repository to the next, and every other
+/// judge reads it through a copy of its own that is thrown away after the job. Over `copy` no
+/// warm cache is kept: each judge starts from an empty one.
+#[test]
+fn the_preflight_alone_fills_the_warm_build_cache_and_judges_read_it_through_their_own_copy() {
+    let checker = format!(
+        "#!/bin/sh
+echo \"saw: $(tr '\\n' ' ' < \"$BORK_BUILD_CACHE/log\" 2>/dev/null)|\" >&2
+echo \"ran on $(cat src/app.txt)\" >> \"$BORK_BUILD_CACHE/log\"
+grep -q DONE src/app.txt && {{ echo '{CLEAN}'; exit 0; }}
+echo '{{\"per_file_findings\":[],\"overall_findings\":[{{\"provenance\":\"code-review\",\"finding\":\"not done\"}}]}}'; exit 1
+"
+    );
+    for profile in profiles() {
+        let repo = judged_repo(json!({}));
+        with_checker(&repo, &checker);
+        repo.commit("a checker that keeps a log in its build cache");
+        let artifacts = tempfile::tempdir().expect("artifacts");
+        std::fs::set_permissions(artifacts.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let mut seen = Vec::new();
+        for run in 0..2 {
+            repo.write("src/app.txt", "nothing yet\n");
+            let mut ctx = context(&repo, profile);
+            ctx.env("BORK_SANDBOX_ARTIFACT_DIR", artifacts.path())
+                .scripted(&[json!({"create-or-update": {"src/app.txt": "DONE\n"}})]);
+            let outcome = ctx.run(&[]);
+            assert_eq!(outcome.code, 0, "{profile:?} run {run}\n{}", outcome.stderr);
+            let lines: Vec<String> = outcome
+                .stderr
+                .lines()
+                .filter_map(|line| line.split_once("saw: "))
+                .map(|(_, rest)| rest.split('|').next().unwrap_or_default().trim().to_owned())
+                .collect();
+            assert!(
+                lines.iter().all(|line| !line.contains("DONE")),
+                "{profile:?}: a judge saw what a judge of the model's code wrote: {lines:?}"
+            );
+            seen.push(lines);
+        }
+        let warm: Vec<_> = walk(&artifacts.path().join("warm"))
+            .into_iter()
+            .filter(|path| path.ends_with("cache/log"))
+            .collect();
+        if profile == Profile::Docker("copy") {
+            assert!(warm.is_empty(), "{warm:?}");
+            for lines in &seen {
+                assert!(lines.iter().all(String::is_empty), "{profile:?}: {seen:?}");
+            }
+            continue;
+        }
+        // Two preflights wrote the warm cache; the judges of the model's code did not.
+        assert_eq!(warm.len(), 1, "{profile:?}: {warm:?}");
+        assert_eq!(
+            std::fs::read_to_string(&warm[0]).expect("log"),
+            "ran on nothing yet\nran on nothing yet\n",
+            "{profile:?}"
+        );
+        // Run 1: the preflight saw an empty cache, the check its write. Run 2: both start warm.
+        assert_eq!(seen[0], ["", "ran on nothing yet"], "{profile:?}");
+        assert_eq!(
+            seen[1],
+            ["ran on nothing yet", "ran on nothing yet ran on nothing yet"],
+            "{profile:?}"
+        );
+        // Nothing of the judges' own copies is left.
+        let builds = walk(&artifacts.path().join("build"));
+        assert!(builds.is_empty(), "{profile:?}: {builds:?}");
+    }
+}
+
 /// Seed 003's layout: `runs/{run_id}/tmp/` holds the test temporaries, and each judge job's
 /// `TMPDIR` is a fresh folder of its own in it (in Docker, the folder mounted where the job sees
 /// its `TMPDIR`).

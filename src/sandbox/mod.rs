@@ -404,9 +404,15 @@ pub fn artifact_env(paths: &JudgePaths<'_>) -> Vec<(String, String)> {
     [
         ("HOME", home.to_string()),
         ("TMPDIR", tmp.to_string()),
-        // Python's bytecode goes to the job's own temporary folder, never read from or written
-        // into the tree: a `__pycache__` a judge left there cannot stand in for the source.
-        ("PYTHONPYCACHEPREFIX", format!("{tmp}/pycache")),
+        // Python's bytecode goes to the build cache (the judge's own copy of the warm cache of
+        // approved builds), never read from or written into the tree: a `__pycache__` left there
+        // cannot stand in for the source. The warm cache keeps the bytecode of the standard
+        // library and the test tools, which Python would otherwise compile on every job (a
+        // cache prefix hides the `__pycache__` folders next to them).
+        ("PYTHONPYCACHEPREFIX", format!("{build}/pycache")),
+        // An image's `ENV PYTHONDONTWRITEBYTECODE=1` (common, to keep images small) would keep
+        // that cache empty: empty is unset to Python.
+        ("PYTHONDONTWRITEBYTECODE", String::new()),
         ("TEST_DB_PATH", format!("{run}/db")),
         ("SNAPSHOT_DIR", format!("{run}/build/snapshots")),
         ("AGENT_BUILD_DIR", format!("{run}/build")),

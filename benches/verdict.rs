@@ -233,8 +233,8 @@ fn heavy_crate(root: &Path, bin: &Path) {
     let script = work.path().join("answers.json");
     std::fs::write(
         &script,
-        serde_json::json!([{"create-or-update": {"src/lib.rs":
-            std::fs::read_to_string(source.join("src/lib.rs")).expect("lib").replace("    41\n", "    42\n")}}])
+        serde_json::json!({"answers": [{"create-or-update": {"src/lib.rs":
+            std::fs::read_to_string(source.join("src/lib.rs")).expect("lib").replace("    41\n", "    42\n")}}]})
         .to_string(),
     )
     .expect("write");

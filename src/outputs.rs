@@ -86,7 +86,7 @@ pub fn write(report: &RunReport, to: &Destinations<'_>, checker: Option<&str>) -
         let _ = stdout.flush();
     }
     if let Some(error) = &report.error {
-        tracing::error!("{error}");
+        crate::report::log_error(error);
     }
     tracing::info!(
         status = report.status.as_str(),

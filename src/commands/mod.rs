@@ -151,7 +151,7 @@ pub async fn dispatch(cli: Cli, env: config::Env) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            tracing::error!("{}", crate::report::error_text(&error));
+            crate::report::log_error(&crate::report::error_text(&error));
             ExitCode::Error
         }
     }

@@ -343,6 +343,20 @@ pub fn error_text(error: &anyhow::Error) -> String {
     text
 }
 
+/// Logs an error: its first line as the log's error line (a log line is one line), and what
+/// follows it (a command's output) below as lines, made safe as a judge's output is.
+pub fn log_error(text: &str) {
+    match text.split_once('\n') {
+        Some((first, rest)) if !rest.trim().is_empty() => {
+            tracing::error!("{first}");
+            let block = judge_output_block("the error, continued", rest, None);
+            let mut stderr = crate::secrets::Redacting(std::io::stderr().lock());
+            let _ = std::io::Write::write_all(&mut stderr, block.as_bytes());
+        }
+        _ => tracing::error!("{}", text.trim_end()),
+    }
+}
+
 /// A judge's output (its stderr tail) for people, on bork-ci's stderr: under GitHub Actions
 /// (`stop_token` given) a folded `::group::` whose lines sit inside a stop-commands block;
 /// elsewhere between marker lines, as [`crate::untrusted::terminal_lines`].

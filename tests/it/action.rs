@@ -873,3 +873,121 @@ fn release_follow_up_pins_the_sums_then_writes_that_commit_into_the_copy_me_work
     let refused = script("pin-copy-me.sh", &["main"]);
     assert_eq!(refused.status.code(), Some(2));
 }
+
+/// A repository checked out into a folder of the workspace (`actions/checkout` with `path:`):
+/// the `working-directory` input runs bork-ci there.
+#[test]
+fn action_runs_bork_ci_in_its_working_directory() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let (asset, bytes, sum) = release_asset(scratch.path());
+    let assets = serve(BTreeMap::from([(format!("/v{VERSION}/{asset}"), bytes)]));
+    let action = action_copy(scratch.path(), &[format!("{VERSION} {asset} {sum}")]);
+    let repo = Repo::new(&[
+        ("specs/app.md", "The app says DONE.\n"),
+        ("src/app.txt", "not yet\n"),
+        ("check.sh", &crate::support::checker_wanting("src/app.txt", "DONE")),
+        (
+            ".config/bork.json",
+            r#"{"correctness-checker": "check.sh", "max-iterations": 1, "llm": {"provider": "scripted"}}"#,
+        ),
+    ]);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(repo.path().join("check.sh"), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    repo.commit("a checker");
+    // The workspace holds the repository as `app/`.
+    let workspace = scratch.path().join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    std::os::unix::fs::symlink(repo.path(), workspace.join("app")).expect("link");
+    let answers = script(scratch.path(), &[json!({"create-or-update": {"src/app.txt": "DONE\n"}})]);
+    for (input, code) in [("app", 0), ("missing", 2)] {
+        let temp = scratch.path().join(format!("runner-temp-{input}"));
+        let mut runner = runner(&action, &workspace, &temp, &format!("v{VERSION}"));
+        runner
+            .with
+            .insert("release-url".into(), format!("{}/v{VERSION}", assets.url));
+        runner.with.insert("working-directory".into(), input.into());
+        runner
+            .env
+            .insert("BORK_LLM_SCRIPT".into(), answers.display().to_string());
+        runner.github.insert("token".into(), String::new());
+        let outcome = runner.run();
+        assert_eq!(outcome.code, code, "{input}: {}", outcome.log);
+        if code == 0 {
+            assert_eq!(outcome.outputs["status"], "converged", "{}", outcome.log);
+            assert_eq!(repo.read("src/app.txt"), "DONE\n");
+        } else {
+            assert!(
+                outcome.log.contains("working-directory 'missing'"),
+                "{}",
+                outcome.log
+            );
+        }
+    }
+}
+
+/// `gh attestation verify` failing: the step says why (a network failure names the documented
+/// opt-out, `verify-attestation: false`), and with the opt-out the pinned sum alone decides.
+#[test]
+fn action_says_why_the_attestation_did_not_verify_and_honours_the_opt_out() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let (asset, bytes, sum) = release_asset(scratch.path());
+    // The default release location: <server>/<action repository>/releases/download/v<version>.
+    let assets = serve(BTreeMap::from([(
+        format!("/bork-ci/bork-ci/releases/download/v{VERSION}/{asset}"),
+        bytes,
+    )]));
+    let action = action_copy(scratch.path(), &[format!("{VERSION} {asset} {sum}")]);
+    let repo = Repo::new(&[("specs/app.md", "The app says hello.\n")]);
+    // A `gh` whose attestation check fails the way its error says.
+    let bin = scratch.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    let cases = [
+        (
+            "Post \"https://api.github.com/graphql\": dial tcp: lookup api.github.com: no such host",
+            "true",
+            Some("could not reach GitHub"),
+        ),
+        ("HTTP 403: API rate limit exceeded for installation", "true", Some("rate limit")),
+        ("verification failed: no matching attestations", "true", Some("does not verify")),
+        ("dial tcp: no such host", "false", None),
+    ];
+    for (index, (gh_error, verify, expected)) in cases.into_iter().enumerate() {
+        std::fs::write(
+            bin.join("gh"),
+            format!("#!/bin/sh\necho '{gh_error}' >&2\nexit 1\n"),
+        )
+        .expect("gh");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(bin.join("gh"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let temp = scratch.path().join(format!("runner-temp-{index}"));
+        let mut runner = runner(&action, repo.path(), &temp, &format!("v{VERSION}"));
+        runner.env.insert("GITHUB_SERVER_URL".into(), assets.url.clone());
+        let path = format!("{}:{}", bin.display(), runner.env["PATH"]);
+        runner.env.insert("PATH".into(), path);
+        runner.with.insert("github-token".into(), "t-attest".into());
+        runner.with.insert("verify-attestation".into(), verify.into());
+        let outcome = runner.run();
+        let error = outcome.log.lines().find(|line| line.starts_with("::error"));
+        match expected {
+            Some(words) => {
+                assert_eq!(outcome.code, 2, "{gh_error}: {}", outcome.log);
+                let error = error.unwrap_or_else(|| panic!("{}", outcome.log));
+                assert!(error.contains(words), "{gh_error}: {error}");
+                if words == "could not reach GitHub" {
+                    assert!(error.contains("verify-attestation: false"), "{error}");
+                }
+                assert!(!temp.join(&asset).exists(), "the unverified download is removed");
+            }
+            None => {
+                assert!(outcome.steps.contains_key("run"), "installed and ran: {}", outcome.log);
+                assert!(
+                    outcome.log.contains("verify-attestation: false"),
+                    "the skip is said: {}",
+                    outcome.log
+                );
+            }
+        }
+    }
+}

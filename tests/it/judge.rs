@@ -596,6 +596,21 @@ async fn a_failed_setup_stops_the_run_before_any_model_call() {
             "{profile:?}\n{}",
             outcome.report_text
         );
+        // The error's lines are lines, not a literal `\n` in one log line.
+        let error = outcome
+            .stderr
+            .lines()
+            .find(|line| line.contains("ERROR") && line.contains("setup command"))
+            .unwrap_or_else(|| panic!("{profile:?}\n{}", outcome.stderr));
+        assert!(!error.contains("\\n"), "{profile:?}: {error}");
+        assert!(
+            outcome
+                .stderr
+                .lines()
+                .any(|line| line.trim() == "resolving crates: no network"),
+            "{profile:?}\n{}",
+            outcome.stderr
+        );
     }
 }
 

@@ -176,6 +176,10 @@ fn man_page() {
         &page[..page.len().min(200)]
     );
     assert!(page.contains(".SH NAME") && page.contains("completions"));
+    for section in [".SH \"EXIT STATUS\"", ".SH ENVIRONMENT", ".SH FILES"] {
+        assert!(page.contains(section), "{section}");
+    }
+    assert!(page.contains("BORK_MAX_ITERATIONS") && page.contains(".config/bork.json"));
     let dir = tempfile::tempdir().expect("tempdir");
     let output = bork()
         .arg("man")
@@ -188,6 +192,8 @@ fn man_page() {
         let written = std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
         assert!(written.contains(".TH"), "{name}");
     }
+    let main = std::fs::read_to_string(dir.path().join("bork-ci.1")).unwrap_or_default();
+    assert!(main.contains(".SH \"EXIT STATUS\""), "{main}");
 }
 
 #[test]

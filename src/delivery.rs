@@ -269,10 +269,17 @@ impl Delivery for Github<'_> {
     async fn publish(&mut self, report: &mut RunReport) -> Result<()> {
         let session = self.session()?;
         report.pull_requests.clear();
-        let outcome = session
-            .publish(&publish_input(report))
-            .await
-            .context("publishing the result on GitHub")?;
+        let outcome = match session.publish(&publish_input(report)).await {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                // What was pushed stays on record: the branch and its commit.
+                if let Some(tip) = session.remote_tip() {
+                    report.result_branch = Some(session.branch().to_owned());
+                    report.result_sha = Some(tip.to_owned());
+                }
+                return Err(anyhow::Error::new(error).context("publishing the result on GitHub"));
+            }
+        };
         report.warnings.extend(outcome.warnings.iter().cloned());
         attach_prs(report, session, &outcome.approval_prs);
         Ok(())

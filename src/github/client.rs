@@ -23,6 +23,8 @@ use super::data::{GithubError, RetryPolicy, redact_urls};
 /// body (`Null` when empty).
 #[derive(Debug, Clone)]
 pub struct Answer {
+    /// The request's method (`GET`, `POST`, ...), for the error that names it.
+    pub method: &'static str,
     pub status: u16,
     pub link: Option<String>,
     pub rate: RateHeaders,
@@ -267,12 +269,12 @@ impl Client {
             Ok(answer) => Ok(answer),
             Err(Failure::Final(error)) => Err(error),
             Err(Failure::Again(again)) => match again.outcome {
-                Ok(answer) => Err(GithubError::Api {
-                    method: method.as_str(),
-                    route: strip_query(route),
-                    status: answer.status,
-                    message: answer.message(),
-                }),
+                Ok(answer) => Err(GithubError::api(
+                    method.as_str(),
+                    strip_query(route),
+                    answer.status,
+                    answer.message(),
+                )),
                 Err(error) => Err(error),
             },
         }
@@ -322,6 +324,7 @@ impl Client {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
         Ok(Answer {
+            method: method.as_str(),
             status,
             link,
             rate,
@@ -335,12 +338,12 @@ pub fn expect_success(answer: Answer, route: &str) -> Result<Answer, GithubError
     if answer.is_success() {
         Ok(answer)
     } else {
-        Err(GithubError::Api {
-            method: "",
-            route: strip_query(route),
-            status: answer.status,
-            message: answer.message(),
-        })
+        Err(GithubError::api(
+            answer.method,
+            strip_query(route),
+            answer.status,
+            answer.message(),
+        ))
     }
 }
 
@@ -432,6 +435,7 @@ mod tests {
 
     fn answer(status: u16, body: Value, rate: RateHeaders) -> Answer {
         Answer {
+            method: "GET",
             status,
             link: None,
             rate,

@@ -50,6 +50,26 @@ pub enum GithubError {
     ResultClosed { number: u64, what: &'static str },
 }
 
+impl GithubError {
+    /// An error answer, with the fix appended where GitHub's message is one bork-ci knows.
+    pub fn api(method: &'static str, route: String, status: u16, message: String) -> GithubError {
+        let lower = message.to_ascii_lowercase();
+        let message = if status == 403 && lower.contains("not permitted to create or approve pull requests") {
+            format!(
+                "{message} (fix: enable the repository's Settings > Actions > General > \"Allow GitHub Actions to create and approve pull requests\", or give the action a GitHub App's installation token as github-token)"
+            )
+        } else {
+            message
+        };
+        GithubError::Api {
+            method,
+            route,
+            status,
+            message,
+        }
+    }
+}
+
 /// How hard the REST client tries before giving up.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {

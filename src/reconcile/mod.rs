@@ -182,7 +182,13 @@ pub async fn run(
         // approved since.
         round.start = preflight::Start::default();
         round.spent = report.run_totals;
-        delivery.publish(&mut report).await?;
+        if let Err(error) = delivery.publish(&mut report).await {
+            // The run's record stays whole (its iterations, tokens, the pushed branch): only
+            // the delivery failed.
+            report.error = Some(crate::report::error_text(&error));
+            report.finish(RunStatus::Error, "delivering the result on GitHub failed");
+            return Ok(report);
+        }
         let waiting = report.status == RunStatus::AwaitingApproval;
         whole = Some(report);
         if !waiting {

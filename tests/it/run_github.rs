@@ -382,3 +382,56 @@ async fn a_held_test_the_checks_need_ends_the_round_and_its_approval_names_the_f
         "{body}"
     );
 }
+
+/// A new repository refuses pull requests from `GITHUB_TOKEN` (GitHub's 403 "GitHub Actions is
+/// not permitted to create or approve pull requests."): the error names the request's method, the
+/// repository setting and the App alternative, and the run keeps its record: its iterations, its
+/// tokens, and the result branch it pushed with that commit, in the report and the outputs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_pull_request_names_the_setting_and_the_run_keeps_its_record() {
+    let sim = GithubSim::start();
+    sim.setup(BOT_TOKEN).await;
+    sim.call(
+        "POST",
+        "/_sim/faults",
+        Some(json!({
+            "method": "POST",
+            "path": "^/repos/acme/widgets/pulls$",
+            "status": 403,
+            "count": -1,
+            "body": {
+                "message": "GitHub Actions is not permitted to create or approve pull requests.",
+                "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request"
+            }
+        })),
+        None,
+    )
+    .await;
+    let answers = [json!({"create-or-update": {"src/widget.txt": "colour = blue\n"}})];
+    let checkout = sim.checkout();
+    let run = job(&sim, &checkout, &answers);
+    let outcome = run.run(&[]);
+    assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+    let error = outcome
+        .stderr
+        .lines()
+        .find(|line| line.contains("ERROR"))
+        .unwrap_or_else(|| panic!("{}", outcome.stderr));
+    assert!(error.contains("403 to POST /repos/acme/widgets/pulls"), "{error}");
+    assert!(
+        error.contains("Allow GitHub Actions to create and approve pull requests")
+            && error.contains("GitHub App"),
+        "{error}"
+    );
+    // The record: one iteration with its tokens, the pushed branch and its commit.
+    assert_eq!(outcome.report["status"], "error");
+    assert_eq!(outcome.report["iterations"].as_array().map(Vec::len), Some(1));
+    assert!(outcome.report["usage"]["input-tokens"].as_u64().unwrap_or(0) > 0, "{}", outcome.report);
+    assert_eq!(outcome.report["result-branch"], "bork/main");
+    let sha = outcome.report["result-sha"].as_str().expect("result-sha");
+    let outputs = std::fs::read_to_string(run.scratch_file("github-output")).expect("outputs");
+    assert!(outputs.contains(sha) && outputs.contains("\nbork/main\n"), "{outputs}");
+    let summary = std::fs::read_to_string(run.scratch_file("step-summary")).expect("summary");
+    assert!(summary.contains("1 iteration") || summary.contains("iterations"), "{summary}");
+    assert!(!outcome.stderr.contains("error after 0 iteration"), "{}", outcome.stderr);
+}

@@ -221,9 +221,14 @@ pub struct InitArgs {
     /// Also write the pipeline file of this CI system.
     #[arg(long, value_enum)]
     pub ci: Option<crate::init::Ci>,
-    /// Replace files that exist.
+    /// Replace files that exist and differ from what init writes (without it they are kept
+    /// and listed).
     #[arg(long)]
     pub force: bool,
+    /// The LLM provider the config names (`llm.provider`): openai, anthropic, azure, bedrock
+    /// or vertex; default openai.
+    #[arg(long, value_parser = ["openai", "anthropic", "azure", "bedrock", "vertex"])]
+    pub provider: Option<String>,
 }
 
 /// `bork-ci doctor`.

@@ -6,7 +6,7 @@
 //! for that toolchain (`checks/bork-check`: `exec bork-ci check -- <the toolchain's test
 //! command>`, one finding per failing test), and, when asked, the CI system's pipeline file from the templates this
 //! project ships. Pure but for reading the root's file names and the Makefile; writing (never
-//! over an existing file without `--force`) is the command's.
+//! over a file that differs without `--force`) is the command's.
 
 use std::path::Path;
 
@@ -99,7 +99,7 @@ pub struct File {
 }
 
 /// The files for `toolchain` (`None`: a checker for the team to fill in) and `ci`.
-pub fn plan(repo: &Path, toolchain: Option<Toolchain>, ci: Option<Ci>) -> Vec<File> {
+pub fn plan(repo: &Path, toolchain: Option<Toolchain>, ci: Option<Ci>, provider: Option<String>) -> Vec<File> {
     let (image, setup, command, note): (&str, Vec<&str>, String, &str) = match toolchain {
         Some(Toolchain::Rust) => (
             "rust:1-bookworm",
@@ -116,13 +116,13 @@ pub fn plan(repo: &Path, toolchain: Option<Toolchain>, ci: Option<Ci>) -> Vec<Fi
             "pytest, with the packages `sandbox.setup` installed into the dependency cache",
         ),
         Some(Toolchain::Node) => (
-            "node:20-bookworm",
+            "node:lts-bookworm",
             Vec::new(),
             "npm test --silent".to_owned(),
             "npm test: run `npm ci` in the CI job before bork-ci, so that node_modules is in the checkout",
         ),
         Some(Toolchain::Go) => (
-            "golang:1.22-bookworm",
+            "golang:1-bookworm",
             vec!["GOMODCACHE=\"$BORK_DEPS_DIR/go-mod\" go mod download"],
             "env GOMODCACHE=\"$BORK_DEPS_DIR/go-mod\" GOCACHE=\"$BORK_BUILD_CACHE/go-build\" GOFLAGS=-mod=readonly GOPROXY=off bork-ci check -- go test ./...".to_owned(),
             "go test, offline: `sandbox.setup` downloaded the modules into the dependency cache",
@@ -148,7 +148,7 @@ pub fn plan(repo: &Path, toolchain: Option<Toolchain>, ci: Option<Ci>) -> Vec<Fi
     let mut config = json!({
         "correctness-checker": CHECKER,
         "max-iterations": 5,
-        "llm": {"provider": "openai"},
+        "llm": {"provider": provider.as_deref().unwrap_or("openai")},
         "sandbox": sandbox,
     });
     // What the model may change without approval, as bork-ci derives it today: written out so
@@ -217,7 +217,7 @@ mod tests {
             detect(dir.path()),
             [Toolchain::Rust, Toolchain::Python, Toolchain::Make]
         );
-        let files = plan(dir.path(), Some(Toolchain::Make), Some(Ci::Gitlab));
+        let files = plan(dir.path(), Some(Toolchain::Make), Some(Ci::Gitlab), None);
         let paths: Vec<&str> = files.iter().map(|file| file.path.as_str()).collect();
         assert_eq!(paths, [".config/bork.json", CHECKER, ".gitlab-ci.yml"]);
         assert!(
@@ -225,7 +225,7 @@ mod tests {
             "{}",
             files[1].text
         );
-        let python = plan(dir.path(), Some(Toolchain::Python), None);
+        let python = plan(dir.path(), Some(Toolchain::Python), None, None);
         assert!(
             python[1]
                 .text

@@ -1,6 +1,7 @@
 //! `bork-ci init`: writes `.config/bork.json`, a checker for the repository's toolchain and,
-//! with `--ci`, the pipeline file (see `crate::init`). Never over an existing file without
-//! `--force`: one that exists ends the command with exit 2, naming it, before anything is written.
+//! with `--ci`, the pipeline file (see `crate::init`). Run again, it adds what is missing and
+//! never replaces a file that differs from what it would write without `--force` (it lists
+//! them); at the end it says what to commit.
 
 use std::io::Write;
 
@@ -13,20 +14,7 @@ pub(super) fn init(args: crate::cli::InitArgs) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
     let detected = crate::init::detect(&repo);
     let toolchain = args.toolchain.or_else(|| detected.first().copied());
-    let files = crate::init::plan(&repo, toolchain, args.ci);
-    if !args.force {
-        let existing: Vec<&str> = files
-            .iter()
-            .filter(|file| std::fs::symlink_metadata(repo.join(&file.path)).is_ok())
-            .map(|file| file.path.as_str())
-            .collect();
-        if !existing.is_empty() {
-            bail!(
-                "{} already exist(s); nothing was written: move it away, or run `bork-ci init --force` to replace it",
-                existing.join(", ")
-            );
-        }
-    }
+    let files = crate::init::plan(&repo, toolchain, args.ci, args.provider);
     // Only through real folders: a symlinked `.config` or `checks` would carry a write out of
     // the repository.
     for file in &files {
@@ -41,8 +29,24 @@ pub(super) fn init(args: crate::cli::InitArgs) -> Result<ExitCode> {
             }
         }
     }
+    // What is there already: the same text is left as it is; another text is kept unless
+    // `--force` (a team's edited config or checker is never lost to a second `init`).
+    let mut written = Vec::new();
+    let mut same = Vec::new();
+    let mut kept = Vec::new();
     for file in &files {
         let path = repo.join(&file.path);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            let existing = crate::safe_fs::read_regular(&path, 1 << 20).ok();
+            if existing.as_deref() == Some(file.text.as_bytes()) {
+                same.push(file);
+                continue;
+            }
+            if !args.force {
+                kept.push(file);
+                continue;
+            }
+        }
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
         }
@@ -51,6 +55,7 @@ pub(super) fn init(args: crate::cli::InitArgs) -> Result<ExitCode> {
         let mode = if file.executable { 0o755 } else { 0o644 };
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode))
             .with_context(|| format!("setting the mode of {}", file.path))?;
+        written.push(file);
     }
     let mut stdout = std::io::stdout().lock();
     let found = if detected.is_empty() {
@@ -61,18 +66,26 @@ pub(super) fn init(args: crate::cli::InitArgs) -> Result<ExitCode> {
     };
     let used = toolchain.map_or("none (edit checks/bork-check)", |t| t.as_str());
     writeln!(stdout, "bork-ci init: {found}; checker for {used}")?;
-    for file in &files {
+    for file in &written {
         writeln!(stdout, "  wrote {}", file.path)?;
-        if file
-            .text
-            .contains("bork-ci/bork-ci@0000000000000000000000000000000000000000")
-        {
-            writeln!(
-                stdout,
-                "  {}: replace the placeholder commit in `uses: bork-ci/bork-ci@0000…` with a commit of the action that pins a release (README: GitHub in ten lines)",
-                file.path
-            )?;
-        }
+    }
+    for file in &same {
+        writeln!(stdout, "  unchanged {} (already as init writes it)", file.path)?;
+    }
+    for file in &kept {
+        writeln!(
+            stdout,
+            "  kept {}: it differs from what init would write (`bork-ci init --force` replaces it)",
+            file.path
+        )?;
+    }
+    if !written.is_empty() {
+        let paths: Vec<&str> = written.iter().map(|file| file.path.as_str()).collect();
+        writeln!(
+            stdout,
+            "commit them: git add {} && git commit -m \"bork-ci init\"",
+            paths.join(" ")
+        )?;
     }
     writeln!(
         stdout,

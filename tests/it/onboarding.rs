@@ -62,10 +62,23 @@ fn init_doctor_run(repo: &Repo, image: &str, answer: serde_json::Value, toolchai
     ] {
         assert!(repo.path().join(path).is_file(), "{path}");
     }
-    // Never over an existing file without --force; nothing is written then.
-    let again = verb(&ctx, repo, "init", &[]);
-    assert_eq!(again.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&again.stderr).contains(".config/bork.json"));
+    assert!(stdout.contains("commit them: git add .config/bork.json"), "{stdout}");
+    // Run again: what is as init writes it stays, an edited file is kept and listed (never
+    // replaced without --force), a missing one is added.
+    let config = repo.read(".config/bork.json");
+    let edited = config.replace("\"max-iterations\": 5", "\"max-iterations\": 4");
+    assert_ne!(edited, config);
+    repo.write(".config/bork.json", &edited);
+    std::fs::remove_file(repo.path().join("checks/bork-check")).expect("remove");
+    let again = verb(&ctx, repo, "init", &["--ci", "github"]);
+    let said = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(0), "{said}");
+    assert!(said.contains("kept .config/bork.json") && said.contains("--force"), "{said}");
+    assert!(said.contains("wrote checks/bork-check"), "{said}");
+    assert!(said.contains("unchanged .github/workflows/bork-ci.yml"), "{said}");
+    assert_eq!(repo.read(".config/bork.json"), edited, "an edited config is never replaced");
+    assert!(repo.path().join("checks/bork-check").is_file());
+    repo.write(".config/bork.json", &config);
     repo.commit("bork-ci init");
     let doctor = verb(&ctx, repo, "doctor", &[]);
     let report = String::from_utf8_lossy(&doctor.stdout);
@@ -310,4 +323,22 @@ fn init_never_writes_through_a_symlink_or_over_a_file() {
             "nothing was written"
         );
     }
+}
+
+/// `--provider` names the provider the config writes; without it, `openai`.
+#[test]
+fn init_writes_the_provider_it_is_given() {
+    for (extra, provider) in [(&[][..], "openai"), (&["--provider", "anthropic"][..], "anthropic")] {
+        let repo = fresh(&[("Cargo.toml", "[package]\nname = \"x\"\nversion = \"0.1.0\"\n")]);
+        let ctx = TestContext::on(&repo);
+        let out = verb(&ctx, &repo, "init", extra);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let config: serde_json::Value =
+            serde_json::from_str(&repo.read(".config/bork.json")).expect("config");
+        assert_eq!(config["llm"]["provider"], provider);
+    }
+    let repo = fresh(&[]);
+    let ctx = TestContext::on(&repo);
+    let out = verb(&ctx, &repo, "init", &["--provider", "nonesuch"]);
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -3,10 +3,9 @@
 #
 # Reads the `.sha256` file of each of the four release assets from BASE (a URL or a directory;
 # default https://github.com/bork-ci/bork-ci/releases/download/vVERSION) and writes their sums to
-# ci/release-sums.txt, replacing any earlier lines for VERSION. Commit the result; the tag
-# vVERSION of the action must point at a commit holding these lines (push the tag once the
-# release workflow has published the assets and this commit is made), or the action at that tag
-# builds from source instead of downloading.
+# ci/release-sums.txt, replacing any earlier lines for VERSION. The release workflow commits the
+# result on top of the released commit and tags THAT commit vVERSION, so the action at the tag
+# installs the release verified (a tag without these lines would build from source).
 #
 # With IMAGE@DIGEST (the release image as pushed, `ghcr.io/OWNER/bork-ci@sha256:...`), the
 # templates that run bork-ci's image (GitLab, Buildkite, Jenkins) are rewritten to name it by

@@ -229,6 +229,11 @@ pub struct InitArgs {
     /// or vertex; default openai.
     #[arg(long, value_parser = ["openai", "anthropic", "azure", "bedrock", "vertex"])]
     pub provider: Option<String>,
+    /// With `--ci github`: pin the action by the commit its release tag `v<this version>` points
+    /// at (asked of GitHub's API: `GITHUB_API_URL`, default https://api.github.com), the
+    /// version as a comment. Without it the workflow uses the tag.
+    #[arg(long)]
+    pub pin: bool,
 }
 
 /// `bork-ci doctor`.

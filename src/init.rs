@@ -178,13 +178,53 @@ pub fn plan(repo: &Path, toolchain: Option<Toolchain>, ci: Option<Ci>, provider:
             Ci::Buildkite => (".buildkite/pipeline.yml", include_str!("../ci/buildkite.yml")),
             Ci::Jenkins => ("Jenkinsfile", include_str!("../ci/Jenkinsfile")),
         };
+        let text = match ci {
+            Ci::Github => with_action_ref(text, &Pin::Tag),
+            _ => text.to_owned(),
+        };
         files.push(File {
             path: path.to_owned(),
-            text: text.to_owned(),
+            text,
             executable: false,
         });
     }
     files
+}
+
+/// The action this bork-ci belongs to, and its own version.
+pub const ACTION: &str = "bork-ci/bork-ci";
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// How a workflow names the action: by this version's release tag, or by the commit that tag
+/// points at (`--pin`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pin {
+    Tag,
+    Commit(String),
+}
+
+/// `text` with every `uses: bork-ci/bork-ci@<ref>` line naming the action as `pin` says:
+/// `@v<version>`, or `@<commit> # v<version>`. Never a placeholder.
+pub fn with_action_ref(text: &str, pin: &Pin) -> String {
+    let prefix = format!("uses: {ACTION}@");
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        match line.find(&prefix) {
+            Some(at) => {
+                let ending = if line.ends_with('\n') { "\n" } else { "" };
+                let reference = match pin {
+                    Pin::Tag => format!("v{VERSION}"),
+                    Pin::Commit(sha) => format!("{sha} # v{VERSION}"),
+                };
+                out.push_str(&line[..at]);
+                out.push_str(&prefix);
+                out.push_str(&reference);
+                out.push_str(ending);
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
 }
 
 /// A checker following the contract through `bork-ci check`, which runs the test command and

@@ -10,11 +10,26 @@ use anyhow::{Context, Result, bail};
 use super::repo_root;
 use crate::exit::ExitCode;
 
-pub(super) fn init(args: crate::cli::InitArgs) -> Result<ExitCode> {
+pub(super) async fn init(args: crate::cli::InitArgs, env: &crate::config::Env) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
     let detected = crate::init::detect(&repo);
     let toolchain = args.toolchain.or_else(|| detected.first().copied());
-    let files = crate::init::plan(&repo, toolchain, args.ci, args.provider);
+    let mut files = crate::init::plan(&repo, toolchain, args.ci, args.provider.clone());
+    if args.pin {
+        if args.ci != Some(crate::init::Ci::Github) {
+            bail!("--pin pins the GitHub Action's commit: use it with --ci github");
+        }
+        let api = env
+            .get("GITHUB_API_URL")
+            .filter(|url| !url.is_empty())
+            .map_or("https://api.github.com", String::as_str);
+        let token = env.get("GITHUB_TOKEN").filter(|token| !token.is_empty());
+        let sha = release_commit(api, token.map(String::as_str)).await?;
+        let pin = crate::init::Pin::Commit(sha);
+        for file in &mut files {
+            file.text = crate::init::with_action_ref(&file.text, &pin);
+        }
+    }
     // Only through real folders: a symlinked `.config` or `checks` would carry a write out of
     // the repository.
     for file in &files {
@@ -92,4 +107,63 @@ pub(super) fn init(args: crate::cli::InitArgs) -> Result<ExitCode> {
         "next: `bork-ci doctor` checks the setup (key, engine, image, the checker on this tree)"
     )?;
     Ok(ExitCode::Converged)
+}
+
+/// The commit the release tag `v<this version>` of the action points at, asked of GitHub's REST
+/// API at `api` (an annotated tag is followed to its commit).
+async fn release_commit(api: &str, token: Option<&str>) -> Result<String> {
+    let tag = format!("v{}", crate::init::VERSION);
+    let client = crate::net::client_builder()
+        .timeout(std::time::Duration::from_secs(20))
+        .user_agent(concat!("bork-ci/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .context("building the HTTP client")?;
+    let tag = tag.as_str();
+    let client = &client;
+    let get = |url: String| {
+        let mut request = client
+            .get(&url)
+            .header("accept", "application/vnd.github+json");
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move {
+            let response = request.send().await.map_err(|error| {
+                anyhow::anyhow!(
+                    "--pin: could not reach GitHub's API at {} ({}); nothing was written: run again where GitHub can be reached, or leave --pin off to use the tag {tag}",
+                    crate::untrusted::one_line(&url),
+                    crate::untrusted::one_line(&error.to_string())
+                )
+            })?;
+            let status = response.status();
+            let bytes = response.bytes().await.context("--pin: reading GitHub's answer")?;
+            if !status.is_success() {
+                bail!(
+                    "--pin: GitHub answered {} to GET {}: {}; nothing was written (is {tag} released? leave --pin off to use the tag)",
+                    status.as_u16(),
+                    crate::untrusted::one_line(&url),
+                    crate::untrusted::one_line(&String::from_utf8_lossy(&bytes[..bytes.len().min(300)]))
+                );
+            }
+            serde_json::from_slice::<serde_json::Value>(&bytes)
+                .with_context(|| format!("--pin: GitHub's answer to GET {} is not JSON", crate::untrusted::one_line(&url)))
+        }
+    };
+    let api = api.trim_end_matches('/');
+    let reference = get(format!("{api}/repos/{}/git/ref/tags/{tag}", crate::init::ACTION)).await?;
+    let mut object = reference["object"].clone();
+    // An annotated tag: its own object names the commit (at most a short chain).
+    for _ in 0..4 {
+        if object["type"] != "tag" {
+            break;
+        }
+        let sha = object["sha"].as_str().unwrap_or_default().to_owned();
+        object = get(format!("{api}/repos/{}/git/tags/{sha}", crate::init::ACTION)).await?["object"].clone();
+    }
+    match (object["type"].as_str(), object["sha"].as_str()) {
+        (Some("commit"), Some(sha)) if sha.len() == 40 && sha.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(sha.to_ascii_lowercase())
+        }
+        _ => bail!("--pin: GitHub's answer for the tag {tag} names no commit; nothing was written"),
+    }
 }

@@ -139,7 +139,7 @@ pub async fn dispatch(cli: Cli, env: config::Env) -> ExitCode {
         Command::SandboxUnpack(args) => sandbox_unpack::sandbox_unpack(&args),
         Command::Verify(args) => verify::verify(args, env).await,
         Command::Gc(args) => gc::gc(args, env).await,
-        Command::Init(args) => init::init(args),
+        Command::Init(args) => init::init(args, env).await,
         Command::Doctor(args) => doctor::doctor(*args, env).await,
         Command::Pack(args) => pack::pack(args, cli.quiet, env),
         Command::Completions(args) => docs::completions(&args),

@@ -342,3 +342,61 @@ fn init_writes_the_provider_it_is_given() {
     let out = verb(&ctx, &repo, "init", &["--provider", "nonesuch"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `init --ci github` names the action by this version's release tag, never a placeholder; with
+/// `--pin` by the commit that tag points at (asked of GitHub's API, here the simulator), the
+/// version as a comment. A tag GitHub does not have is an error and nothing is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn init_names_the_action_by_its_release_tag_or_pins_the_tags_commit() {
+    let version = env!("CARGO_PKG_VERSION");
+    let sim = crate::ghsim::GithubSim::start();
+    // The action's repository, its release tag on a commit of its own.
+    let action = fresh(&[("action.yml", "name: bork-ci\n")]);
+    action.commit("the action");
+    let tagged = action.git(&["rev-parse", "HEAD"]).trim().to_owned();
+    action.git(&["tag", &format!("v{version}")]);
+    action.write("action.yml", "name: bork-ci (later)\n");
+    action.commit("later");
+    sim.call(
+        "POST",
+        "/_sim/repos",
+        Some(serde_json::json!({"owner": "bork-ci", "name": "bork-ci", "source_path": action.path(), "default_branch": "main"})),
+        None,
+    )
+    .await;
+    let uses = |repo: &Repo| {
+        repo.read(".github/workflows/bork-ci.yml")
+            .lines()
+            .find(|line| line.contains("uses: bork-ci/bork-ci@"))
+            .map(str::trim)
+            .map(str::to_owned)
+            .unwrap_or_default()
+    };
+    let repo = fresh(&[("Cargo.toml", "[package]\nname = \"x\"\nversion = \"0.1.0\"\n")]);
+    let ctx = TestContext::on(&repo);
+    let out = verb(&ctx, &repo, "init", &["--ci", "github"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(uses(&repo).ends_with(&format!("uses: bork-ci/bork-ci@v{version}")), "{}", uses(&repo));
+
+    let repo = fresh(&[("Cargo.toml", "[package]\nname = \"x\"\nversion = \"0.1.0\"\n")]);
+    let mut ctx = TestContext::on(&repo);
+    ctx.env("GITHUB_API_URL", &sim.url);
+    let out = verb(&ctx, &repo, "init", &["--ci", "github", "--pin"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        uses(&repo).ends_with(&format!("uses: bork-ci/bork-ci@{tagged} # v{version}")),
+        "{}",
+        uses(&repo)
+    );
+    assert!(!repo.read(".github/workflows/bork-ci.yml").contains("@0000000000"));
+
+    // No such release on GitHub: exit 2, nothing written.
+    sim.call("DELETE", "/_sim/repos/bork-ci/bork-ci", None, None).await;
+    let repo = fresh(&[("Cargo.toml", "[package]\nname = \"x\"\nversion = \"0.1.0\"\n")]);
+    let mut ctx = TestContext::on(&repo);
+    ctx.env("GITHUB_API_URL", &sim.url);
+    let out = verb(&ctx, &repo, "init", &["--ci", "github", "--pin"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--pin"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!repo.path().join(".config/bork.json").exists());
+}

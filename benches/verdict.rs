@@ -49,7 +49,11 @@ fn repository(source: &Path, dir: &Path) {
         .status()
         .expect("cp");
     assert!(status.success());
-    let status = Command::new("chmod").args(["-R", "a+rX"]).arg(dir).status().expect("chmod");
+    let status = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(dir)
+        .status()
+        .expect("chmod");
     assert!(status.success());
     git(dir, &["init", "-q", "-b", "main"]);
     git(dir, &["add", "-A"]);
@@ -105,7 +109,11 @@ fn example(root: &Path, bin: &Path, name: &str, spec: &str) {
     let artifacts = work.path().join("artifacts");
     std::fs::create_dir_all(&repo).expect("mkdir");
     std::fs::create_dir_all(&artifacts).expect("mkdir");
-    let status = Command::new("chmod").args(["-R", "755"]).arg(work.path()).status().expect("chmod");
+    let status = Command::new("chmod")
+        .args(["-R", "755"])
+        .arg(work.path())
+        .status()
+        .expect("chmod");
     assert!(status.success());
     repository(&here.join("repo"), &repo);
     let example = Example {
@@ -227,7 +235,11 @@ fn heavy_crate(root: &Path, bin: &Path) {
         .expect("lock")
         .matches("[[package]]")
         .count();
-    let status = Command::new("chmod").args(["-R", "755"]).arg(work.path()).status().expect("chmod");
+    let status = Command::new("chmod")
+        .args(["-R", "755"])
+        .arg(work.path())
+        .status()
+        .expect("chmod");
     assert!(status.success());
     repository(&source, &repo);
     let script = work.path().join("answers.json");
@@ -249,7 +261,9 @@ fn heavy_crate(root: &Path, bin: &Path) {
     for run in 1..=3 {
         let (took, report) = example.run(&[]);
         let preflight = report["baseline"]["duration-ms"].as_u64().unwrap_or(0);
-        let check = report["iterations"][0]["durations"]["check-ms"].as_u64().unwrap_or(0);
+        let check = report["iterations"][0]["durations"]["check-ms"]
+            .as_u64()
+            .unwrap_or(0);
         println!(
             "  run {run}: {:>6.1} s in all; the judges {:>6.1} s (preflight {:>6.1} s, check {:>6.1} s)",
             took.as_secs_f64(),

@@ -99,7 +99,12 @@ pub struct File {
 }
 
 /// The files for `toolchain` (`None`: a checker for the team to fill in) and `ci`.
-pub fn plan(repo: &Path, toolchain: Option<Toolchain>, ci: Option<Ci>, provider: Option<String>) -> Vec<File> {
+pub fn plan(
+    repo: &Path,
+    toolchain: Option<Toolchain>,
+    ci: Option<Ci>,
+    provider: Option<String>,
+) -> Vec<File> {
     let (image, setup, command, note): (&str, Vec<&str>, String, &str) = match toolchain {
         Some(Toolchain::Rust) => (
             "rust:1-bookworm",

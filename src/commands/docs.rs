@@ -80,10 +80,22 @@ fn extra_sections() -> String {
     use crate::config::env_vars;
     let mut out = String::from(".SH \"EXIT STATUS\"\n");
     for (code, meaning) in [
-        (crate::exit::ExitCode::Converged, "converged: the checks are clean on the final tree (also: nothing to do, or a command other than run that succeeded)"),
-        (crate::exit::ExitCode::NeedsHuman, "needs human: the iterations or the token or cost budget ran out with findings left"),
-        (crate::exit::ExitCode::Error, "error: bad configuration, a judge that cannot start or whose failure an edit did not change, a sandbox, model or GitHub failure"),
-        (crate::exit::ExitCode::AwaitingApproval, "awaiting approval: held edits wait on a person (approval pull requests on GitHub)"),
+        (
+            crate::exit::ExitCode::Converged,
+            "converged: the checks are clean on the final tree (also: nothing to do, or a command other than run that succeeded)",
+        ),
+        (
+            crate::exit::ExitCode::NeedsHuman,
+            "needs human: the iterations or the token or cost budget ran out with findings left",
+        ),
+        (
+            crate::exit::ExitCode::Error,
+            "error: bad configuration, a judge that cannot start or whose failure an edit did not change, a sandbox, model or GitHub failure",
+        ),
+        (
+            crate::exit::ExitCode::AwaitingApproval,
+            "awaiting approval: held edits wait on a person (approval pull requests on GitHub)",
+        ),
     ] {
         tagged(&mut out, &code.code().to_string(), meaning);
     }
@@ -100,17 +112,32 @@ fn extra_sections() -> String {
         ("BORK_LOG", "a log filter (as RUST_LOG), over -v and -q"),
         ("BORK_GITHUB_TOKEN", "the GitHub token (also GITHUB_TOKEN)"),
         ("NO_COLOR", "no colour in the log"),
-        ("DOCKER_HOST", "the container engine to use, as the docker CLI reads it"),
-        ("SSL_CERT_FILE", "a CA bundle trusted for HTTPS, and passed to the setup commands"),
-        ("AGENT_ARTIFACT_DIR", "the artifact root when sandbox.artifact-dir is unset"),
+        (
+            "DOCKER_HOST",
+            "the container engine to use, as the docker CLI reads it",
+        ),
+        (
+            "SSL_CERT_FILE",
+            "a CA bundle trusted for HTTPS, and passed to the setup commands",
+        ),
+        (
+            "AGENT_ARTIFACT_DIR",
+            "the artifact root when sandbox.artifact-dir is unset",
+        ),
     ] {
         tagged(&mut out, name, meaning);
     }
     out.push_str(".SH FILES\n");
     for (path, meaning) in [
-        (".config/bork.json", "the repository's configuration (JSON); its security keys are read from the base branch"),
+        (
+            ".config/bork.json",
+            "the repository's configuration (JSON); its security keys are read from the base branch",
+        ),
         ("specs/", "the specifications the code is kept in line with"),
-        ("~/.agent-artifacts/", "the artifact root (sandbox.artifact-dir): runs/<run id>/ with each job's artifacts and test temporaries, deps/<key>/ the dependency caches, warm/<key>/ the warm build caches, build/ the judges' own build caches; bork-ci gc removes what is stale"),
+        (
+            "~/.agent-artifacts/",
+            "the artifact root (sandbox.artifact-dir): runs/<run id>/ with each job's artifacts and test temporaries, deps/<key>/ the dependency caches, warm/<key>/ the warm build caches, build/ the judges' own build caches; bork-ci gc removes what is stale",
+        ),
     ] {
         tagged(&mut out, path, meaning);
     }

@@ -121,9 +121,7 @@ async fn release_commit(api: &str, token: Option<&str>) -> Result<String> {
     let tag = tag.as_str();
     let client = &client;
     let get = |url: String| {
-        let mut request = client
-            .get(&url)
-            .header("accept", "application/vnd.github+json");
+        let mut request = client.get(&url).header("accept", "application/vnd.github+json");
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
@@ -145,8 +143,12 @@ async fn release_commit(api: &str, token: Option<&str>) -> Result<String> {
                     crate::untrusted::one_line(&String::from_utf8_lossy(&bytes[..bytes.len().min(300)]))
                 );
             }
-            serde_json::from_slice::<serde_json::Value>(&bytes)
-                .with_context(|| format!("--pin: GitHub's answer to GET {} is not JSON", crate::untrusted::one_line(&url)))
+            serde_json::from_slice::<serde_json::Value>(&bytes).with_context(|| {
+                format!(
+                    "--pin: GitHub's answer to GET {} is not JSON",
+                    crate::untrusted::one_line(&url)
+                )
+            })
         }
     };
     let api = api.trim_end_matches('/');

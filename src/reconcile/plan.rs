@@ -142,3 +142,51 @@ pub(super) fn code_rules(resolved: &Resolved, repo: &Path, verifier_steps: &[Ste
     tracing::debug!(code = ?rules.code, tests = ?rules.tests, never = ?rules.never, "code rules");
     Ok(rules)
 }
+
+/// Whether the tree at `repo` holds no code or test that differs from its commit (changed,
+/// deleted, or new and not ignored). Then its checker runs approved code only, and the preflight
+/// may fill the warm build cache; a local tree can hold a model's edits from an earlier run. A
+/// changed file that is not code (a spec, the config) is not the model's: held edits are never
+/// applied unapproved. Unknown (git fails, the globs do not compile): false.
+pub(super) fn code_is_committed(resolved: &Resolved, repo: &Path) -> bool {
+    let Ok(status) = crate::git::run(
+        repo,
+        &[
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+        ],
+    ) else {
+        return false;
+    };
+    if status.is_empty() {
+        return true;
+    }
+    let rules = match &resolved.config.code {
+        Some(code) => CodeRules {
+            code: code.clone(),
+            tests: TEST_GLOBS.iter().map(|glob| (*glob).to_owned()).collect(),
+            source: CodeSource::Configured,
+            ..CodeRules::default()
+        },
+        None => match crate::edit::layout::derive(repo) {
+            Ok(rules) => rules,
+            Err(_) => return false,
+        },
+    };
+    let Ok(matcher) = rules.matcher() else {
+        return false;
+    };
+    status
+        .split(|byte| *byte == 0)
+        .filter(|entry| entry.len() > 3)
+        .all(|entry| {
+            let path = String::from_utf8_lossy(&entry[3..]);
+            matches!(
+                matcher.kind(&crate::edit::code::fold(&path)),
+                crate::edit::code::Kind::NotCode { .. }
+            )
+        })
+}

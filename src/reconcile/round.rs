@@ -1352,6 +1352,14 @@ pub(super) async fn before_first_call(
     let Some(checker_path) = config.correctness_checker.as_ref().filter(|_| config.preflight) else {
         return Ok(None);
     };
+    let warm_or_layer = if crate::blocking::run(|| super::plan::code_is_committed(resolved, repo)) {
+        crate::sandbox::BuildCache::Warm
+    } else {
+        tracing::info!(
+            "preflight: code in the tree differs from its commit; the warm build cache is read, not written"
+        );
+        crate::sandbox::BuildCache::Layer
+    };
     tracing::info!("preflight: running the correctness checker on the approved tree");
     let started = Instant::now();
     let timeout = Duration::from_secs(config.checker_timeout_secs);
@@ -1360,8 +1368,9 @@ pub(super) async fn before_first_call(
         repo,
         &resolved.secret_env_names(),
         checker_path,
-        // The approved revision, before any model call: the one job that writes the warm cache.
-        (timeout, crate::sandbox::BuildCache::Warm),
+        // The approved revision, before any model call: the one job that writes the warm cache,
+        // when no code in the tree differs from its commit (else it reads it, as judges do).
+        (timeout, warm_or_layer),
         stop_token,
         "preflight: ",
     )

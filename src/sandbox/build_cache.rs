@@ -135,9 +135,7 @@ impl Warm {
             Some(_lock) if source.is_dir() => layer
                 .parent()
                 .map_or(Ok(()), std::fs::create_dir_all)
-                .and_then(|()| {
-                    crate::safe_fs::copy_tree(&source, layer, host == BuildHost::Container)
-                }),
+                .and_then(|()| crate::safe_fs::copy_tree(&source, layer, host == BuildHost::Container)),
             Some(_) => Ok(()),
         };
         if let Err(error) = copied {
@@ -215,9 +213,15 @@ mod tests {
         assert_eq!(path.as_deref(), Some(layer.as_path()));
         let copy = layer.join("cargo-target/debug/app");
         assert_eq!(std::fs::read(&copy).expect("copied"), b"approved");
-        assert_eq!(std::fs::metadata(&copy).expect("meta").modified().expect("mtime"), old);
+        assert_eq!(
+            std::fs::metadata(&copy).expect("meta").modified().expect("mtime"),
+            old
+        );
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&copy).expect("meta").permissions().mode() & 0o666, 0o666);
+        assert_eq!(
+            std::fs::metadata(&copy).expect("meta").permissions().mode() & 0o666,
+            0o666
+        );
         assert_eq!(
             std::fs::read_link(layer.join("cargo-target/debug/link")).expect("link"),
             Path::new("app")

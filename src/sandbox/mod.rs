@@ -210,8 +210,16 @@ impl ArtifactDirs {
             let mode = if *name == "logs" { 0o755 } else { 0o1777 };
             (self.run.join(name), mode, false)
         }));
-        dirs.extend(BUILD_SUBDIRS.iter().map(|name| (self.build.join(name), 0o1777, true)));
-        dirs.extend(DEPS_SUBDIRS.iter().map(|name| (self.deps.join(name), 0o1777, false)));
+        dirs.extend(
+            BUILD_SUBDIRS
+                .iter()
+                .map(|name| (self.build.join(name), 0o1777, true)),
+        );
+        dirs.extend(
+            DEPS_SUBDIRS
+                .iter()
+                .map(|name| (self.deps.join(name), 0o1777, false)),
+        );
         for (dir, mode, keep) in dirs {
             let existed = match std::fs::symlink_metadata(&dir) {
                 Ok(meta) if meta.is_dir() => true,

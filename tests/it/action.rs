@@ -885,21 +885,30 @@ fn action_runs_bork_ci_in_its_working_directory() {
     let repo = Repo::new(&[
         ("specs/app.md", "The app says DONE.\n"),
         ("src/app.txt", "not yet\n"),
-        ("check.sh", &crate::support::checker_wanting("src/app.txt", "DONE")),
+        (
+            "check.sh",
+            &crate::support::checker_wanting("src/app.txt", "DONE"),
+        ),
         (
             ".config/bork.json",
             r#"{"correctness-checker": "check.sh", "max-iterations": 1, "llm": {"provider": "scripted"}}"#,
         ),
     ]);
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(repo.path().join("check.sh"), std::fs::Permissions::from_mode(0o755))
-        .expect("chmod");
+    std::fs::set_permissions(
+        repo.path().join("check.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod");
     repo.commit("a checker");
     // The workspace holds the repository as `app/`.
     let workspace = scratch.path().join("workspace");
     std::fs::create_dir_all(&workspace).expect("workspace");
     std::os::unix::fs::symlink(repo.path(), workspace.join("app")).expect("link");
-    let answers = script(scratch.path(), &[json!({"create-or-update": {"src/app.txt": "DONE\n"}})]);
+    let answers = script(
+        scratch.path(),
+        &[json!({"create-or-update": {"src/app.txt": "DONE\n"}})],
+    );
     for (input, code) in [("app", 0), ("missing", 2)] {
         let temp = scratch.path().join(format!("runner-temp-{input}"));
         let mut runner = runner(&action, &workspace, &temp, &format!("v{VERSION}"));
@@ -948,8 +957,16 @@ fn action_says_why_the_attestation_did_not_verify_and_honours_the_opt_out() {
             "true",
             Some("could not reach GitHub"),
         ),
-        ("HTTP 403: API rate limit exceeded for installation", "true", Some("rate limit")),
-        ("verification failed: no matching attestations", "true", Some("does not verify")),
+        (
+            "HTTP 403: API rate limit exceeded for installation",
+            "true",
+            Some("rate limit"),
+        ),
+        (
+            "verification failed: no matching attestations",
+            "true",
+            Some("does not verify"),
+        ),
         ("dial tcp: no such host", "false", None),
     ];
     for (index, (gh_error, verify, expected)) in cases.into_iter().enumerate() {
@@ -959,8 +976,7 @@ fn action_says_why_the_attestation_did_not_verify_and_honours_the_opt_out() {
         )
         .expect("gh");
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(bin.join("gh"), std::fs::Permissions::from_mode(0o755))
-            .expect("chmod");
+        std::fs::set_permissions(bin.join("gh"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
         let temp = scratch.path().join(format!("runner-temp-{index}"));
         let mut runner = runner(&action, repo.path(), &temp, &format!("v{VERSION}"));
         runner.env.insert("GITHUB_SERVER_URL".into(), assets.url.clone());
@@ -981,7 +997,11 @@ fn action_says_why_the_attestation_did_not_verify_and_honours_the_opt_out() {
                 assert!(!temp.join(&asset).exists(), "the unverified download is removed");
             }
             None => {
-                assert!(outcome.steps.contains_key("run"), "installed and ran: {}", outcome.log);
+                assert!(
+                    outcome.steps.contains_key("run"),
+                    "installed and ran: {}",
+                    outcome.log
+                );
                 assert!(
                     outcome.log.contains("verify-attestation: false"),
                     "the skip is said: {}",

@@ -871,6 +871,10 @@ const WRITERS: &[(&str, &str)] = &[
         "sandbox/docker/archive.rs",
         "anonymous archives, artifacts copied back, the tree volume (in a helper container)",
     ),
+    (
+        "sandbox/build_cache.rs",
+        "under the artifact root: the warm cache's lock file, a judge's own copy of the warm cache (through `safe_fs::copy_tree`), removed after the job",
+    ),
 ];
 
 /// Files that write files but are not in `writers`, and entries of `writers` that no longer do.

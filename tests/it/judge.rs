@@ -314,8 +314,7 @@ echo '{{\"per_file_findings\":[],\"overall_findings\":[{{\"provenance\":\"code-r
         with_checker(&repo, &checker);
         repo.commit("a checker that keeps a log in its build cache");
         let artifacts = tempfile::tempdir().expect("artifacts");
-        std::fs::set_permissions(artifacts.path(), std::fs::Permissions::from_mode(0o755))
-            .expect("chmod");
+        std::fs::set_permissions(artifacts.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
         let mut seen = Vec::new();
         for run in 0..2 {
             repo.write("src/app.txt", "nothing yet\n");
@@ -405,8 +404,8 @@ echo \"marker=$marker\" >&2
             .filter_map(|line| line.split("marker=").nth(1))
             .map(str::trim)
             .collect();
-        // The preflight, iteration 1 and the confirmation of its clean verdict.
-        assert!(markers.len() >= 3, "{profile:?}: {markers:?}\n{}", outcome.stderr);
+        // The preflight and iteration 1.
+        assert!(markers.len() >= 2, "{profile:?}: {markers:?}\n{}", outcome.stderr);
         let mut folders = std::collections::BTreeSet::new();
         for marker in &markers {
             let found: Vec<_> = walk(&tmp)

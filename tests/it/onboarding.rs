@@ -62,7 +62,10 @@ fn init_doctor_run(repo: &Repo, image: &str, answer: serde_json::Value, toolchai
     ] {
         assert!(repo.path().join(path).is_file(), "{path}");
     }
-    assert!(stdout.contains("commit them: git add .config/bork.json"), "{stdout}");
+    assert!(
+        stdout.contains("commit them: git add .config/bork.json"),
+        "{stdout}"
+    );
     // Run again: what is as init writes it stays, an edited file is kept and listed (never
     // replaced without --force), a missing one is added.
     let config = repo.read(".config/bork.json");
@@ -73,10 +76,17 @@ fn init_doctor_run(repo: &Repo, image: &str, answer: serde_json::Value, toolchai
     let again = verb(&ctx, repo, "init", &["--ci", "github"]);
     let said = String::from_utf8_lossy(&again.stdout);
     assert_eq!(again.status.code(), Some(0), "{said}");
-    assert!(said.contains("kept .config/bork.json") && said.contains("--force"), "{said}");
+    assert!(
+        said.contains("kept .config/bork.json") && said.contains("--force"),
+        "{said}"
+    );
     assert!(said.contains("wrote checks/bork-check"), "{said}");
     assert!(said.contains("unchanged .github/workflows/bork-ci.yml"), "{said}");
-    assert_eq!(repo.read(".config/bork.json"), edited, "an edited config is never replaced");
+    assert_eq!(
+        repo.read(".config/bork.json"),
+        edited,
+        "an edited config is never replaced"
+    );
     assert!(repo.path().join("checks/bork-check").is_file());
     repo.write(".config/bork.json", &config);
     repo.commit("bork-ci init");
@@ -328,11 +338,19 @@ fn init_never_writes_through_a_symlink_or_over_a_file() {
 /// `--provider` names the provider the config writes; without it, `openai`.
 #[test]
 fn init_writes_the_provider_it_is_given() {
-    for (extra, provider) in [(&[][..], "openai"), (&["--provider", "anthropic"][..], "anthropic")] {
+    for (extra, provider) in [
+        (&[][..], "openai"),
+        (&["--provider", "anthropic"][..], "anthropic"),
+    ] {
         let repo = fresh(&[("Cargo.toml", "[package]\nname = \"x\"\nversion = \"0.1.0\"\n")]);
         let ctx = TestContext::on(&repo);
         let out = verb(&ctx, &repo, "init", extra);
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let config: serde_json::Value =
             serde_json::from_str(&repo.read(".config/bork.json")).expect("config");
         assert_eq!(config["llm"]["provider"], provider);
@@ -375,14 +393,28 @@ async fn init_names_the_action_by_its_release_tag_or_pins_the_tags_commit() {
     let repo = fresh(&[("Cargo.toml", "[package]\nname = \"x\"\nversion = \"0.1.0\"\n")]);
     let ctx = TestContext::on(&repo);
     let out = verb(&ctx, &repo, "init", &["--ci", "github"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(uses(&repo).ends_with(&format!("uses: bork-ci/bork-ci@v{version}")), "{}", uses(&repo));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        uses(&repo).ends_with(&format!("uses: bork-ci/bork-ci@v{version}")),
+        "{}",
+        uses(&repo)
+    );
 
     let repo = fresh(&[("Cargo.toml", "[package]\nname = \"x\"\nversion = \"0.1.0\"\n")]);
     let mut ctx = TestContext::on(&repo);
     ctx.env("GITHUB_API_URL", &sim.url);
     let out = verb(&ctx, &repo, "init", &["--ci", "github", "--pin"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         uses(&repo).ends_with(&format!("uses: bork-ci/bork-ci@{tagged} # v{version}")),
         "{}",
@@ -391,12 +423,17 @@ async fn init_names_the_action_by_its_release_tag_or_pins_the_tags_commit() {
     assert!(!repo.read(".github/workflows/bork-ci.yml").contains("@0000000000"));
 
     // No such release on GitHub: exit 2, nothing written.
-    sim.call("DELETE", "/_sim/repos/bork-ci/bork-ci", None, None).await;
+    sim.call("DELETE", "/_sim/repos/bork-ci/bork-ci", None, None)
+        .await;
     let repo = fresh(&[("Cargo.toml", "[package]\nname = \"x\"\nversion = \"0.1.0\"\n")]);
     let mut ctx = TestContext::on(&repo);
     ctx.env("GITHUB_API_URL", &sim.url);
     let out = verb(&ctx, &repo, "init", &["--ci", "github", "--pin"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--pin"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--pin"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!repo.path().join(".config/bork.json").exists());
 }

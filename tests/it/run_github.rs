@@ -426,12 +426,26 @@ async fn a_refused_pull_request_names_the_setting_and_the_run_keeps_its_record()
     // The record: one iteration with its tokens, the pushed branch and its commit.
     assert_eq!(outcome.report["status"], "error");
     assert_eq!(outcome.report["iterations"].as_array().map(Vec::len), Some(1));
-    assert!(outcome.report["usage"]["input-tokens"].as_u64().unwrap_or(0) > 0, "{}", outcome.report);
+    assert!(
+        outcome.report["usage"]["input-tokens"].as_u64().unwrap_or(0) > 0,
+        "{}",
+        outcome.report
+    );
     assert_eq!(outcome.report["result-branch"], "bork/main");
     let sha = outcome.report["result-sha"].as_str().expect("result-sha");
     let outputs = std::fs::read_to_string(run.scratch_file("github-output")).expect("outputs");
-    assert!(outputs.contains(sha) && outputs.contains("\nbork/main\n"), "{outputs}");
+    assert!(
+        outputs.contains(sha) && outputs.contains("\nbork/main\n"),
+        "{outputs}"
+    );
     let summary = std::fs::read_to_string(run.scratch_file("step-summary")).expect("summary");
-    assert!(summary.contains("1 iteration") || summary.contains("iterations"), "{summary}");
-    assert!(!outcome.stderr.contains("error after 0 iteration"), "{}", outcome.stderr);
+    assert!(
+        summary.contains("1 iteration") || summary.contains("iterations"),
+        "{summary}"
+    );
+    assert!(
+        !outcome.stderr.contains("error after 0 iteration"),
+        "{}",
+        outcome.stderr
+    );
 }

@@ -147,7 +147,7 @@ async fn endpoint(provider: &crate::llm::Provider, call: bool) -> Check {
         Err(error) => Check::fail(
             "endpoint",
             format!(
-                "{} cannot be reached: {error}; fix: `llm.base-url`, the network, a proxy",
+                "{}: {error}; fix: `llm.base-url`, the key, the network or a proxy",
                 provider.describe()
             ),
         ),
@@ -219,7 +219,14 @@ async fn judged(resolved: &crate::config::Resolved, repo: &std::path::Path, chec
             }
             crate::checker::Verdict::Findings { findings } => Check::pass(
                 "preflight",
-                format!("`{checker}` runs: {} finding(s) on this tree", findings.len()),
+                format!(
+                    "`{checker}` runs: {} finding(s) on this tree, the run's baseline (first: {})",
+                    findings.len(),
+                    crate::reconcile::held::finding_lines(findings)
+                        .first()
+                        .map(String::as_str)
+                        .unwrap_or("none")
+                ),
             ),
             crate::checker::Verdict::FailedToRun { reason, .. }
                 if !crate::reconcile::preflight::cannot_start(run.outcome, &run.stderr_tail) =>
@@ -293,6 +300,13 @@ async fn github(args: &crate::cli::DoctorArgs, resolved: &crate::config::Resolve
                 }
             ),
         ),
+        Err(error @ crate::github::GithubError::Transport(_)) => Check::fail(
+            "github",
+            format!(
+                "a network error reaching GitHub's API at {}: {error}; fix: the network, a proxy, `GITHUB_API_URL`",
+                ctx.api_url
+            ),
+        ),
         Err(error) => Check::fail(
             "github",
             format!("{error}; fix: the token (`github-token`), the repository name"),
@@ -309,7 +323,7 @@ fn print(checks: &[Check]) -> ExitCode {
             stdout,
             "{mark} {:<9} {}",
             check.name,
-            crate::untrusted::one_line(&check.detail)
+            crate::untrusted::line(&check.detail)
         );
     }
     let failed = checks.iter().filter(|check| !check.ok).count();

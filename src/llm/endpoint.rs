@@ -610,6 +610,25 @@ impl Endpoint {
     }
 
     /// The headers of one attempt with `body`: static ones plus a fresh signature or token.
+    /// Where an OpenAI-compatible or Anthropic server lists its models (the request URL with
+    /// `/models` in place of the chat path), with the headers of every request (the key): what
+    /// `doctor` asks without paying for a call. `None` for a URL of another shape.
+    pub(super) fn models_probe(&self) -> Option<(Url, HeaderMap)> {
+        let url = self.vendor.url(false);
+        let path = url.path();
+        let models = if let Some(stem) = path.strip_suffix(super::openai::PATH) {
+            format!("{stem}/models")
+        } else if let Some(stem) = path.strip_suffix(super::anthropic::PATH) {
+            format!("{stem}/v1/models")
+        } else {
+            return None;
+        };
+        let mut url = url.clone();
+        url.set_path(&models);
+        url.set_query(None);
+        Some((url, self.headers.clone()))
+    }
+
     pub(super) async fn request_headers(&self, client: &Client, body: &[u8]) -> Result<HeaderMap, LlmError> {
         let mut headers = self.headers.clone();
         headers.insert(

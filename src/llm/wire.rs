@@ -339,6 +339,35 @@ impl HttpProvider {
     /// Whether the endpoint's server answers at all: a GET of its root without credentials;
     /// any HTTP status counts (no model is called, nothing is paid). The status, or why not.
     pub(super) async fn reachable(&self) -> Result<u16, String> {
+        // OpenAI-compatible servers and Anthropic list their models: a 404 there is a wrong
+        // base URL, a 401 or 403 a refused key, and neither costs a call.
+        if matches!(self.kind, ProviderKind::Openai | ProviderKind::Anthropic)
+            && let Some((url, headers)) = self.endpoint.models_probe()
+        {
+            let limit = self.timeout.min(Duration::from_secs(15));
+            let shown = format!(
+                "{}://{}{}",
+                url.scheme(),
+                url.host_str().unwrap_or_default(),
+                url.port().map(|port| format!(":{port}")).unwrap_or_default()
+            ) + url.path();
+            return match tokio::time::timeout(limit, self.client.get(url).headers(headers).send()).await {
+                Ok(Ok(response)) => match response.status().as_u16() {
+                    404 => Err(format!(
+                        "GET {shown} answered HTTP 404: no API at this base URL (an OpenAI-compatible one usually ends in /v1)"
+                    )),
+                    status @ (401 | 403) => Err(format!(
+                        "GET {shown} answered HTTP {status}: the key is refused (llm.api-key-env names the variable that holds it)"
+                    )),
+                    status => Ok(status),
+                },
+                Ok(Err(error)) => Err(format!(
+                    "a network error reaching {shown}: {}",
+                    crate::secrets::redact(&error.without_url().to_string())
+                )),
+                Err(_) => Err(format!("no answer from {shown} within {} s", limit.as_secs())),
+            };
+        }
         let mut url = self.endpoint.url_for(false).clone();
         url.set_path("/");
         url.set_query(None);

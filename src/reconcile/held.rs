@@ -53,7 +53,7 @@ const MAX_PRINTED: usize = 10;
 
 /// An iteration's findings as printed in the log: one line each (file, first line of the text),
 /// at most [`MAX_PRINTED`], then how many more.
-pub(super) fn finding_lines(findings: &Findings) -> Vec<String> {
+pub(crate) fn finding_lines(findings: &Findings) -> Vec<String> {
     let all: Vec<&Finding> = findings
         .per_file_findings
         .iter()

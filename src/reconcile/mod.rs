@@ -13,7 +13,7 @@
 //! run's first job and never reset; a human decision on a held edit grants up to
 //! `max-iterations` new iterations, numbered on from the earlier ones.
 
-mod held;
+pub(crate) mod held;
 mod plan;
 pub mod preflight;
 mod round;

@@ -208,6 +208,32 @@ impl FakeLlm {
             .respond_with(Responder(Arc::clone(&state)))
             .mount(&server)
             .await;
+        // The models list both APIs serve (`GET /v1/models`), refused without the key as the
+        // real servers refuse it.
+        Mock::given(method("GET"))
+            .and(path("/v1/models"))
+            .respond_with(move |request: &Request| {
+                let keyed = |name: &str| {
+                    request
+                        .headers
+                        .get(name)
+                        .and_then(|value| value.to_str().ok())
+                        .is_some_and(|value| value.contains(TEST_KEY))
+                };
+                if keyed("authorization") || keyed("x-api-key") {
+                    ResponseTemplate::new(200).set_body_json(serde_json::json!({
+                        "object": "list",
+                        "data": [{"id": "gpt-4.1", "object": "model", "type": "model"}],
+                        "has_more": false
+                    }))
+                } else {
+                    ResponseTemplate::new(401).set_body_json(serde_json::json!({
+                        "error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}
+                    }))
+                }
+            })
+            .mount(&server)
+            .await;
         Self {
             url: server.uri().trim_end_matches('/').to_owned(),
             api,

@@ -437,3 +437,39 @@ async fn init_names_the_action_by_its_release_tag_or_pins_the_tags_commit() {
     );
     assert!(!repo.path().join(".config/bork.json").exists());
 }
+
+/// `doctor`'s endpoint line asks the models list of the configured base URL (no paid call): a
+/// base URL without its API path is a failure naming the 404, a refused key names the key, and
+/// the right one passes. Every line is whole, however long.
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_probes_the_models_list_of_the_configured_endpoint() {
+    let fake = crate::fake_llm::FakeLlm::openai(Vec::new()).await;
+    let repo = fresh(&[("specs/a.md", "a\n")]);
+    repo.write(".config/bork.json", r#"{"sandbox": {"kind": "none"}}"#);
+    repo.commit("a repository");
+    for (base, key, ok, words) in [
+        (
+            fake.base_url(),
+            crate::fake_llm::TEST_KEY,
+            true,
+            "answers (HTTP 200",
+        ),
+        (fake.url.clone(), crate::fake_llm::TEST_KEY, false, "HTTP 404"),
+        (fake.base_url(), "sk-wrong", false, "the key is refused"),
+    ] {
+        let mut ctx = TestContext::on(&repo);
+        ctx.env("BORK_LLM_PROVIDER", "openai")
+            .env("BORK_LLM_MODEL", "gpt-4.1")
+            .env("BORK_LLM_BASE_URL", &base)
+            .env("OPENAI_API_KEY", key);
+        let out = verb(&ctx, &repo, "doctor", &[]);
+        let report = String::from_utf8_lossy(&out.stdout);
+        let line = report
+            .lines()
+            .find(|line| line.contains("endpoint"))
+            .unwrap_or_else(|| panic!("{report}"));
+        assert_eq!(line.starts_with("ok"), ok, "{base}: {line}");
+        assert!(line.contains(words), "{base}: {line}");
+        assert!(!report.contains(crate::fake_llm::TEST_KEY), "{report}");
+    }
+}

@@ -6,7 +6,7 @@
 # and the toolchain images the real-toolchain examples run in (examples/, ci/examples.sh), built
 # the same way with Debian's packages added by `debootstrap --include` (no registry is pulled):
 #   bork-ci-example/rust:bookworm    ca-certificates, cargo-web (cargo and rustc 1.85), libc6-dev
-#   bork-ci-example/python:bookworm  ca-certificates, python3, python3-pytest
+#   bork-ci-example/python:bookworm  ca-certificates, python3, python3-pytest, python3-pip (init's setup)
 #   bork-ci-example/tools:bookworm   ca-certificates, make, nodejs, golang-go, then npm by apt in
 #                                    the new root (init's node, go and make checkers, onboarding.rs)
 # Idempotent: an image that already exists is not rebuilt unless BORK_REBUILD_IMAGES=1; a rootfs
@@ -165,7 +165,7 @@ build_rust() {
 }
 
 build_python() {
-    include=ca-certificates,python3,python3-pytest
+    include=ca-certificates,python3,python3-pytest,python3-pip
     debootstrap_image bork-ci-example/python:bookworm "$(tarball_name python "$include")" "$include" \
         -c 'ENV LANG=C.UTF-8' -c 'ENV PYTHONDONTWRITEBYTECODE=1'
 }

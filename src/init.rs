@@ -98,6 +98,29 @@ pub struct File {
     pub executable: bool,
 }
 
+/// Python's setup: into `$BORK_DEPS_DIR/site` (never the project itself, whose code the judges
+/// read from the tree), `requirements.txt`, the `[project]` dependencies of `pyproject.toml` with
+/// its test extras (`test`, `tests`, `testing`, `dev`), and pytest when the image has none.
+const PYTHON_SETUP: &str = concat!(
+    "want=''; [ -f requirements.txt ] && want='-r requirements.txt'; ",
+    "if [ -f pyproject.toml ]; then python3 -c 'import tomllib; p = tomllib.load(open(\"pyproject.toml\", \"rb\")).get(\"project\", {}); o = p.get(\"optional-dependencies\", {}); ",
+    "print(\"\\n\".join(p.get(\"dependencies\", []) + [d for k in (\"test\", \"tests\", \"testing\", \"dev\") for d in o.get(k, [])]))' > \"$BORK_DEPS_DIR/pyproject-requirements.txt\" || exit 1; ",
+    "grep -q . \"$BORK_DEPS_DIR/pyproject-requirements.txt\" && want=\"$want -r $BORK_DEPS_DIR/pyproject-requirements.txt\"; fi; ",
+    "python3 -c 'import pytest' 2>/dev/null || want=\"$want pytest\"; ",
+    "[ -n \"$want\" ] || exit 0; ",
+    "python3 -m pip install --quiet --disable-pip-version-check --target \"$BORK_DEPS_DIR/site\" $want"
+);
+
+/// A src layout: the package's folder (one holding `__init__.py`) is under `src/`, so the tests
+/// import it with `src` on the path.
+fn python_src_layout(repo: &Path) -> bool {
+    std::fs::read_dir(repo.join("src")).is_ok_and(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .any(|entry| entry.path().join("__init__.py").is_file())
+    })
+}
+
 /// The files for `toolchain` (`None`: a checker for the team to fill in) and `ci`.
 pub fn plan(
     repo: &Path,
@@ -114,10 +137,11 @@ pub fn plan(
         ),
         Some(Toolchain::Python) => (
             "python:3.12-bookworm",
-            vec![
-                "if python3 -c 'import pytest' 2>/dev/null && [ ! -f requirements.txt ]; then exit 0; fi; python3 -m pip install --quiet --target \"$BORK_DEPS_DIR/site\" pytest $( [ -f requirements.txt ] && echo -r requirements.txt )",
-            ],
-            "env PYTHONPATH=\"$BORK_DEPS_DIR/site${PYTHONPATH:+:$PYTHONPATH}\" bork-ci check -- python3 -m pytest -q -p no:cacheprovider".to_owned(),
+            vec![PYTHON_SETUP],
+            format!(
+                "env PYTHONPATH=\"{}$BORK_DEPS_DIR/site${{PYTHONPATH:+:$PYTHONPATH}}\" bork-ci check -- python3 -m pytest -q -p no:cacheprovider",
+                if python_src_layout(repo) { "src:" } else { "" }
+            ),
             "pytest, with the packages `sandbox.setup` installed into the dependency cache",
         ),
         Some(Toolchain::Node) => (

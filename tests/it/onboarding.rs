@@ -46,6 +46,11 @@ fn fresh(files: &[(&str, &str)]) -> Repo {
 fn init_doctor_run(repo: &Repo, image: &str, answer: serde_json::Value, toolchain: &str) {
     let mut ctx = TestContext::on(repo);
     ctx.docker(image).scripted(&[answer]);
+    // A setup that fetches from a registry: a runner behind a TLS-inspecting proxy names the CA
+    // it trusts, and bork-ci hands it to the setup job.
+    if let Some(ca) = std::env::var_os("SSL_CERT_FILE") {
+        ctx.env("SSL_CERT_FILE", ca);
+    }
     let init = verb(&ctx, repo, "init", &["--ci", "github"]);
     let stdout = String::from_utf8_lossy(&init.stdout);
     assert_eq!(
@@ -127,6 +132,35 @@ fn init_doctor_and_run_on_a_fresh_python_repository() {
         &repo,
         "bork-ci-example/python:bookworm",
         json!({"create-or-update": {"greet/__init__.py": "def greet(name):\n    return f'hello, {name}!'\n"}}),
+        "python",
+    );
+}
+
+/// A src layout whose `pyproject.toml` declares a dependency (from PyPI) and a test extra: the
+/// setup `init` writes installs both into the dependency cache (never the project itself), and
+/// the checker puts `src` on the path, so the tests import the package from the tree.
+#[test]
+fn init_doctor_and_run_on_a_python_src_layout_with_dependencies() {
+    ensure_example_images();
+    let repo = fresh(&[
+        ("specs/greet.md", "greet(name) returns 'hello, NAME!'.\n"),
+        (
+            "src/greet/__init__.py",
+            "import six\n\ndef greet(name):\n    return six.ensure_str('hi')\n",
+        ),
+        (
+            "tests/test_greet.py",
+            "import iniconfig\nfrom greet import greet\n\ndef test_greet():\n    assert greet('bo') == 'hello, bo!'\n",
+        ),
+        (
+            "pyproject.toml",
+            "[project]\nname = 'greet'\nversion = '0.1.0'\ndependencies = ['six==1.16.0']\n\n[project.optional-dependencies]\ntest = ['iniconfig==2.0.0']\n",
+        ),
+    ]);
+    init_doctor_run(
+        &repo,
+        "bork-ci-example/python:bookworm",
+        json!({"create-or-update": {"src/greet/__init__.py": "import six\n\ndef greet(name):\n    return six.ensure_str(f'hello, {name}!')\n"}}),
         "python",
     );
 }

@@ -203,7 +203,10 @@ pub fn plan(
                 ".github/workflows/bork-ci.yml",
                 include_str!("../ci/workflows/bork-ci.yml"),
             ),
-            Ci::Gitlab => (".gitlab-ci.yml", include_str!("../ci/gitlab-ci.yml")),
+            // The checker `init` writes runs in the toolchain image through the Docker sandbox:
+            // on GitLab that is a Docker-in-Docker service (bork-ci's own image has no
+            // toolchain for `--sandbox none`). See `ci_note`.
+            Ci::Gitlab => (".gitlab-ci.yml", include_str!("../ci/gitlab-ci-dind.yml")),
             Ci::Buildkite => (".buildkite/pipeline.yml", include_str!("../ci/buildkite.yml")),
             Ci::Jenkins => ("Jenkinsfile", include_str!("../ci/Jenkinsfile")),
         };
@@ -256,6 +259,25 @@ pub fn with_action_ref(text: &str, pin: &Pin) -> String {
     out
 }
 
+/// What `init` says of the pipeline file it wrote for `ci`: which variant, the image the
+/// checker runs in, and why; `image` is the toolchain image the config names.
+pub fn ci_note(ci: Ci, image: &str) -> Option<String> {
+    match ci {
+        Ci::Github => None,
+        Ci::Gitlab => Some(format!(
+            "GitLab: the Docker-in-Docker variant (ci/gitlab-ci-dind.yml), so the checker runs in {image} through the Docker sandbox (bork-ci's own image has no toolchain); it needs a runner that allows privileged services. Without one, use ci/gitlab-ci.yml with a toolchain image that has bork-ci copied in (COPY --from=ghcr.io/bork-ci/bork-ci:{VERSION} /usr/local/bin/bork-ci /usr/local/bin/bork-ci) and set sandbox.kind to none"
+        )),
+        Ci::Buildkite | Ci::Jenkins => Some(format!(
+            "{}: the step runs bork-ci with --sandbox none in its image, and the checker runs there too: name a toolchain image with bork-ci copied in in its `image:` (FROM {image}, then COPY --from=ghcr.io/bork-ci/bork-ci:{VERSION} /usr/local/bin/bork-ci /usr/local/bin/bork-ci, and git), or the checker finds no toolchain",
+            if ci == Ci::Buildkite {
+                "Buildkite"
+            } else {
+                "Jenkins"
+            }
+        )),
+    }
+}
+
 /// A checker following the contract through `bork-ci check`, which runs the test command and
 /// reports each failure (file, line, test) as a finding, exit 2 when the tool cannot start.
 /// `command` is what follows `exec ` (`bork-ci check -- …` is added unless it is there).
@@ -289,6 +311,12 @@ mod tests {
         let files = plan(dir.path(), Some(Toolchain::Make), Some(Ci::Gitlab), None);
         let paths: Vec<&str> = files.iter().map(|file| file.path.as_str()).collect();
         assert_eq!(paths, [".config/bork.json", CHECKER, ".gitlab-ci.yml"]);
+        // The checker runs in the toolchain image: on GitLab through a Docker-in-Docker service.
+        assert!(files[2].text.contains("--sandbox docker") && files[2].text.contains("dind"));
+        let note = ci_note(Ci::Gitlab, "buildpack-deps:bookworm").expect("a note");
+        assert!(note.contains("buildpack-deps:bookworm") && note.contains("Docker-in-Docker"));
+        let note = ci_note(Ci::Jenkins, "rust:1-bookworm").expect("a note");
+        assert!(note.contains("FROM rust:1-bookworm") && note.contains("COPY --from"));
         assert!(
             files[1].text.ends_with("\nexec bork-ci check -- make test\n"),
             "{}",

@@ -94,6 +94,17 @@ pub(super) async fn init(args: crate::cli::InitArgs, env: &crate::config::Env) -
             file.path
         )?;
     }
+    if let Some(ci) = args.ci {
+        let image = files
+            .iter()
+            .find(|file| file.path == crate::config::CONFIG_PATH)
+            .and_then(|file| serde_json::from_str::<serde_json::Value>(&file.text).ok())
+            .and_then(|config| config["sandbox"]["image"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        if let Some(note) = crate::init::ci_note(ci, &image) {
+            writeln!(stdout, "  {note}")?;
+        }
+    }
     if !written.is_empty() {
         let paths: Vec<&str> = written.iter().map(|file| file.path.as_str()).collect();
         writeln!(

@@ -1305,6 +1305,10 @@ const STDERR_WRITERS: &[(&str, &str)] = &[
         "the test tool's output tails as `untrusted::terminal_lines`, one `untrusted::line`",
     ),
     ("commands/mod.rs", "asks only whether stderr is a terminal"),
+    (
+        "report/mod.rs",
+        "an error's lines after its first (`log_error`), as `untrusted::terminal_lines`",
+    ),
 ];
 
 /// Files that write to stderr (or print) without being listed in `writers`.

@@ -144,12 +144,12 @@ pub(super) fn code_rules(resolved: &Resolved, repo: &Path, verifier_steps: &[Ste
 }
 
 /// Whether the tree at `repo` holds no code or test that differs from its commit (changed,
-/// deleted, or new and not ignored). Then its checker runs approved code only, and the preflight
+/// deleted, or new, ignored files included). Then its checker runs approved code only, and the preflight
 /// may fill the warm build cache; a local tree can hold a model's edits from an earlier run. A
 /// changed file that is not code (a spec, the config) is not the model's: held edits are never
 /// applied unapproved. Unknown (git fails, the globs do not compile): false.
 pub(super) fn code_is_committed(resolved: &Resolved, repo: &Path) -> bool {
-    let Ok(status) = crate::git::run(
+    let status = crate::git::run(
         repo,
         &[
             "status",
@@ -158,10 +158,27 @@ pub(super) fn code_is_committed(resolved: &Resolved, repo: &Path) -> bool {
             "--untracked-files=all",
             "--no-renames",
         ],
-    ) else {
+    );
+    // Ignored files one by one: a judge over `bind` sees them too.
+    let ignored = crate::git::run(
+        repo,
+        &["ls-files", "-z", "--others", "--ignored", "--exclude-standard"],
+    );
+    let (Ok(status), Ok(ignored)) = (status, ignored) else {
         return false;
     };
-    if status.is_empty() {
+    let mut paths: Vec<String> = status
+        .split(|byte| *byte == 0)
+        .filter(|entry| entry.len() > 3)
+        .map(|entry| String::from_utf8_lossy(&entry[3..]).into_owned())
+        .collect();
+    paths.extend(
+        ignored
+            .split(|byte| *byte == 0)
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| String::from_utf8_lossy(entry).into_owned()),
+    );
+    if paths.is_empty() {
         return true;
     }
     let rules = match &resolved.config.code {
@@ -179,14 +196,10 @@ pub(super) fn code_is_committed(resolved: &Resolved, repo: &Path) -> bool {
     let Ok(matcher) = rules.matcher() else {
         return false;
     };
-    status
-        .split(|byte| *byte == 0)
-        .filter(|entry| entry.len() > 3)
-        .all(|entry| {
-            let path = String::from_utf8_lossy(&entry[3..]);
-            matches!(
-                matcher.kind(&crate::edit::code::fold(&path)),
-                crate::edit::code::Kind::NotCode { .. }
-            )
-        })
+    paths.iter().all(|path| {
+        matches!(
+            matcher.kind(&crate::edit::code::fold(path)),
+            crate::edit::code::Kind::NotCode { .. }
+        )
+    })
 }

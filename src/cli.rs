@@ -230,7 +230,7 @@ pub struct InitArgs {
     #[arg(long, value_parser = ["openai", "anthropic", "azure", "bedrock", "vertex"])]
     pub provider: Option<String>,
     /// With `--ci github`: pin the action by the commit its release tag `v<this version>` points
-    /// at (asked of GitHub's API: `GITHUB_API_URL`, default https://api.github.com), the
+    /// at (asked of GitHub's API: `GITHUB_API_URL`, default `https://api.github.com`), the
     /// version as a comment. Without it the workflow uses the tag.
     #[arg(long)]
     pub pin: bool,

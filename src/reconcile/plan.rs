@@ -81,19 +81,7 @@ impl Plan {
 /// setup commands or the dev container read.
 pub(super) fn code_rules(resolved: &Resolved, repo: &Path, verifier_steps: &[Step]) -> Result<CodeRules> {
     let config = &resolved.config;
-    let mut rules = match &config.code {
-        Some(code) => CodeRules {
-            code: code.clone(),
-            tests: TEST_GLOBS.iter().map(|glob| (*glob).to_owned()).collect(),
-            source: CodeSource::Configured,
-            ..CodeRules::default()
-        },
-        None => crate::blocking::run(|| crate::edit::layout::derive(repo))
-            .context("deriving the code globs from the repository's layout")?,
-    };
-    if let Some(tests) = &config.tests {
-        rules.tests = tests.clone();
-    }
+    let mut rules = crate::blocking::run(|| configured_or_derived(resolved, repo))?;
     rules.exempt = config.judge_files_exempt.keys().cloned().collect();
     // The checker and its folder are judge files already (`judge_files`).
     let steps: Vec<(String, String)> = verifier_steps
@@ -143,6 +131,26 @@ pub(super) fn code_rules(resolved: &Resolved, repo: &Path, verifier_steps: &[Ste
     Ok(rules)
 }
 
+/// `code` and `tests` as configured, else `code` derived from the repository's layout with the
+/// default tests: the rules before what the judges read is added.
+fn configured_or_derived(resolved: &Resolved, repo: &Path) -> Result<CodeRules> {
+    let config = &resolved.config;
+    let mut rules = match &config.code {
+        Some(code) => CodeRules {
+            code: code.clone(),
+            tests: TEST_GLOBS.iter().map(|glob| (*glob).to_owned()).collect(),
+            source: CodeSource::Configured,
+            ..CodeRules::default()
+        },
+        None => crate::edit::layout::derive(repo)
+            .context("deriving the code globs from the repository's layout")?,
+    };
+    if let Some(tests) = &config.tests {
+        rules.tests = tests.clone();
+    }
+    Ok(rules)
+}
+
 /// Whether the tree at `repo` holds no code or test that differs from its commit (changed,
 /// deleted, or new, ignored files included). Then its checker runs approved code only, and the preflight
 /// may fill the warm build cache; a local tree can hold a model's edits from an earlier run. A
@@ -181,19 +189,9 @@ pub(super) fn code_is_committed(resolved: &Resolved, repo: &Path) -> bool {
     if paths.is_empty() {
         return true;
     }
-    let rules = match &resolved.config.code {
-        Some(code) => CodeRules {
-            code: code.clone(),
-            tests: TEST_GLOBS.iter().map(|glob| (*glob).to_owned()).collect(),
-            source: CodeSource::Configured,
-            ..CodeRules::default()
-        },
-        None => match crate::edit::layout::derive(repo) {
-            Ok(rules) => rules,
-            Err(_) => return false,
-        },
-    };
-    let Ok(matcher) = rules.matcher() else {
+    let Ok(matcher) =
+        configured_or_derived(resolved, repo).and_then(|rules| rules.matcher().map_err(anyhow::Error::msg))
+    else {
         return false;
     };
     paths.iter().all(|path| {

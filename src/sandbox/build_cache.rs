@@ -32,10 +32,9 @@ pub enum BuildCache {
     /// The warm cache itself, read and written: only for a job that runs approved code (the
     /// preflight).
     Warm,
-    /// A throwaway copy of the warm cache, the job's own.
+    /// A throwaway copy of the warm cache, the job's own (an empty one while another run writes
+    /// the warm cache).
     Layer,
-    /// An empty build cache of the job's own.
-    Empty,
 }
 
 /// Whether the build cache is a folder on this host, and who writes it.
@@ -162,7 +161,6 @@ pub fn for_job(build: BuildCache, host: BuildHost, warm: &Warm, own: PathBuf) ->
     };
     match (build, host) {
         (BuildCache::Run, _) | (_, BuildHost::Engine) => (None, JobBuild::default()),
-        (BuildCache::Empty, _) => owned(own),
         (BuildCache::Warm, _) => match warm.for_writing() {
             Some((path, held)) => (Some(path), held),
             None => {

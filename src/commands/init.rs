@@ -121,62 +121,16 @@ pub(super) async fn init(args: crate::cli::InitArgs, env: &crate::config::Env) -
 }
 
 /// The commit the release tag `v<this version>` of the action points at, asked of GitHub's REST
-/// API at `api` (an annotated tag is followed to its commit).
+/// API at `api`.
 async fn release_commit(api: &str, token: Option<&str>) -> Result<String> {
     let tag = format!("v{}", crate::init::VERSION);
-    let client = crate::net::client_builder()
-        .timeout(std::time::Duration::from_secs(20))
-        .user_agent(concat!("bork-ci/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .context("building the HTTP client")?;
-    let tag = tag.as_str();
-    let client = &client;
-    let get = |url: String| {
-        let mut request = client.get(&url).header("accept", "application/vnd.github+json");
-        if let Some(token) = token {
-            request = request.bearer_auth(token);
-        }
-        async move {
-            let response = request.send().await.map_err(|error| {
-                anyhow::anyhow!(
-                    "--pin: could not reach GitHub's API at {} ({}); nothing was written: run again where GitHub can be reached, or leave --pin off to use the tag {tag}",
-                    crate::untrusted::one_line(&url),
-                    crate::untrusted::one_line(&error.to_string())
-                )
-            })?;
-            let status = response.status();
-            let bytes = response.bytes().await.context("--pin: reading GitHub's answer")?;
-            if !status.is_success() {
-                bail!(
-                    "--pin: GitHub answered {} to GET {}: {}; nothing was written (is {tag} released? leave --pin off to use the tag)",
-                    status.as_u16(),
-                    crate::untrusted::one_line(&url),
-                    crate::untrusted::one_line(&String::from_utf8_lossy(&bytes[..bytes.len().min(300)]))
-                );
-            }
-            serde_json::from_slice::<serde_json::Value>(&bytes).with_context(|| {
-                format!(
-                    "--pin: GitHub's answer to GET {} is not JSON",
-                    crate::untrusted::one_line(&url)
-                )
-            })
-        }
-    };
-    let api = api.trim_end_matches('/');
-    let reference = get(format!("{api}/repos/{}/git/ref/tags/{tag}", crate::init::ACTION)).await?;
-    let mut object = reference["object"].clone();
-    // An annotated tag: its own object names the commit (at most a short chain).
-    for _ in 0..4 {
-        if object["type"] != "tag" {
-            break;
-        }
-        let sha = object["sha"].as_str().unwrap_or_default().to_owned();
-        object = get(format!("{api}/repos/{}/git/tags/{sha}", crate::init::ACTION)).await?["object"].clone();
-    }
-    match (object["type"].as_str(), object["sha"].as_str()) {
-        (Some("commit"), Some(sha)) if sha.len() == 40 && sha.bytes().all(|b| b.is_ascii_hexdigit()) => {
-            Ok(sha.to_ascii_lowercase())
-        }
-        _ => bail!("--pin: GitHub's answer for the tag {tag} names no commit; nothing was written"),
-    }
+    let token = token.map(|token| secrecy::SecretString::from(token.to_owned()));
+    crate::github::tag_commit(api, token.as_ref(), crate::init::ACTION, &tag)
+        .await
+        .map_err(|error| {
+            anyhow::anyhow!(
+                "--pin: asking {} for the commit of {tag}: {error}; nothing was written (is {tag} released, and GitHub reachable? leave --pin off to use the tag)",
+                crate::untrusted::one_line(api)
+            )
+        })
 }

@@ -144,16 +144,29 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// Builds a client for `api_url` (api.github.com layout or GHES `…/api/v3`).
     pub fn new(api_url: &str, token: &SecretString, policy: RetryPolicy) -> Result<Self, GithubError> {
+        Self::with_token(api_url, Some(token), policy)
+    }
+
+    /// A client that sends `token` when there is one, else asks anonymously (public reads).
+    pub fn with_token(
+        api_url: &str,
+        token: Option<&SecretString>,
+        policy: RetryPolicy,
+    ) -> Result<Self, GithubError> {
         let http = crate::net::client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(30))
             .read_timeout(Duration::from_secs(120))
             .build()
             .map_err(|error| GithubError::Config(format!("building the GitHub client: {error}")))?;
-        let octocrab = Octocrab::builder()
+        let builder = Octocrab::builder()
             .base_uri(api_url.trim_end_matches('/'))
-            .map_err(|_| GithubError::Config(format!("invalid GitHub API URL `{api_url}`")))?
-            .personal_token(token.expose_secret().to_owned())
+            .map_err(|_| GithubError::Config(format!("invalid GitHub API URL `{api_url}`")))?;
+        let builder = match token {
+            Some(token) => builder.personal_token(token.expose_secret().to_owned()),
+            None => builder,
+        };
+        let octocrab = builder
             .build_with_reqwest(http)
             .map_err(|error| GithubError::Config(format!("building the GitHub client: {error}")))?;
         Ok(Self { octocrab, policy })

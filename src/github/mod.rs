@@ -49,5 +49,5 @@ pub use data::{
     ApprovalDecision, GithubError, IterationSummary, MAX_BODY_BYTES, PendingEdit, PublishInput,
     PublishOutcome, PullRef, RetryPolicy, sanitize_branch,
 };
-pub use session::{Committer, Session, check_token_permissions, file_at, start};
+pub use session::{Committer, Session, check_token_permissions, file_at, start, tag_commit};
 pub use state::{ApprovalRecord, ApprovalState, SavedState};

@@ -222,6 +222,55 @@ impl Committer {
     }
 }
 
+/// The commit the tag `tag` of `repository` (`owner/name`) points at, an annotated tag followed
+/// to its commit (`bork-ci init --pin`). `token` is optional: a public repository's tags are
+/// readable anonymously.
+pub async fn tag_commit(
+    api_url: &str,
+    token: Option<&secrecy::SecretString>,
+    repository: &str,
+    tag: &str,
+) -> Result<String, GithubError> {
+    #[derive(serde::Deserialize)]
+    struct Object {
+        #[serde(rename = "type")]
+        kind: String,
+        sha: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Tagged {
+        object: Object,
+    }
+    let policy = super::RetryPolicy {
+        max_attempts: 3,
+        base: Duration::from_secs(1),
+        max_wait: Duration::from_secs(30),
+    };
+    let client = Client::with_token(api_url, token, policy)?;
+    let mut object = client
+        .get_json::<Tagged>(&format!("/repos/{repository}/git/ref/tags/{tag}"))
+        .await?
+        .object;
+    // An annotated tag names a tag object, which names the commit (at most a short chain).
+    for _ in 0..4 {
+        if object.kind != "tag" {
+            break;
+        }
+        object = client
+            .get_json::<Tagged>(&format!("/repos/{repository}/git/tags/{}", object.sha))
+            .await?
+            .object;
+    }
+    if object.kind == "commit" && object.sha.len() == 40 && object.sha.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        Ok(object.sha.to_ascii_lowercase())
+    } else {
+        Err(GithubError::Protocol(format!(
+            "the tag {tag} of {repository} names no commit"
+        )))
+    }
+}
+
 /// Logs what the token may do on the repository and warns when that is more than bork-ci needs
 /// (`contents: write` and `pull-requests: write`, i.e. push without admin). Returns the
 /// permission names granted.

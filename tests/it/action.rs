@@ -593,6 +593,31 @@ fn action_refuses_a_release_asset_whose_sum_differs() {
     assert_eq!(tree_hash(repo.path()), before, "the repository is unchanged");
 }
 
+/// A repository whose spec wants DONE in `src/app.txt`, with an executable checker that says so
+/// and the scripted model, one iteration.
+fn checked_repo() -> Repo {
+    let repo = Repo::new(&[
+        ("specs/app.md", "The app says DONE.\n"),
+        ("src/app.txt", "not yet\n"),
+        (
+            "check.sh",
+            &crate::support::checker_wanting("src/app.txt", "DONE"),
+        ),
+        (
+            ".config/bork.json",
+            r#"{"correctness-checker": "check.sh", "max-iterations": 1, "llm": {"provider": "scripted"}}"#,
+        ),
+    ]);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        repo.path().join("check.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod");
+    repo.commit("a checker");
+    repo
+}
+
 /// A run that needs a human leaves the step green by default (`fail-on: error`), with the
 /// outcome in the outputs; `fail-on: error,needs-human` makes the same run fail the step.
 #[test]
@@ -602,25 +627,7 @@ fn action_fail_on_decides_whether_an_outcome_fails_the_step() {
     let assets = serve(BTreeMap::from([(format!("/v{VERSION}/{asset}"), bytes)]));
     let action = action_copy(scratch.path(), &[format!("{VERSION} {asset} {sum}")]);
     for (fail_on, code) in [("", 0), ("error,needs-human", 1)] {
-        let repo = Repo::new(&[
-            ("specs/app.md", "The app says DONE.\n"),
-            ("src/app.txt", "not yet\n"),
-            (
-                "check.sh",
-                &crate::support::checker_wanting("src/app.txt", "DONE"),
-            ),
-            (
-                ".config/bork.json",
-                r#"{"correctness-checker": "check.sh", "max-iterations": 1, "llm": {"provider": "scripted"}}"#,
-            ),
-        ]);
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(
-            repo.path().join("check.sh"),
-            std::fs::Permissions::from_mode(0o755),
-        )
-        .expect("chmod");
-        repo.commit("a checker");
+        let repo = checked_repo();
         let answers = script(
             scratch.path(),
             &[json!({"create-or-update": {"src/app.txt": "still not\n"}})],
@@ -882,25 +889,7 @@ fn action_runs_bork_ci_in_its_working_directory() {
     let (asset, bytes, sum) = release_asset(scratch.path());
     let assets = serve(BTreeMap::from([(format!("/v{VERSION}/{asset}"), bytes)]));
     let action = action_copy(scratch.path(), &[format!("{VERSION} {asset} {sum}")]);
-    let repo = Repo::new(&[
-        ("specs/app.md", "The app says DONE.\n"),
-        ("src/app.txt", "not yet\n"),
-        (
-            "check.sh",
-            &crate::support::checker_wanting("src/app.txt", "DONE"),
-        ),
-        (
-            ".config/bork.json",
-            r#"{"correctness-checker": "check.sh", "max-iterations": 1, "llm": {"provider": "scripted"}}"#,
-        ),
-    ]);
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(
-        repo.path().join("check.sh"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .expect("chmod");
-    repo.commit("a checker");
+    let repo = checked_repo();
     // The workspace holds the repository as `app/`.
     let workspace = scratch.path().join("workspace");
     std::fs::create_dir_all(&workspace).expect("workspace");

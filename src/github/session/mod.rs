@@ -241,7 +241,7 @@ pub async fn tag_commit(
     struct Tagged {
         object: Object,
     }
-    let policy = super::RetryPolicy {
+    let policy = super::data::RetryPolicy {
         max_attempts: 3,
         base: Duration::from_secs(1),
         max_wait: Duration::from_secs(30),

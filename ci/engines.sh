@@ -25,6 +25,8 @@
 #                                          all), then a table pass/fail/skipped per test and engine;
 #                                          a failed test is run once more alone, and one that then
 #                                          passes is shown FLAKY (its failure printed), not failed
+#        ci/engines.sh image               builds (once) and prints the engine image: Debian's
+#                                          dockerd, for a docker:dind service (tests/it/ci_templates.rs)
 #        ci/engines.sh dood-run [-C DIR] [--copy PATH]... -- CMD [ARG...]
 #                                          CMD in a fresh container with the host's socket, the
 #                                          files of DIR (default: this checkout; tracked and
@@ -460,6 +462,7 @@ case "$command" in
     env) print_env "$@" ;;
     test) lock; run_matrix "$@" ;;
     dood-run) dood_run "$@" ;;
+    image) lock; build_engine_image >&2; engine_image ;;
     -h|--help|help) usage ;;
     *) usage ;;
 esac

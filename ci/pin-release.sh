@@ -50,7 +50,7 @@ printf '  %s\n' "${lines[@]}"
 if [ -n "$image" ]; then
     name="${image%@*}"
     digest="${image#*@}"
-    for file in ci/gitlab-ci.yml ci/gitlab-ci-dind.yml ci/buildkite.yml ci/Jenkinsfile; do
+    for file in ci/gitlab-ci.yml ci/gitlab-ci-dind.yml ci/buildkite.yml ci/Jenkinsfile ci/toolchain.Dockerfile; do
         [ -f "$file" ] || continue
         tmp="$(mktemp)"
         sed -E "s#ghcr\.io/[a-z0-9_.-]+/bork-ci:[0-9A-Za-z.+-]+(@sha256:[0-9a-f]{64})?#$name:$version@$digest#g" "$file" >"$tmp"

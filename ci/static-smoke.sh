@@ -3,7 +3,8 @@
 # (tests/it/static_build.rs): the binary alone in a `FROM scratch` container reaches a fake model
 # by host name (its resolver and root store need nothing from the container), and the release
 # image (images/release/Dockerfile, on the local debian:bookworm-slim) runs git and `bork-ci pack`
-# on a checkout owned by another uid.
+# on a checkout owned by another uid; then the GitLab and Buildkite templates run end to end in
+# that image (tests/it/ci_templates.rs).
 #   BORK_STATIC_TARGET_DIR  the static build's target directory, kept between runs so rebuilds are
 #                           incremental (default: ~/.cache/bork-ci/static-target; a separate one,
 #                           since RUSTFLAGS differ from the normal build's)
@@ -27,3 +28,9 @@ ci/build-images.sh debian
 start=$(date +%s)
 BORK_STATIC_BINARY=$binary cargo test --locked --test it static_build -- --ignored
 say "container smoke: $(($(date +%s) - start)) s"
+
+# The GitLab (Docker-in-Docker) and Buildkite templates as `init` writes them, run as those CI
+# systems run a job, with the release image built from this binary (tests/it/ci_templates.rs).
+start=$(date +%s)
+BORK_STATIC_BINARY=$binary cargo test --locked --test it ci_templates -- --ignored --test-threads 1
+say "CI templates end to end: $(($(date +%s) - start)) s"

@@ -111,6 +111,18 @@ const PYTHON_SETUP: &str = concat!(
     "python3 -m pip install --quiet --disable-pip-version-check --target \"$BORK_DEPS_DIR/site\" $want"
 );
 
+/// Node's setup: `npm ci` (or `npm install` without a lock file) of the project's manifest in
+/// `$BORK_DEPS_DIR` (never in the checkout, which judges read as it is); the checker finds the
+/// packages through `NODE_PATH` and their commands through `PATH`.
+const NODE_SETUP: &str = concat!(
+    "export npm_config_cache=\"$BORK_DEPS_DIR/npm-cache\"; ",
+    "cp package.json \"$BORK_DEPS_DIR/\" || exit 1; ",
+    "for file in package-lock.json npm-shrinkwrap.json .npmrc; do [ ! -f \"$file\" ] || cp \"$file\" \"$BORK_DEPS_DIR/\" || exit 1; done; ",
+    "cd \"$BORK_DEPS_DIR\" || exit 1; ",
+    "if [ -f package-lock.json ] || [ -f npm-shrinkwrap.json ]; then exec npm ci --no-audit --no-fund; fi; ",
+    "exec npm install --no-audit --no-fund --no-package-lock"
+);
+
 /// A src layout: the package's folder (one holding `__init__.py`) is under `src/`, so the tests
 /// import it with `src` on the path.
 fn python_src_layout(repo: &Path) -> bool {
@@ -146,9 +158,9 @@ pub fn plan(
         ),
         Some(Toolchain::Node) => (
             "node:lts-bookworm",
-            Vec::new(),
-            "npm test --silent".to_owned(),
-            "npm test: run `npm ci` in the CI job before bork-ci, so that node_modules is in the checkout",
+            vec![NODE_SETUP],
+            "env NODE_PATH=\"$BORK_DEPS_DIR/node_modules\" PATH=\"$BORK_DEPS_DIR/node_modules/.bin:$PATH\" npm_config_cache=\"$BORK_DEPS_DIR/npm-cache\" bork-ci check -- npm test --silent".to_owned(),
+            "npm test, with the packages `sandbox.setup` installed (`npm ci`) into the dependency cache",
         ),
         Some(Toolchain::Go) => (
             "golang:1-bookworm",
@@ -219,8 +231,24 @@ pub fn plan(
             text,
             executable: false,
         });
+        // Buildkite's and Jenkins' steps run in the toolchain image with bork-ci copied in.
+        if matches!(ci, Ci::Buildkite | Ci::Jenkins) {
+            files.push(File {
+                path: TOOLCHAIN_DOCKERFILE.to_owned(),
+                text: toolchain_dockerfile(image),
+                executable: false,
+            });
+        }
     }
     files
+}
+
+/// Where `init --ci buildkite|jenkins` writes the image their steps run in.
+pub const TOOLCHAIN_DOCKERFILE: &str = ".config/bork-ci.Dockerfile";
+
+/// `ci/toolchain.Dockerfile` for `image`: the toolchain image with bork-ci copied in.
+fn toolchain_dockerfile(image: &str) -> String {
+    include_str!("../ci/toolchain.Dockerfile").replace("FROM TOOLCHAIN_IMAGE", &format!("FROM {image}"))
 }
 
 /// The action this bork-ci belongs to, and its own version.
@@ -268,7 +296,7 @@ pub fn ci_note(ci: Ci, image: &str) -> Option<String> {
             "GitLab: the Docker-in-Docker variant (ci/gitlab-ci-dind.yml), so the checker runs in {image} through the Docker sandbox (bork-ci's own image has no toolchain); it needs a runner that allows privileged services. Without one, use ci/gitlab-ci.yml with a toolchain image that has bork-ci copied in (COPY --from=ghcr.io/bork-ci/bork-ci:{VERSION} /usr/local/bin/bork-ci /usr/local/bin/bork-ci) and set sandbox.kind to none"
         )),
         Ci::Buildkite | Ci::Jenkins => Some(format!(
-            "{}: the step runs bork-ci with --sandbox none in its image, and the checker runs there too: name a toolchain image with bork-ci copied in in its `image:` (FROM {image}, then COPY --from=ghcr.io/bork-ci/bork-ci:{VERSION} /usr/local/bin/bork-ci /usr/local/bin/bork-ci, and git), or the checker finds no toolchain",
+            "{}: the step builds {TOOLCHAIN_DOCKERFILE} ({image}, the toolchain image, with bork-ci {VERSION} copied in from its release image) on the agent, which needs Docker, and runs bork-ci there with --sandbox none, so the checker finds its toolchain; keep that file's second FROM equal to sandbox.image",
             if ci == Ci::Buildkite {
                 "Buildkite"
             } else {
@@ -316,7 +344,19 @@ mod tests {
         let note = ci_note(Ci::Gitlab, "buildpack-deps:bookworm").expect("a note");
         assert!(note.contains("buildpack-deps:bookworm") && note.contains("Docker-in-Docker"));
         let note = ci_note(Ci::Jenkins, "rust:1-bookworm").expect("a note");
-        assert!(note.contains("FROM rust:1-bookworm") && note.contains("COPY --from"));
+        assert!(note.contains("rust:1-bookworm") && note.contains(TOOLCHAIN_DOCKERFILE));
+        let jenkins = plan(dir.path(), Some(Toolchain::Rust), Some(Ci::Jenkins), None);
+        let dockerfile = jenkins.last().expect("a Dockerfile");
+        assert_eq!(dockerfile.path, TOOLCHAIN_DOCKERFILE);
+        assert!(
+            dockerfile.text.contains("\nFROM rust:1-bookworm\n")
+                && dockerfile
+                    .text
+                    .contains("COPY --from=bork-ci /usr/local/bin/bork-ci"),
+            "{}",
+            dockerfile.text
+        );
+        assert!(jenkins[2].text.contains("dir '.config'"), "{}", jenkins[2].text);
         assert!(
             files[1].text.ends_with("\nexec bork-ci check -- make test\n"),
             "{}",

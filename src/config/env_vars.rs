@@ -146,6 +146,8 @@ pub const OTHER_VARS: &[&str] = &[
     "BORK_GITHUB_TOKEN",
     // The Action's `api-key` input, named by `--api-key-env`.
     "BORK_ACTION_LLM_KEY",
+    // The Buildkite template's extra `docker run` options (read by the step, not by bork-ci).
+    "BORK_CI_DOCKER_ARGS",
 ];
 
 /// Prefixes of `BORK_*` variables that belong to bork-ci's own scripts and tests, not to a run.

@@ -795,6 +795,7 @@ fn release_follow_up_pins_the_sums_then_writes_that_commit_into_the_copy_me_work
         "gitlab-ci-dind.yml",
         "buildkite.yml",
         "Jenkinsfile",
+        "toolchain.Dockerfile",
     ];
     for name in ["pin-release.sh", "pin-copy-me.sh", "release-sums.txt"]
         .iter()

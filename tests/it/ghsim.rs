@@ -92,6 +92,12 @@ impl GithubSim {
         .await;
     }
 
+    /// The URL `git clone` takes for `repo` (`owner/name`), authenticated with `token`.
+    pub fn clone_url(&self, repo: &str, token: &str) -> String {
+        let authority = self.url.trim_start_matches("http://");
+        format!("http://x-access-token:{token}@{authority}/{repo}.git")
+    }
+
     /// Clones `acme/widgets` into `dir` (as alice, who can read).
     pub fn clone_into(&self, dir: &Path) {
         let authority = self.url.trim_start_matches("http://");

@@ -10,6 +10,7 @@ mod architecture;
 mod budgets;
 mod check;
 mod ci_setup;
+mod ci_templates;
 mod cli;
 mod deps;
 mod diff_base;

@@ -201,6 +201,11 @@ fn init_doctor_and_run_on_a_fresh_node_repository() {
             "package.json",
             "{\"name\": \"triple\", \"version\": \"1.0.0\", \"private\": true, \"scripts\": {\"test\": \"node test.js\"}}\n",
         ),
+        // A lock file: init's setup runs `npm ci` (into the dependency cache, never the checkout).
+        (
+            "package-lock.json",
+            "{\"name\": \"triple\", \"version\": \"1.0.0\", \"lockfileVersion\": 3, \"requires\": true, \"packages\": {\"\": {\"name\": \"triple\", \"version\": \"1.0.0\"}}}\n",
+        ),
         ("src/index.js", "exports.triple = (x) => x;\n"),
         ("test.js", test),
     ]);

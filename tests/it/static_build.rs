@@ -75,6 +75,20 @@ fn build_image(tag: &str, files: &[(&str, &Path)], dockerfile: &str, args: &[&st
     run(&mut command);
 }
 
+/// Builds the release image (`images/release/Dockerfile`) from the static binary as `tag`.
+pub(crate) fn build_release_image(tag: &str) {
+    let binary = static_binary();
+    let dockerfile =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("images/release/Dockerfile"))
+            .expect("images/release/Dockerfile");
+    build_image(
+        tag,
+        &[("linux/amd64/bork-ci", &binary)],
+        &dockerfile,
+        &["--build-arg", "TARGETPLATFORM=linux/amd64"],
+    );
+}
+
 /// A DNS server on `127.x.y.z:53` (UDP) that answers `A` for [`MODEL_HOST`] with 127.0.0.1,
 /// an empty `NOERROR` for its other types, and `NXDOMAIN` for every other name.
 struct FakeDns {
@@ -240,16 +254,7 @@ async fn static_build_reaches_a_fake_model_by_name_from_an_empty_container() {
 #[test]
 #[ignore = "needs the static build: ci/static-smoke.sh runs it"]
 fn release_image_packs_a_checkout_owned_by_another_uid() {
-    let binary = static_binary();
-    let dockerfile =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("images/release/Dockerfile"))
-            .expect("images/release/Dockerfile");
-    build_image(
-        RELEASE_IMAGE,
-        &[("linux/amd64/bork-ci", &binary)],
-        &dockerfile,
-        &["--build-arg", "TARGETPLATFORM=linux/amd64"],
-    );
+    build_release_image(RELEASE_IMAGE);
 
     let repo = Repo::new(&[
         ("specs/app.md", "The app prints DONE.\n"),

@@ -352,6 +352,40 @@ fn is_not_found(error: &bollard::errors::Error) -> bool {
     )
 }
 
+/// The engine at `endpoint`: over TCP with TLS when `tls` names the client's certificate folder
+/// (`DOCKER_TLS_VERIFY` set, as the Docker CLI reads it: `ca.pem`, `cert.pem` and `key.pem`, e.g.
+/// a `docker:dind` service's `/certs/client`), plain HTTP over TCP otherwise; a Unix socket as
+/// its URL says.
+fn connect_to(endpoint: &str, tls: Option<std::path::PathBuf>) -> Result<Docker, bollard::errors::Error> {
+    let tcp = endpoint.starts_with("tcp://") || endpoint.starts_with("https://");
+    match tls {
+        Some(certs) if tcp => Docker::connect_with_ssl(
+            endpoint,
+            &certs.join("key.pem"),
+            &certs.join("cert.pem"),
+            &certs.join("ca.pem"),
+            120,
+            bollard::API_DEFAULT_VERSION,
+        ),
+        _ if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") => {
+            Docker::connect_with_http(endpoint, 120, bollard::API_DEFAULT_VERSION)
+        }
+        _ => Docker::connect_with_host(endpoint),
+    }
+}
+
+/// The Docker CLI's certificate folder: `DOCKER_CERT_PATH`, else `~/.docker`.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the sandbox: the engine's documented DOCKER_CERT_PATH"
+)]
+fn cert_path() -> std::path::PathBuf {
+    match std::env::var_os("DOCKER_CERT_PATH").filter(|path| !path.is_empty()) {
+        Some(path) => path.into(),
+        None => std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".docker"),
+    }
+}
+
 impl DockerSandbox {
     /// Connects to the engine, negotiates the API version and checks that it answers.
     #[expect(
@@ -368,7 +402,8 @@ impl DockerSandbox {
             host: endpoint.clone(),
             reason,
         };
-        let docker = Docker::connect_with_host(&endpoint).map_err(|e| unreachable(e.to_string()))?;
+        let tls = std::env::var("DOCKER_TLS_VERIFY").is_ok_and(|value| !value.is_empty());
+        let docker = connect_to(&endpoint, tls.then(cert_path)).map_err(|e| unreachable(e.to_string()))?;
         let docker = match tokio::time::timeout(Duration::from_secs(15), docker.negotiate_version()).await {
             Ok(Ok(docker)) => docker,
             Ok(Err(error)) => return Err(unreachable(error.to_string())),

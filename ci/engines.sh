@@ -27,6 +27,7 @@
 #                                          passes is shown FLAKY (its failure printed), not failed
 #        ci/engines.sh image               builds (once) and prints the engine image: Debian's
 #                                          dockerd, for a docker:dind service (tests/it/ci_templates.rs)
+#        ci/engines.sh seccomp             the seccomp profile such an engine's container runs with
 #        ci/engines.sh dood-run [-C DIR] [--copy PATH]... -- CMD [ARG...]
 #                                          CMD in a fresh container with the host's socket, the
 #                                          files of DIR (default: this checkout; tracked and
@@ -463,6 +464,7 @@ case "$command" in
     test) lock; run_matrix "$@" ;;
     dood-run) dood_run "$@" ;;
     image) lock; build_engine_image >&2; engine_image ;;
+    seccomp) seccomp_profile ;;
     -h|--help|help) usage ;;
     *) usage ;;
 esac

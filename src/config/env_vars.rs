@@ -146,7 +146,10 @@ pub const OTHER_VARS: &[&str] = &[
     "BORK_GITHUB_TOKEN",
     // The Action's `api-key` input, named by `--api-key-env`.
     "BORK_ACTION_LLM_KEY",
-    // The Buildkite template's extra `docker run` options (read by the step, not by bork-ci).
+    // The CI templates' own variables, read by their scripts (the repository, passed as
+    // `--github-repo`; Buildkite's extra `docker run` options), and often in bork-ci's
+    // environment too.
+    "BORK_GITHUB_REPO",
     "BORK_CI_DOCKER_ARGS",
 ];
 

@@ -82,8 +82,9 @@ impl Project {
                 "owner": "acme", "name": "app", "default_branch": "main",
                 "files": {
                     "specs/widget.md": "The widget's colour is blue.\n",
-                    "widget.py": "COLOUR = \"red\"\n",
-                    "tests/test_widget.py": "from widget import COLOUR\n\n\ndef test_colour():\n    assert COLOUR == \"blue\"\n",
+                    "src/app/__init__.py": "",
+                    "src/app/widget.py": "COLOUR = \"red\"\n",
+                    "tests/test_widget.py": "from app.widget import COLOUR\n\n\ndef test_colour():\n    assert COLOUR == \"blue\"\n",
                     "pyproject.toml": "[project]\nname = \"app\"\nversion = \"0.1.0\"\n",
                 }
             })),
@@ -150,11 +151,7 @@ impl Project {
 
     /// The pull requests of `acme/app`.
     async fn pulls(&self) -> Vec<Value> {
-        let state = self.sim.state().await;
-        state["repos"]["acme/app"]["pulls"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
+        crate::ghsim::pulls_in(&self.sim.state().await, "acme/app")
     }
 }
 
@@ -176,11 +173,13 @@ fn choose_image(dir: &Path) {
 }
 
 /// The model's one answer: the code the spec asks for.
+fn answer() -> Value {
+    json!({"create-or-update": {"src/app/widget.py": "COLOUR = \"blue\"\n"}})
+}
+
+/// The fake OpenAI server giving [`answer`].
 async fn model() -> FakeLlm {
-    FakeLlm::openai(vec![Reply::json(
-        &json!({"create-or-update": {"widget.py": "COLOUR = \"blue\"\n"}}),
-    )])
-    .await
+    FakeLlm::openai(vec![Reply::json(&answer())]).await
 }
 
 fn yaml(path: &Path) -> Value {
@@ -189,7 +188,7 @@ fn yaml(path: &Path) -> Value {
 
 /// Checks the run's outcome: a converged report in the checkout, and one pull request from
 /// `bork/feature` into `feature` whose head holds the model's code.
-async fn assert_delivered(project: &Project, fake: &FakeLlm, report: &Path, log: &str) {
+async fn assert_delivered(project: &Project, fake: Option<&FakeLlm>, report: &Path, log: &str) {
     let report: Value = serde_json::from_str(
         &std::fs::read_to_string(report).unwrap_or_else(|_| panic!("no report; the log:\n{log}")),
     )
@@ -197,16 +196,25 @@ async fn assert_delivered(project: &Project, fake: &FakeLlm, report: &Path, log:
     assert_eq!(report["status"], "converged", "{report}\n{log}");
     let pulls = project.pulls().await;
     assert_eq!(pulls.len(), 1, "{pulls:?}\n{log}");
-    assert_eq!(pulls[0]["head"]["ref"], "bork/feature", "{pulls:?}");
-    assert_eq!(pulls[0]["base"]["ref"], "feature", "{pulls:?}");
-    let received = fake.received();
-    assert!(!received.is_empty(), "the model was never asked\n{log}");
-    assert!(
-        received
-            .iter()
-            .all(|request| request.header("authorization") == Some(format!("Bearer {TEST_KEY}").as_str())),
-        "the key reached the model as the CI variable holds it"
+    assert_eq!(pulls[0]["head"], "bork/feature", "{pulls:?}");
+    assert_eq!(pulls[0]["base"], "feature", "{pulls:?}");
+    let clone = tempfile::tempdir().expect("tempdir");
+    project.checkout_into(clone.path());
+    git(clone.path(), &["fetch", "-q", "origin", "bork/feature"]);
+    assert_eq!(
+        git(clone.path(), &["show", "FETCH_HEAD:src/app/widget.py"]),
+        "COLOUR = \"blue\"\n"
     );
+    if let Some(fake) = fake {
+        let received = fake.received();
+        assert!(!received.is_empty(), "the model was never asked\n{log}");
+        assert!(
+            received
+                .iter()
+                .all(|request| request.header("authorization") == Some(format!("Bearer {TEST_KEY}").as_str())),
+            "the key reached the model as the CI variable holds it"
+        );
+    }
     assert!(!log.contains(TEST_KEY) && !log.contains(BOT_TOKEN), "{log}");
 }
 
@@ -240,17 +248,40 @@ chmod -R a+rX .
         run(Command::new("sh").args(["-c", script]).current_dir(certs.path()));
         let name = format!("bork-ci-test-dind-{}", std::process::id());
         let _ = Command::new("docker").args(["rm", "-f", "-v", &name]).output();
+        // `--privileged` (what GitLab's runner gives a dind service) is refused on this machine:
+        // the engines matrix's grant instead (CAP_SYS_ADMIN, NET_ADMIN and SYS_PTRACE, a private
+        // cgroup namespace whose hierarchies are remounted read-write, its seccomp profile).
+        let seccomp = certs.path().join("seccomp.json");
+        let profile =
+            run(Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/engines.sh")).arg("seccomp"));
+        std::fs::write(&seccomp, &profile.stdout).expect("seccomp profile");
+        let dockerd = "for mnt in /sys/fs/cgroup /sys/fs/cgroup/*; do mount -o remount,rw,bind \"$mnt\"; done; \
+            exec dockerd --host tcp://0.0.0.0:2376 --tlsverify --tlscacert /certs/server/ca.pem \
+            --tlscert /certs/server/cert.pem --tlskey /certs/server/key.pem --storage-driver overlay2";
         run(Command::new("docker")
-            .args(["run", "-d", "--privileged", "--name", &name])
+            .args(["run", "-d", "--name", &name])
+            .args([
+                "--cap-add",
+                "SYS_ADMIN",
+                "--cap-add",
+                "NET_ADMIN",
+                "--cap-add",
+                "SYS_PTRACE",
+            ])
+            .args(["--cgroupns", "private", "--security-opt"])
+            .arg(format!("seccomp={}", seccomp.display()))
             .args(["--publish", &format!("127.0.0.1:{DIND_PORT}:2376")])
             .arg("--volume")
             .arg(format!("{}:/certs:ro", certs.path().display()))
-            .args(["--volume", "/var/lib/docker", "--entrypoint", "dockerd", image])
-            .args(["--host", "tcp://0.0.0.0:2376", "--tlsverify"])
-            .args(["--tlscacert", "/certs/server/ca.pem"])
-            .args(["--tlscert", "/certs/server/cert.pem"])
-            .args(["--tlskey", "/certs/server/key.pem"])
-            .args(["--storage-driver", "overlay2"]));
+            .args([
+                "--volume",
+                "/var/lib/docker",
+                "--entrypoint",
+                "sh",
+                image,
+                "-c",
+                dockerd,
+            ]));
         let service = DindService { name, certs };
         for _ in 0..120 {
             if service
@@ -335,7 +366,16 @@ async fn gitlab_dind_template_runs_the_checker_in_the_toolchain_image_and_delive
     let image = release_image();
     ensure_toolchain_image();
     let project = Project::new("gitlab").await;
-    let fake = model().await;
+    // The edit step runs on the service's engine, in its network: here that cannot reach a
+    // server on this machine's loopback (on GitLab it reaches the provider), so the model is
+    // the scripted one, named by CI variables; the Buildkite test speaks to the fake OpenAI
+    // server.
+    let scripted = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        scripted.path().join("answers.json"),
+        serde_json::to_string(&json!({"answers": [answer()]})).expect("JSON"),
+    )
+    .expect("answers");
     let build = tempfile::tempdir().expect("tempdir");
     let project_dir = build.path().join("acme/app");
     project.checkout_into(&project_dir);
@@ -396,7 +436,8 @@ async fn gitlab_dind_template_runs_the_checker_in_the_toolchain_image_and_delive
         ("BORK_GITHUB_REPO", "acme/app".to_owned()),
         ("GITHUB_API_URL", project.sim.url.clone()),
         ("GITHUB_SERVER_URL", project.sim.url.clone()),
-        ("BORK_LLM_BASE_URL", fake.base_url()),
+        ("BORK_LLM_PROVIDER", "scripted".to_owned()),
+        ("BORK_LLM_SCRIPT", "/bork-test/answers.json".to_owned()),
     ] {
         env.insert(key.into(), value);
     }
@@ -420,7 +461,9 @@ async fn gitlab_dind_template_runs_the_checker_in_the_toolchain_image_and_delive
         .arg(format!("{}:/builds/acme/app", project_dir.display()))
         .args(["--workdir", "/builds/acme/app"])
         .arg("--volume")
-        .arg(format!("{}:/certs/client:ro", dind.client_certs().display()));
+        .arg(format!("{}:/certs/client:ro", dind.client_certs().display()))
+        .arg("--volume")
+        .arg(format!("{}:/bork-test:ro", scripted.path().display()));
     for (key, value) in &env {
         command.arg("--env").arg(format!("{key}={value}"));
     }
@@ -435,7 +478,7 @@ async fn gitlab_dind_template_runs_the_checker_in_the_toolchain_image_and_delive
         String::from_utf8_lossy(&output.stderr)
     );
     assert_eq!(output.status.code(), Some(0), "{log}");
-    assert_delivered(&project, &fake, &project_dir.join("bork-ci-report.json"), &log).await;
+    assert_delivered(&project, None, &project_dir.join("bork-ci-report.json"), &log).await;
 
     // The judges ran on the service's engine, in the toolchain image, and left nothing there.
     let events = run(dind.docker().args([
@@ -522,7 +565,7 @@ async fn buildkite_step_runs_bork_ci_in_the_toolchain_image_it_builds_and_delive
         String::from_utf8_lossy(&output.stderr)
     );
     assert_eq!(output.status.code(), Some(0), "{log}");
-    assert_delivered(&project, &fake, &checkout.join("bork-ci-report.json"), &log).await;
+    assert_delivered(&project, Some(&fake), &checkout.join("bork-ci-report.json"), &log).await;
     // The image the step built: the toolchain with bork-ci copied in.
     let probe = run(Command::new("docker").args([
         "run",

@@ -164,14 +164,19 @@ impl Drop for GithubSim {
 /// The pull requests of `acme/widgets` in a state the simulator returned (its repos are a map
 /// or a list, depending on the version).
 pub fn pulls_of(state: &Value) -> Vec<Value> {
-    state["repos"]["acme/widgets"]["pulls"]
+    pulls_in(state, "acme/widgets")
+}
+
+/// The pull requests of `repo` (`owner/name`) in a state the simulator returned.
+pub fn pulls_in(state: &Value, repo: &str) -> Vec<Value> {
+    state["repos"][repo]["pulls"]
         .as_array()
         .cloned()
         .or_else(|| {
             state["repos"]
                 .as_array()
-                .and_then(|repos| repos.iter().find(|r| r["full_name"] == "acme/widgets"))
-                .and_then(|repo| repo["pulls"].as_array().cloned())
+                .and_then(|repos| repos.iter().find(|r| r["full_name"] == repo))
+                .and_then(|entry| entry["pulls"].as_array().cloned())
         })
         .unwrap_or_default()
 }

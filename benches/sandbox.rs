@@ -59,6 +59,7 @@ fn main() {
     let mut settings = bork_ci::config::SandboxConfig::default()
         .docker_settings(artifacts.path().to_owned())
         .expect("the default settings convert");
+    settings.host = std::env::var("DOCKER_HOST").ok().filter(|host| !host.is_empty());
     settings.image = IMAGE.to_owned();
     settings.pull = PullPolicy::Never;
     // Bind mounts, as `docker run -v` does (`cargo bench --bench transport` compares with copy).

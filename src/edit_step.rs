@@ -11,11 +11,10 @@
 //! function, refusals and approvals the step would have used.
 
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
@@ -279,29 +278,8 @@ pub fn write_json<T: Serialize>(dir: &Path, name: &str, value: &T) -> Result<()>
 /// Reads `dir/name` as JSON: a regular file, never through a symlink, at most 256 MiB. The other
 /// side of the state directory may be a container holding model-written code.
 pub fn read_json<T: for<'de> Deserialize<'de>>(dir: &Path, name: &str) -> Result<T> {
-    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(name);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc_flags())
-        .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    let metadata = file
-        .metadata()
-        .with_context(|| format!("inspecting {}", path.display()))?;
-    if !metadata.is_file() {
-        bail!("{} is not a regular file", path.display());
-    }
-    if metadata.len() > OUTPUT_CAP {
-        bail!("{} is larger than {OUTPUT_CAP} bytes", path.display());
-    }
-    let mut text = Vec::new();
-    file.take(OUTPUT_CAP + 1)
-        .read_to_end(&mut text)
+    let text = crate::safe_fs::read_no_follow(&path, OUTPUT_CAP)
         .with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))
-}
-
-fn libc_flags() -> i32 {
-    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32
 }

@@ -11,6 +11,11 @@
 //! accept only a regular file. Nothing is ever written inside a `.git` folder, and every write
 //! is redacted of registered secrets (`secrets`).
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "this module is where files outside the working tree are opened, read and written"
+)]
+
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
@@ -44,6 +49,81 @@ pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
         return Err(too_large(limit));
     }
     Ok(bytes)
+}
+
+/// Opens the regular file at `path` for reading, never through a symlink at its last component
+/// (`O_NOFOLLOW`: `ELOOP`), never blocking on a FIFO. A FIFO, socket, device or folder is an
+/// `InvalidInput` error. Where the other side of a folder may be a container holding
+/// model-written code (the edit step's state, the judges' tree), this is how a file is opened.
+pub fn open_no_follow(path: &Path) -> io::Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags(OFlags::NOFOLLOW))
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, device, socket or folder is never read)",
+        ));
+    }
+    Ok(file)
+}
+
+/// [`open_no_follow`], then at most `limit` bytes: a larger file is an `InvalidInput` error.
+pub fn read_no_follow(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let file = open_no_follow(path)?;
+    if file.metadata()?.len() > limit {
+        return Err(too_large(limit));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(limit));
+    }
+    Ok(bytes)
+}
+
+/// The first `limit` bytes of the regular file at `path` (a symlink to one is followed; fewer
+/// when the file is shorter): an executable's headers, say.
+pub fn read_prefix(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags(OFlags::empty()))
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Stamps the folder at `path` as modified now (what `bork-ci gc` goes by); best effort.
+pub fn touch_folder(path: &Path) {
+    if let Ok(folder) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags(OFlags::DIRECTORY | OFlags::NOFOLLOW))
+        .open(path)
+    {
+        let _ = folder.set_modified(std::time::SystemTime::now());
+    }
+}
+
+/// The lock file at `path` (created empty if absent, never truncated, never through a symlink),
+/// open for `flock`.
+pub fn lock_file(path: &Path) -> io::Result<std::fs::File> {
+    refuse_git(path, &parent_of(path))?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o644)
+        .custom_flags(flags(OFlags::NOFOLLOW))
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    Ok(file)
 }
 
 /// Passes the regular file at `path` (not a symlink: `O_NOFOLLOW`) to `each` in pieces, at most

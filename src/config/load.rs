@@ -333,6 +333,7 @@ pub fn load_with_trusted(
         llm_credentials: config.llm.credentials(env),
         review_llm_credentials: crate::llm::Credentials::default(),
         docker_host: env.get("DOCKER_HOST").filter(|host| !host.is_empty()).cloned(),
+        docker_tls: docker_tls(env),
         push: push_event(env),
         setup_network: setup_network(env),
         toolchain_homes: toolchain_homes(env),
@@ -349,7 +350,7 @@ pub fn load_with_trusted(
     };
     resolved.validate()?;
     if let Some(checker) = &mut resolved.config.correctness_checker {
-        *checker = crate::edit::policy::normalize_path(checker);
+        *checker = crate::edit::glob::normalize_path(checker);
     }
     resolved.review_api_key = Some(resolved.review_llm().key_env())
         .filter(|name| !name.is_empty())
@@ -462,4 +463,15 @@ fn describe(error: &figment::Error, figment: &Figment) -> ConfigError {
         source_name,
         message,
     }
+}
+
+/// The Docker CLI's TLS client settings: with `DOCKER_TLS_VERIFY` set (non-empty), the folder of
+/// `ca.pem`, `cert.pem` and `key.pem`: `DOCKER_CERT_PATH`, else `~/.docker`.
+fn docker_tls(env: &BTreeMap<String, String>) -> Option<std::path::PathBuf> {
+    env.get("DOCKER_TLS_VERIFY").filter(|value| !value.is_empty())?;
+    let folder = match env.get("DOCKER_CERT_PATH").filter(|path| !path.is_empty()) {
+        Some(path) => std::path::PathBuf::from(path),
+        None => std::path::PathBuf::from(env.get("HOME").map(String::as_str).unwrap_or("")).join(".docker"),
+    };
+    Some(folder)
 }

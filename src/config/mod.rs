@@ -76,6 +76,9 @@ pub struct Resolved {
     pub review_llm_credentials: crate::llm::Credentials,
     /// `DOCKER_HOST`, when set: the engine the docker backend talks to.
     pub docker_host: Option<String>,
+    /// With `DOCKER_TLS_VERIFY` set, the client certificate folder (`DOCKER_CERT_PATH`, else
+    /// `~/.docker`) for a `tcp://` engine.
+    pub docker_tls: Option<std::path::PathBuf>,
     /// The push this run was started by, from the CI's variables (see [`push_event`]).
     pub push: Option<crate::pack::PushEvent>,
     /// The runner's proxy variables and CA bundle, for the setup commands.
@@ -257,6 +260,7 @@ impl Resolved {
             .docker_settings(self.artifact_root())
             .map_err(|message| self.bad("sandbox.memory", message))?;
         settings.host = self.docker_host.clone();
+        settings.tls = self.docker_tls.clone();
         if self.config.run_timeout_secs > 0 {
             settings.lease = std::time::Duration::from_secs(self.config.run_timeout_secs)
                 + crate::sandbox::docker::LEASE_GRACE;
@@ -345,6 +349,34 @@ mod tests {
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()
+    }
+
+    #[test]
+    fn a_tls_engine_is_read_as_the_docker_cli_reads_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tls = |pairs: &[(&str, &str)]| {
+            let resolved = load(dir.path(), None, &env(pairs), &vec![]).expect("loads");
+            let settings = resolved.docker_settings().expect("settings");
+            (settings.host, settings.tls)
+        };
+        assert_eq!(
+            tls(&[("DOCKER_HOST", "tcp://docker:2376")]),
+            (Some("tcp://docker:2376".into()), None)
+        );
+        assert_eq!(tls(&[("DOCKER_TLS_VERIFY", ""), ("HOME", "/h")]).1, None);
+        assert_eq!(
+            tls(&[("DOCKER_TLS_VERIFY", "1"), ("HOME", "/h")]).1,
+            Some(std::path::PathBuf::from("/h/.docker"))
+        );
+        assert_eq!(
+            tls(&[
+                ("DOCKER_TLS_VERIFY", "1"),
+                ("DOCKER_CERT_PATH", "/certs/client"),
+                ("HOME", "/h")
+            ])
+            .1,
+            Some(std::path::PathBuf::from("/certs/client"))
+        );
     }
 
     #[test]

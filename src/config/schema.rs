@@ -316,6 +316,10 @@ impl LlmConfig {
                 credentials.plain.insert(name, value.clone());
             }
         }
+        credentials.home = env
+            .get("HOME")
+            .filter(|home| !home.is_empty())
+            .map(std::path::PathBuf::from);
         credentials
     }
 }
@@ -546,6 +550,7 @@ impl SandboxConfig {
         use crate::sandbox::docker;
         Ok(docker::DockerSettings {
             host: None,
+            tls: None,
             image: self.image.clone(),
             runner_image: self.runner_image.clone(),
             runner_binary: None,

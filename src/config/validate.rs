@@ -54,7 +54,7 @@ pub fn repo_relative_problem(path: &str) -> Option<String> {
     if path.split('/').any(|part| part.eq_ignore_ascii_case(".git")) {
         return Some(format!("{path:?} points into .git"));
     }
-    if crate::edit::policy::normalize_path(path).is_empty() {
+    if crate::edit::glob::normalize_path(path).is_empty() {
         return Some(format!("{path:?} names no file"));
     }
     None
@@ -70,7 +70,7 @@ impl Resolved {
                     format!("{glob:?}: give globs with `/` separators and no `..` component"),
                 ));
             }
-            if crate::edit::policy::normalize_glob(glob)
+            if crate::edit::glob::normalize_glob(glob)
                 .trim_matches('/')
                 .is_empty()
             {

@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
-use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
 use globset::GlobSet;
@@ -450,7 +450,7 @@ impl JudgeRules {
             .map(|(glob, _)| ((*glob).to_owned(), (*glob).to_owned()))
             .collect();
         if let Some(folder) = checker
-            .map(crate::edit::policy::normalize_path)
+            .map(crate::edit::glob::normalize_path)
             .and_then(|checker| checker.rsplit_once('/').map(|(folder, _)| folder.to_owned()))
             .filter(|folder| !folder.is_empty())
         {
@@ -479,19 +479,19 @@ impl JudgeRules {
     }
 
     /// Compiles the rules.
-    pub fn matcher(&self) -> Result<Matcher, crate::edit::policy::RuleError> {
+    pub fn matcher(&self) -> Result<Matcher, crate::edit::glob::RuleError> {
         let mut builder = globset::GlobSetBuilder::new();
         let mut rules = Vec::new();
         for (glob, rule) in &self.globs {
-            crate::edit::policy::add_rule(
+            crate::edit::glob::add_rule(
                 &mut builder,
                 &mut rules,
-                &crate::edit::policy::normalize_glob(glob),
+                &crate::edit::glob::normalize_glob(glob),
                 rule,
             )?;
         }
         let code = match &self.code {
-            Some(code) => Some(code.matcher().map_err(crate::edit::policy::RuleError)?),
+            Some(code) => Some(code.matcher().map_err(crate::edit::glob::RuleError)?),
             None => None,
         };
         Ok(Matcher {
@@ -865,7 +865,7 @@ fn walk(repo: &Path, matcher: &Matcher, visit: &mut dyn FnMut(String, Entry, Str
                 };
                 let entry = match found {
                     JudgeMatch::Keyed if meta.is_file() => {
-                        let bytes = read_no_follow(&item.path(), MAX_KEYED_BYTES).ok();
+                        let bytes = crate::safe_fs::read_no_follow(&item.path(), MAX_KEYED_BYTES).ok();
                         Entry::Sections(matcher.keyed_sections(&folded, bytes.as_deref()))
                     }
                     _ => entry_of(repo, &rel, &item.path(), &meta),
@@ -961,31 +961,9 @@ fn entry_of(repo: &Path, rel: &str, full: &Path, meta: &std::fs::Metadata) -> En
     }
 }
 
-/// Opens a regular file without following a final symlink and without blocking on a FIFO.
-fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
-    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::CLOEXEC;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits() as i32)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
-    Ok(file)
-}
-
-fn read_no_follow(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    open_no_follow(path)?.take(limit).read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
 /// sha256 of a regular file's content, streamed.
 fn hash_file(path: &Path) -> std::io::Result<String> {
-    let mut file = open_no_follow(path)?;
+    let mut file = crate::safe_fs::open_no_follow(path)?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 64 * 1024];
     loop {

@@ -15,6 +15,7 @@
 
 pub mod apply;
 pub mod code;
+pub mod glob;
 pub mod identity;
 pub mod judge_files;
 pub mod layout;

@@ -344,7 +344,7 @@ impl AwsAuth {
             }),
             _ => None,
         };
-        let home = std::env::home_dir().unwrap_or_default();
+        let home = credentials.home.clone().unwrap_or_default();
         let profile_files = vec![
             plain("AWS_CONFIG_FILE").map_or_else(|| home.join(".aws/config"), Into::into),
             plain("AWS_SHARED_CREDENTIALS_FILE").map_or_else(|| home.join(".aws/credentials"), Into::into),

@@ -117,6 +117,36 @@ impl Usage {
         }
     }
 
+    /// `self` with each side the server left at zero estimated from its size, as [`Usage::estimate`]
+    /// does (and marked as estimated): a server that reports no usage at all, or one that counts
+    /// only the answer (`prompt_tokens: 0` for a non-empty request), must not make the budgets
+    /// blind.
+    pub fn filled_in(self, request_bytes: usize, answer_bytes: usize) -> Usage {
+        if self.total_tokens() == 0 {
+            return Usage::estimate(request_bytes, answer_bytes);
+        }
+        let estimate = Usage::estimate(request_bytes, answer_bytes);
+        let input_missing = self.input_tokens == 0 && request_bytes > 0;
+        let output_missing = self.output_tokens == 0 && answer_bytes > 0;
+        if !input_missing && !output_missing {
+            return self;
+        }
+        Usage {
+            input_tokens: if input_missing {
+                estimate.input_tokens
+            } else {
+                self.input_tokens
+            },
+            output_tokens: if output_missing {
+                estimate.output_tokens
+            } else {
+                self.output_tokens
+            },
+            cached_input_tokens: self.cached_input_tokens,
+            estimated_answers: self.estimated_answers.max(1),
+        }
+    }
+
     /// Input plus output tokens: what a per-run token budget counts.
     pub fn total_tokens(&self) -> u64 {
         self.input_tokens.saturating_add(self.output_tokens)
@@ -614,6 +644,9 @@ pub enum AuthMode {
 pub struct Credentials {
     pub secrets: BTreeMap<String, SecretString>,
     pub plain: BTreeMap<String, String>,
+    /// `HOME`, where the shared credential files are by default (`~/.aws/config`): a place, not
+    /// a credential, so never handed to the edit step (which has its own).
+    pub home: Option<std::path::PathBuf>,
 }
 
 impl Credentials {
@@ -730,6 +763,40 @@ pub(super) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_side_the_server_left_at_zero_is_estimated() {
+        let reported = |input, output| Usage {
+            input_tokens: input,
+            output_tokens: output,
+            cached_input_tokens: 0,
+            estimated_answers: 0,
+        };
+        // Both reported: kept as they are.
+        assert_eq!(reported(10, 2).filled_in(4000, 40), reported(10, 2));
+        // Nothing reported: the whole estimate.
+        assert_eq!(reported(0, 0).filled_in(4000, 40), Usage::estimate(4000, 40));
+        // The answer counted, the request not (a 24 kB request is about 6,000 tokens).
+        let filled = reported(0, 7).filled_in(24_000, 40);
+        assert_eq!(
+            (
+                filled.input_tokens,
+                filled.output_tokens,
+                filled.estimated_answers
+            ),
+            (6000, 7, 1)
+        );
+        // The request counted, a non-empty answer not.
+        let filled = reported(900, 0).filled_in(4000, 40);
+        assert_eq!(
+            (
+                filled.input_tokens,
+                filled.output_tokens,
+                filled.estimated_answers
+            ),
+            (900, 10, 1)
+        );
+    }
 
     #[test]
     fn bedrocks_default_model_follows_the_region() {

@@ -593,11 +593,10 @@ impl HttpProvider {
                 Attempt::Answer(result) => {
                     let mut result = result.map_err(|error| self.scrub_error(error));
                     // A server that reports no usage (llama.cpp's ignores
-                    // `stream_options.include_usage`) must not make the budgets blind.
-                    if let Ok(completion) = &mut result
-                        && completion.usage.total_tokens() == 0
-                    {
-                        completion.usage = Usage::estimate(body.len(), completion.text.len());
+                    // `stream_options.include_usage`), or no input tokens, must not make the
+                    // budgets blind.
+                    if let Ok(completion) = &mut result {
+                        completion.usage = completion.usage.filled_in(body.len(), completion.text.len());
                     }
                     self.count(match &result {
                         Ok(completion) => completion.usage,

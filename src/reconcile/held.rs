@@ -83,7 +83,7 @@ fn finding_file(finding: &Finding) -> Option<&str> {
 /// A path as findings and edits spell it, for comparison: no leading `./`, no empty or `.`
 /// components.
 fn normalize(path: &str) -> String {
-    crate::edit::policy::normalize_path(path)
+    crate::edit::glob::normalize_path(path)
 }
 
 /// A finding in one line: its file and the first line of its text, at most 200 characters,

@@ -881,7 +881,7 @@ pub(super) async fn round(
 fn warn_if_first_estimate(report: &mut RunReport, added: Usage) {
     let before = report.usage.estimated_answers + report.review_usage.estimated_answers;
     if added.estimated_answers > 0 && before == 0 {
-        let message = "the model's server reported no token usage for an answer: bork-ci estimates it (about 4 bytes a token of the request and the answer), the budgets count the estimate, and the report marks it as estimated";
+        let message = "the model's server reported no token usage for an answer (or none for its request): bork-ci estimates it (about 4 bytes a token of the request and the answer), the budgets count the estimate, and the report marks it as estimated";
         tracing::warn!("{message}");
         report.warnings.push(message.to_owned());
     }

@@ -88,21 +88,14 @@ impl Warm {
     /// other way, or it cannot be had.
     fn lock(&self, exclusive: bool) -> Option<File> {
         std::fs::create_dir_all(&self.dir).ok()?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(self.dir.join("lock"))
-            .ok()?;
+        let file = crate::safe_fs::lock_file(&self.dir.join("lock")).ok()?;
         let locked = if exclusive {
             file.try_lock()
         } else {
             file.try_lock_shared()
         };
         // Used now: what `bork-ci gc` goes by.
-        if let Ok(folder) = File::open(&self.dir) {
-            let _ = folder.set_modified(std::time::SystemTime::now());
-        }
+        crate::safe_fs::touch_folder(&self.dir);
         locked.ok().map(|()| file)
     }
 

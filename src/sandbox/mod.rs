@@ -295,10 +295,8 @@ impl SharedDirs {
     pub fn use_deps_key(&self, key: &str) {
         let path = self.root.join("deps").join(key);
         *self.deps.write().unwrap_or_else(|p| p.into_inner()) = (key.to_owned(), path.clone());
-        if std::fs::create_dir_all(&path).is_ok()
-            && let Ok(folder) = std::fs::File::open(&path)
-        {
-            let _ = folder.set_modified(std::time::SystemTime::now());
+        if std::fs::create_dir_all(&path).is_ok() {
+            crate::safe_fs::touch_folder(&path);
         }
     }
 

@@ -1478,3 +1478,43 @@ fn the_guard_check_finds_an_invented_name() {
         ["safety::made_up_test", "invented_unit_test"]
     );
 }
+
+/// The fields of a container's hardening (`HostConfig`): written by one constructor.
+const HARDENING_FIELDS: &[&str] = &["cap_drop:", "readonly_rootfs:", "security_opt:", "privileged:"];
+
+/// The files that write a hardening field of a container's host configuration.
+fn hardening_writers(code: &[(String, String)]) -> Vec<String> {
+    code.iter()
+        .filter(|(_, text)| {
+            let text = without_comments(text);
+            HARDENING_FIELDS.iter().any(|field| names_call(&text, field))
+        })
+        .map(|(file, _)| file.clone())
+        .collect()
+}
+
+/// Every container bork-ci starts (jobs, setup, the `copy` transport's helpers) is hardened by
+/// `sandbox::docker::hardening::host_config` alone, so no container can miss a field of it.
+#[test]
+fn one_constructor_hardens_every_container() {
+    assert_eq!(hardening_writers(&code()), ["sandbox/docker/hardening.rs"]);
+    // Self-test: a second place that hardens a container by hand is found.
+    let planted = vec![
+        (
+            "sandbox/docker/hardening.rs".to_owned(),
+            "HostConfig { cap_drop: Some(vec![]) }".to_owned(),
+        ),
+        (
+            "sandbox/docker/transport.rs".to_owned(),
+            "let host = HostConfig {\n    readonly_rootfs: Some(true),\n};".to_owned(),
+        ),
+        (
+            "sandbox/docker/mod.rs".to_owned(),
+            "// cap_drop: in a comment only\nlet x = my_cap_drop: 1;".to_owned(),
+        ),
+    ];
+    assert_eq!(
+        hardening_writers(&planted),
+        ["sandbox/docker/hardening.rs", "sandbox/docker/transport.rs"]
+    );
+}

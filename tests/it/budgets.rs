@@ -366,3 +366,50 @@ async fn a_streamed_answer_without_usage_is_estimated_and_the_token_budget_still
     let summary = std::fs::read_to_string(&summary_file).expect("summary");
     assert!(summary.contains("estimated"), "{summary}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_counts_no_prompt_tokens_is_estimated_and_the_token_budget_still_stops_the_run() {
+    // A server that reports `prompt_tokens: 0` with its completion tokens: the request's tokens
+    // are estimated, so a 3,000-token budget stops a run whose prompt alone is about 6,000.
+    let fake = FakeLlm::openai_with(
+        vec![Reply::json(
+            &json!({"create-or-update": {"src/app.txt": "not yet\n"}}),
+        )],
+        crate::fake_llm::Quirks {
+            reports_no_prompt_tokens: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    let big = "a line of the repository that the prompt carries\n".repeat(500);
+    let repo = Repo::new(&[
+        ("specs/app.md", "The app prints DONE.\n"),
+        ("src/app.txt", "nothing\n"),
+        ("src/notes.txt", &big),
+        (
+            "check.sh",
+            &crate::support::checker_wanting("src/app.txt", "DONE"),
+        ),
+        (".config/bork.json", r#"{"correctness-checker": "check.sh"}"#),
+    ]);
+    repo.write("specs/app.md", "The app prints DONE, loudly.\n");
+    let mut context = TestContext::on(&repo);
+    context.openai(&fake).env("BORK_LLM_MAX_TOTAL_TOKENS", "3000");
+    let outcome = context.run_async(&[]).await;
+    let report = &outcome.report;
+    assert_eq!(outcome.code, 1, "{}", outcome.stderr);
+    assert_stopped_by(report, "llm.max-total-tokens");
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "one answer, then the budget stops the run"
+    );
+    let usage = &report["usage"];
+    assert!(usage["input-tokens"].as_u64().unwrap_or(0) > 3000, "{usage}");
+    assert_eq!(usage["estimated-answers"], 1, "{usage}");
+    assert!(
+        outcome.stderr.contains("reported no token usage"),
+        "{}",
+        outcome.stderr
+    );
+}

@@ -255,11 +255,15 @@ chmod -R a+rX .
         let profile =
             run(Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/engines.sh")).arg("seccomp"));
         std::fs::write(&seccomp, &profile.stdout).expect("seccomp profile");
+        let seccomp_arg = format!("seccomp={}", seccomp.display());
+        let certs_arg = format!("{}:/certs:ro", certs.path().display());
+        // Removed when the test ends, also when the engine created it but could not start it.
+        let service = DindService { name, certs };
         let dockerd = "for mnt in /sys/fs/cgroup /sys/fs/cgroup/*; do mount -o remount,rw,bind \"$mnt\"; done; \
             exec dockerd --host tcp://0.0.0.0:2376 --tlsverify --tlscacert /certs/server/ca.pem \
             --tlscert /certs/server/cert.pem --tlskey /certs/server/key.pem --storage-driver overlay2";
         run(Command::new("docker")
-            .args(["run", "-d", "--name", &name])
+            .args(["run", "-d", "--name", &service.name])
             .args([
                 "--cap-add",
                 "SYS_ADMIN",
@@ -269,10 +273,10 @@ chmod -R a+rX .
                 "SYS_PTRACE",
             ])
             .args(["--cgroupns", "private", "--security-opt"])
-            .arg(format!("seccomp={}", seccomp.display()))
+            .arg(&seccomp_arg)
             .args(["--publish", &format!("127.0.0.1:{DIND_PORT}:2376")])
             .arg("--volume")
-            .arg(format!("{}:/certs:ro", certs.path().display()))
+            .arg(&certs_arg)
             .args([
                 "--volume",
                 "/var/lib/docker",
@@ -282,7 +286,6 @@ chmod -R a+rX .
                 "-c",
                 dockerd,
             ]));
-        let service = DindService { name, certs };
         for _ in 0..120 {
             if service
                 .docker()

@@ -132,6 +132,9 @@ pub struct Quirks {
     /// Like llama-cpp-python's server: a streamed answer never carries a usage chunk, whatever
     /// `stream_options.include_usage` asks.
     pub ignores_include_usage: bool,
+    /// Like servers that count only what they generate: usage reports `prompt_tokens: 0` (and
+    /// no cached tokens) for every request, with the completion tokens.
+    pub reports_no_prompt_tokens: bool,
 }
 
 /// The body llama-cpp-python's server answers a `json_schema` request with (HTTP 500):
@@ -342,7 +345,11 @@ impl Respond for Responder {
         };
         log.next += 1;
         let number = log.next;
-        let prompt_tokens = (request.body.len() as u64).div_ceil(4);
+        let prompt_tokens = if state.quirks.reports_no_prompt_tokens {
+            0
+        } else {
+            (request.body.len() as u64).div_ceil(4)
+        };
         let cached = log
             .previous_prompt_tokens
             .map_or(0, |previous| previous.min(prompt_tokens));

@@ -58,6 +58,8 @@ pub fn settings(artifacts: &Path) -> DockerSettings {
     let mut settings = bork_ci::config::SandboxConfig::default()
         .docker_settings(artifacts.to_owned())
         .expect("the default settings convert");
+    // The engine under test, as a run's configuration takes it from the environment.
+    settings.host = std::env::var("DOCKER_HOST").ok().filter(|host| !host.is_empty());
     settings.image = TEST_IMAGE.to_owned();
     settings.runner_image = Some(TEST_IMAGE.to_owned());
     settings.pull = PullPolicy::Never;

@@ -10,7 +10,7 @@
 //! destination.
 
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 /// Entries of `.git` never copied: hooks run nothing in a checker, `FETCH_HEAD` can carry
@@ -50,22 +50,23 @@ fn header(kind: tar::EntryType, mode: u32, size: u64, mtime: u64) -> tar::Header
 /// Reads `path` without following a symlink at its last component, without blocking on a FIFO,
 /// at most `limit` bytes; `None` when it is not a regular file any more.
 fn read_file(path: &Path, limit: u64) -> std::io::Result<Option<(Vec<u8>, std::fs::Metadata)>> {
-    let flags = (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::CLOEXEC)
-        .bits() as i32;
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags)
-        .open(path)
-    {
+    let file = match crate::safe_fs::open_no_follow(path) {
         Ok(file) => file,
         Err(error) if error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
             return Ok(None);
         }
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error)
+            if matches!(
+                error.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::InvalidInput
+            ) =>
+        {
+            return Ok(None);
+        }
         Err(error) => return Err(error),
     };
     let metadata = file.metadata()?;
-    if !metadata.is_file() || metadata.len() > limit {
+    if metadata.len() > limit {
         return Ok(None);
     }
     let mut bytes = Vec::with_capacity(metadata.len() as usize);
@@ -556,7 +557,7 @@ pub fn read_single<R: Read>(reader: R, name: &str, limit: u64) -> std::io::Resul
 const MAX_REMOVE_LIST_BYTES: u64 = 256 * 1024 * 1024;
 
 pub fn unpack_tree(archive: &Path, delete: Option<&Path>, dest: &Path) -> std::io::Result<()> {
-    let file = std::fs::File::open(archive)?;
+    let file = crate::safe_fs::open_no_follow(archive)?;
     let listed = match delete {
         Some(list) => crate::safe_fs::read_regular(list, MAX_REMOVE_LIST_BYTES)?,
         None => Vec::new(),

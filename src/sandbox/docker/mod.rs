@@ -11,6 +11,7 @@
 //! printed: that is `checker`'s and `verify`'s business.
 
 mod archive;
+mod hardening;
 pub mod liveness;
 pub mod runner_image;
 pub mod transport;
@@ -24,9 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::exec::{StartExecOptions, StartExecResults};
-use bollard::models::{
-    ContainerCreateBody, ExecConfig, HostConfig, HostConfigLogConfig, Mount, MountTmpfsOptions, MountType,
-};
+use bollard::models::{ContainerCreateBody, ExecConfig, HostConfig, Mount, MountTmpfsOptions, MountType};
 use bollard::query_parameters::{
     AttachContainerOptions, BuildImageOptions, CreateContainerOptions, CreateImageOptions,
     KillContainerOptions, ListContainersOptions, ListVolumesOptions, RemoveContainerOptions,
@@ -109,8 +108,12 @@ pub const TMPFS_BYTES: u64 = 256 << 20;
 /// configuration (`config::SandboxConfig::docker_settings`), which holds their defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DockerSettings {
-    /// Engine endpoint (`unix://…`, `tcp://…`); `None` means `DOCKER_HOST`, then the local socket.
+    /// Engine endpoint (`unix://…`, `tcp://…`), `DOCKER_HOST` as `config` read it; `None`: the
+    /// local socket.
     pub host: Option<String>,
+    /// The TLS client certificate folder (`ca.pem`, `cert.pem`, `key.pem`) for a `tcp://`
+    /// engine: `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH` as `config` read them.
+    pub tls: Option<std::path::PathBuf>,
     /// `sandbox.image`: the toolchain image the checker and the verifier run in.
     pub image: String,
     /// `sandbox.runner-image`: the bork-ci image the edit step runs in; `None` builds one from
@@ -313,13 +316,7 @@ impl std::fmt::Debug for DockerSandbox {
     }
 }
 
-/// No log driver: bork-ci reads a job's output itself, and the engine keeps no copy of it.
-fn no_logs() -> Option<HostConfigLogConfig> {
-    Some(HostConfigLogConfig {
-        typ: Some("none".to_owned()),
-        config: None,
-    })
-}
+use hardening::no_logs;
 
 /// Creates a container named `bork-ci-<role>-<12 hex>`, so whoever lists the engine's
 /// containers sees whose it is and what it is for; returns its id.
@@ -353,9 +350,8 @@ fn is_not_found(error: &bollard::errors::Error) -> bool {
 }
 
 /// The engine at `endpoint`: over TCP with TLS when `tls` names the client's certificate folder
-/// (`DOCKER_TLS_VERIFY` set, as the Docker CLI reads it: `ca.pem`, `cert.pem` and `key.pem`, e.g.
-/// a `docker:dind` service's `/certs/client`), plain HTTP over TCP otherwise; a Unix socket as
-/// its URL says.
+/// (`ca.pem`, `cert.pem` and `key.pem`, e.g. a `docker:dind` service's `/certs/client`), plain
+/// HTTP over TCP otherwise; a Unix socket as its URL says.
 fn connect_to(endpoint: &str, tls: Option<std::path::PathBuf>) -> Result<Docker, bollard::errors::Error> {
     let tcp = endpoint.starts_with("tcp://") || endpoint.starts_with("https://");
     match tls {
@@ -374,36 +370,18 @@ fn connect_to(endpoint: &str, tls: Option<std::path::PathBuf>) -> Result<Docker,
     }
 }
 
-/// The Docker CLI's certificate folder: `DOCKER_CERT_PATH`, else `~/.docker`.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the sandbox: the engine's documented DOCKER_CERT_PATH"
-)]
-fn cert_path() -> std::path::PathBuf {
-    match std::env::var_os("DOCKER_CERT_PATH").filter(|path| !path.is_empty()) {
-        Some(path) => path.into(),
-        None => std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".docker"),
-    }
-}
-
 impl DockerSandbox {
     /// Connects to the engine, negotiates the API version and checks that it answers.
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the sandbox: the engine's documented DOCKER_HOST"
-    )]
     pub async fn connect(settings: DockerSettings, run_id: &str) -> Result<DockerSandbox, SandboxError> {
         let endpoint = settings
             .host
             .clone()
-            .or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()))
             .unwrap_or_else(|| DEFAULT_DOCKER_HOST.to_owned());
         let unreachable = |reason: String| SandboxError::Unreachable {
             host: endpoint.clone(),
             reason,
         };
-        let tls = std::env::var("DOCKER_TLS_VERIFY").is_ok_and(|value| !value.is_empty());
-        let docker = connect_to(&endpoint, tls.then(cert_path)).map_err(|e| unreachable(e.to_string()))?;
+        let docker = connect_to(&endpoint, settings.tls.clone()).map_err(|e| unreachable(e.to_string()))?;
         let docker = match tokio::time::timeout(Duration::from_secs(15), docker.negotiate_version()).await {
             Ok(Ok(docker)) => docker,
             Ok(Err(error)) => return Err(unreachable(error.to_string())),
@@ -1443,22 +1421,8 @@ impl DockerSandbox {
             env.push((name.clone(), value.clone()));
         }
         let host_config = HostConfig {
-            mounts: Some(mounts),
             tmpfs: Some(tmpfs),
-            readonly_rootfs: Some(true),
-            cap_drop: Some(vec!["ALL".to_owned()]),
-            security_opt: Some(vec!["no-new-privileges".to_owned()]),
-            privileged: Some(false),
-            network_mode: Some(network),
-            memory: self.settings.memory.and_then(|m| i64::try_from(m).ok()),
-            memory_swap: self.settings.memory.and_then(|m| i64::try_from(m).ok()),
-            nano_cpus: self.settings.cpus.map(|cpus| (cpus * 1e9) as i64),
-            pids_limit: self.settings.pids_limit,
-            ulimits: Some(self.settings.ulimits.to_api()),
-            init: Some(true),
-            ipc_mode: Some("private".to_owned()),
-            log_config: no_logs(),
-            ..Default::default()
+            ..hardening::host_config(&self.settings, mounts, &network)
         };
         prepared.body = ContainerCreateBody {
             image: Some(image),

@@ -269,14 +269,7 @@ pub fn tool_layout(executable: &Path) -> Result<Vec<(String, ToolFile)>, Sandbox
         source: std::io::Error::other(reason),
     };
     // The ELF header and program headers are at the start; the interpreter's name follows them.
-    let head = {
-        use std::io::Read;
-        let mut head = Vec::new();
-        std::fs::File::open(executable)
-            .and_then(|file| file.take(1 << 20).read_to_end(&mut head))
-            .map_err(|error| failed(error.to_string()))?;
-        head
-    };
+    let head = crate::safe_fs::read_prefix(executable, 1 << 20).map_err(|error| failed(error.to_string()))?;
     let Some(interpreter) = interpreter(&head).map_err(failed)? else {
         return Ok(vec![(
             "bin/bork-ci".to_owned(),
@@ -644,14 +637,7 @@ mod tests {
         let layout = tool_layout(&executable).expect("a layout");
         let paths: Vec<&str> = layout.iter().map(|(path, _)| path.as_str()).collect();
         assert!(paths.contains(&"bin/bork-ci"), "{paths:?}");
-        let head = {
-            use std::io::Read;
-            let mut head = Vec::new();
-            std::fs::File::open(&executable)
-                .and_then(|file| file.take(1 << 20).read_to_end(&mut head))
-                .expect("read");
-            head
-        };
+        let head = crate::safe_fs::read_prefix(&executable, 1 << 20).expect("read");
         match interpreter(&head).expect("ELF") {
             None => assert_eq!(layout, [("bin/bork-ci".to_owned(), ToolFile::Host(executable))]),
             Some(loader) => {

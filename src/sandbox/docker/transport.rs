@@ -334,16 +334,11 @@ impl DockerSandbox {
             network_disabled: Some(true),
             attach_stdout: Some(true),
             attach_stderr: Some(true),
-            host_config: Some(HostConfig {
-                mounts: Some(vec![volume(name, super::DEPS_MOUNT, false)]),
-                network_mode: Some("none".to_owned()),
-                readonly_rootfs: Some(true),
-                cap_drop: Some(vec!["ALL".to_owned()]),
-                security_opt: Some(vec!["no-new-privileges".to_owned()]),
-                ulimits: Some(self.settings.ulimits.to_api()),
-                log_config: no_logs(),
-                ..Default::default()
-            }),
+            host_config: Some(super::hardening::host_config(
+                &self.settings,
+                vec![volume(name, super::DEPS_MOUNT, false)],
+                "none",
+            )),
             ..Default::default()
         };
         let ran = match self.new_container("open-deps", body).await {
@@ -634,19 +629,11 @@ impl DockerSandbox {
             attach_stderr: Some(true),
             labels: Some(container_labels),
             network_disabled: Some(true),
-            host_config: Some(HostConfig {
-                mounts: Some(vec![volume(name, super::REPO_MOUNT, false)]),
-                network_mode: Some("none".to_owned()),
-                readonly_rootfs: Some(true),
-                cap_drop: Some(vec!["ALL".to_owned()]),
-                security_opt: Some(vec!["no-new-privileges".to_owned()]),
-                memory: self.settings.memory.and_then(|m| i64::try_from(m).ok()),
-                memory_swap: self.settings.memory.and_then(|m| i64::try_from(m).ok()),
-                pids_limit: self.settings.pids_limit,
-                ulimits: Some(self.settings.ulimits.to_api()),
-                log_config: no_logs(),
-                ..Default::default()
-            }),
+            host_config: Some(super::hardening::host_config(
+                &self.settings,
+                vec![volume(name, super::REPO_MOUNT, false)],
+                "none",
+            )),
             ..Default::default()
         };
         let helper = self

@@ -1480,7 +1480,7 @@ fn the_guard_check_finds_an_invented_name() {
 }
 
 /// The fields of a container's hardening (`HostConfig`): written by one constructor.
-const HARDENING_FIELDS: &[&str] = &["cap_drop:", "readonly_rootfs:", "security_opt:", "privileged:"];
+const HARDENING_FIELDS: &[&str] = &["cap_drop:", "readonly_rootfs:", "security_opt:"];
 
 /// The files that write a hardening field of a container's host configuration.
 fn hardening_writers(code: &[(String, String)]) -> Vec<String> {

@@ -29,18 +29,28 @@ fn flags(extra: OFlags) -> i32 {
 /// Reads the regular file at `path` (a symlink to one is followed), at most `limit` bytes. A
 /// FIFO, socket, device or directory is an `InvalidInput` error; so is a larger file.
 pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    read_bounded(open_regular(path, OFlags::empty())?, limit)
+}
+
+/// Opens `path` for reading with `extra` flags (always non-blocking); anything but a regular
+/// file is an `InvalidInput` error.
+fn open_regular(path: &Path, extra: OFlags) -> io::Result<std::fs::File> {
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(flags(OFlags::empty()))
+        .custom_flags(flags(extra))
         .open(path)?;
-    let metadata = file.metadata()?;
-    if !metadata.is_file() {
+    if !file.metadata()?.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "not a regular file (a FIFO, device, socket or folder is never read)",
         ));
     }
-    if metadata.len() > limit {
+    Ok(file)
+}
+
+/// All of `file`, at most `limit` bytes: a larger one is an `InvalidInput` error.
+fn read_bounded(file: std::fs::File, limit: u64) -> io::Result<Vec<u8>> {
+    if file.metadata()?.len() > limit {
         return Err(too_large(limit));
     }
     let mut bytes = Vec::new();
@@ -56,45 +66,21 @@ pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
 /// `InvalidInput` error. Where the other side of a folder may be a container holding
 /// model-written code (the edit step's state, the judges' tree), this is how a file is opened.
 pub fn open_no_follow(path: &Path) -> io::Result<std::fs::File> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags(OFlags::NOFOLLOW))
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file (a FIFO, device, socket or folder is never read)",
-        ));
-    }
-    Ok(file)
+    open_regular(path, OFlags::NOFOLLOW)
 }
 
 /// [`open_no_follow`], then at most `limit` bytes: a larger file is an `InvalidInput` error.
 pub fn read_no_follow(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    let file = open_no_follow(path)?;
-    if file.metadata()?.len() > limit {
-        return Err(too_large(limit));
-    }
-    let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(too_large(limit));
-    }
-    Ok(bytes)
+    read_bounded(open_no_follow(path)?, limit)
 }
 
 /// The first `limit` bytes of the regular file at `path` (a symlink to one is followed; fewer
 /// when the file is shorter): an executable's headers, say.
 pub fn read_prefix(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags(OFlags::empty()))
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
-    }
     let mut bytes = Vec::new();
-    file.take(limit).read_to_end(&mut bytes)?;
+    open_regular(path, OFlags::empty())?
+        .take(limit)
+        .read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -131,16 +117,7 @@ pub fn lock_file(path: &Path) -> io::Result<std::fs::File> {
 /// `InvalidInput` error (a link `ELOOP`); so is a larger file. Nothing is held in memory but one
 /// piece.
 pub fn stream_regular(path: &Path, limit: u64, mut each: impl FnMut(&[u8])) -> io::Result<u64> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags(OFlags::NOFOLLOW))
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file (a FIFO, device, socket or folder is never read)",
-        ));
-    }
+    let file = open_no_follow(path)?;
     let mut reader = file.take(limit + 1);
     let mut buffer = vec![0u8; 64 * 1024];
     let mut total = 0u64;

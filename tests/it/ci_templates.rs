@@ -26,12 +26,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
 use crate::fake_llm::{FakeLlm, Reply, TEST_KEY};
 use crate::ghsim::GithubSim;
+use crate::static_build::run;
 use crate::support::git;
 
 const BOT_TOKEN: &str = "t-bork-bot";
@@ -43,18 +44,6 @@ fn release_image() -> String {
     let tag = format!("ghcr.io/bork-ci/bork-ci:{}", env!("CARGO_PKG_VERSION"));
     crate::static_build::build_release_image(&tag);
     tag
-}
-
-fn run(command: &mut Command) -> Output {
-    let output = command.output().expect("spawning a command");
-    assert!(
-        output.status.success(),
-        "{command:?} failed ({}):\nstdout: {}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
 }
 
 fn ensure_toolchain_image() {

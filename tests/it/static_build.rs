@@ -45,7 +45,7 @@ fn static_binary() -> PathBuf {
     path
 }
 
-fn run(command: &mut Command) -> Output {
+pub(crate) fn run(command: &mut Command) -> Output {
     let output = command.output().expect("spawning a command");
     assert!(
         output.status.success(),

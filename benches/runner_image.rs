@@ -33,7 +33,8 @@ fn remove(tag: &str) {
 
 fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let docker = bollard::Docker::connect_with_defaults().expect("the Docker engine");
+    let docker =
+        bork_ci::sandbox::docker::bollard::Docker::connect_with_defaults().expect("the Docker engine");
     let executable = Executable::at(std::path::Path::new(env!("CARGO_BIN_EXE_bork-ci"))).expect("bork-ci");
     let tag = executable.tag();
     // The baseline's context: the same layer, unpacked, built the old way.

@@ -17,8 +17,8 @@ stage() {
     timings+=("$(printf '%6d s  %s' $((SECONDS - start)) "$name")")
 }
 stage "format" cargo fmt --all -- --check
-stage "lints (clippy -D warnings, all targets)" cargo clippy --locked --all-targets -- -D warnings
-stage "unit tests" cargo test --locked --lib
+stage "lints (clippy -D warnings, all targets)" cargo clippy --locked --workspace --all-targets -- -D warnings
+stage "unit tests" cargo test --locked --workspace --lib
 stage "architecture tests" cargo test --locked --test it architecture::
 printf '\n== fast tier: stage times\n'
 printf '%s\n' "${timings[@]}"

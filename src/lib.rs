@@ -4,35 +4,24 @@
 //! its specs into one prompt, asks an LLM for file edits, applies them safely, runs the team's
 //! correctness checker, and loops until the checker is clean or the iteration cap is reached.
 //! See `ARCHITECTURE.md` for the code map and the invariants.
+//!
+//! The lower floors are crates of their own (`crates/`); their modules are re-exported here
+//! under the names the rest of bork-ci and its tests use.
 pub mod actions;
-pub mod blocking;
 pub mod budget;
-pub mod check;
-pub mod checker;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod delivery;
-pub mod edit;
 pub mod edit_step;
 pub mod exit;
-pub mod findings;
-pub mod git;
 pub mod github;
 pub mod init;
-pub mod llm;
-pub mod net;
 pub mod outputs;
-pub mod pack;
-pub mod prompt;
 pub mod reconcile;
 pub mod report;
-pub mod review;
-pub mod safe_fs;
-pub mod sandbox;
 pub mod sarif;
-pub mod secrets;
-pub mod strict_json;
-pub mod untrusted;
-pub mod url_text;
-pub mod verify;
+pub use bork_ci_core::{blocking, findings, git, net, safe_fs, secrets, strict_json, untrusted, url_text};
+pub use bork_ci_edit::{edit, pack, prompt, review};
+pub use bork_ci_llm::llm;
+pub use bork_ci_sandbox::{check, checker, sandbox, verify};

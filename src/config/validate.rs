@@ -277,7 +277,7 @@ impl Resolved {
             return Err(self.bad(&key("sts-url"), "must start with http:// or https://"));
         }
         for (name, value) in &llm.extra_headers {
-            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            if crate::net::reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
                 return Err(self.bad(
                     &key("extra-headers"),
                     format!("`{name}` is not an HTTP header name"),
@@ -290,7 +290,7 @@ impl Resolved {
                 ));
             }
             if crate::llm::endpoint::header_env_name(value).is_none()
-                && reqwest::header::HeaderValue::from_str(value).is_err()
+                && crate::net::reqwest::header::HeaderValue::from_str(value).is_err()
             {
                 return Err(self.bad(
                     &key("extra-headers"),

@@ -154,7 +154,7 @@ impl Client {
         policy: RetryPolicy,
     ) -> Result<Self, GithubError> {
         let http = crate::net::client_builder()
-            .redirect(reqwest::redirect::Policy::none())
+            .redirect(crate::net::reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(30))
             .read_timeout(Duration::from_secs(120))
             .build()

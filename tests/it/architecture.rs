@@ -23,15 +23,32 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every source file (relative to `src/`) with its text before its `#[cfg(test)]` module.
+/// The source roots: the binary crate's `src/` and each workspace crate's `crates/*/src/`. A
+/// crate keeps its modules under their names (`crates/sandbox/src/sandbox/…`), so a path relative
+/// to its root names the module wherever it lives.
+fn source_roots() -> Vec<PathBuf> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut roots = vec![manifest.join("src")];
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(manifest.join("crates"))
+        .expect("crates/")
+        .flatten()
+        .map(|entry| entry.path().join("src"))
+        .filter(|src| src.is_dir())
+        .collect();
+    crates.sort();
+    roots.extend(crates);
+    roots
+}
+
+/// Every source file (relative to its crate's `src/`) with its text before its `#[cfg(test)]`
+/// module.
 fn code() -> Vec<(String, String)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&root, &mut files);
-    files.sort();
-    files
-        .into_iter()
-        .map(|path| {
+    let mut out = Vec::new();
+    for root in source_roots() {
+        let mut files = Vec::new();
+        sources(&root, &mut files);
+        files.sort();
+        out.extend(files.into_iter().map(|path| {
             let text = std::fs::read_to_string(&path).expect("read");
             let code = match text.find("#[cfg(test)]") {
                 Some(at) => text[..at].to_owned(),
@@ -43,8 +60,9 @@ fn code() -> Vec<(String, String)> {
                 .to_string_lossy()
                 .into_owned();
             (relative, code)
-        })
-        .collect()
+        }));
+    }
+    out
 }
 
 /// The top-level module a file belongs to (`llm/openai.rs` → `llm`).
@@ -57,7 +75,16 @@ fn module_of(relative: &str) -> String {
         .to_owned()
 }
 
-/// Which top-level modules each top-level module names (`crate::name`).
+/// How code names a top-level module: `crate::` inside its crate, the crate's name across crates.
+const CRATE_PREFIXES: [&str; 5] = [
+    "crate::",
+    "bork_ci_core::",
+    "bork_ci_edit::",
+    "bork_ci_llm::",
+    "bork_ci_sandbox::",
+];
+
+/// Which top-level modules each top-level module names (`crate::name`, `bork_ci_core::name`).
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (relative, code) in code() {
@@ -66,13 +93,16 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
             continue;
         }
         let entry = graph.entry(from.clone()).or_default();
-        for (at, _) in code.match_indices("crate::") {
-            let name: String = code[at + 7..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if !name.is_empty() && name != from {
-                entry.insert(name);
+        // `crate::name` inside a crate, `bork_ci_core::name` (and the other crates) across them.
+        for prefix in CRATE_PREFIXES {
+            for (at, _) in code.match_indices(prefix) {
+                let name: String = code[at + prefix.len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name != from {
+                    entry.insert(name);
+                }
             }
         }
     }
@@ -196,6 +226,133 @@ fn the_boundary_check_finds_a_second_importer() {
             "bollard is used in verify.rs, outside sandbox/docker",
             "aws_config:: is used in llm/wire.rs, outside llm/aws_credentials",
             ":02X} is used in llm/address.rs, outside url_text.rs",
+        ]
+    );
+}
+
+/// The workspace's crates (as their manifests name them), the bork-ci crates each may depend on,
+/// and the boundary crates only it may name. Cargo keeps these walls once the manifests say so
+/// (a crate cannot use what it does not depend on, and crates cannot form a circle); this keeps
+/// the manifests saying what ARCHITECTURE.md's code map says.
+const CRATE_WALLS: &[(&str, &[&str], &[&str])] = &[
+    ("bork-ci-core", &[], &["reqwest"]),
+    ("bork-ci-edit", &["bork-ci-core"], &[]),
+    (
+        "bork-ci-llm",
+        &["bork-ci-core"],
+        &[
+            "aws-sigv4",
+            "aws-config",
+            "aws-credential-types",
+            "aws-smithy-runtime-api",
+            "aws-smithy-types",
+            "google-cloud-auth",
+        ],
+    ),
+    ("bork-ci-sandbox", &["bork-ci-core", "bork-ci-edit"], &["bollard"]),
+    (
+        "bork-ci",
+        &["bork-ci-core", "bork-ci-edit", "bork-ci-llm", "bork-ci-sandbox"],
+        &["octocrab"],
+    ),
+];
+
+/// A manifest's package name and the names in its dependency tables (normal, dev and build).
+fn manifest_dependencies(manifest: &str) -> (String, BTreeSet<String>) {
+    let mut name = String::new();
+    let mut deps = BTreeSet::new();
+    let mut section = String::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.trim_matches(['[', ']']).to_owned();
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        if section == "package" && key == "name" {
+            name = value.trim().trim_matches('"').to_owned();
+        } else if section.ends_with("dependencies") && !section.starts_with("workspace") {
+            deps.insert(key.to_owned());
+        }
+    }
+    (name, deps)
+}
+
+/// What the manifests get wrong against `CRATE_WALLS`: an unknown crate, a bork-ci crate
+/// depended on against the floors, a boundary crate named by a crate that does not own it.
+fn wall_breaches(manifests: &[String]) -> Vec<String> {
+    let owner_of = |dep: &str| {
+        CRATE_WALLS
+            .iter()
+            .find(|(_, _, own)| own.contains(&dep))
+            .map(|(name, _, _)| *name)
+    };
+    let mut wrong = Vec::new();
+    for manifest in manifests {
+        let (name, deps) = manifest_dependencies(manifest);
+        let Some((_, allowed, _)) = CRATE_WALLS.iter().find(|(crate_name, _, _)| *crate_name == name) else {
+            wrong.push(format!("{name} is not in the code map"));
+            continue;
+        };
+        for dep in &deps {
+            if dep.starts_with("bork-ci") && !allowed.contains(&dep.as_str()) {
+                wrong.push(format!("{name} depends on {dep}"));
+            }
+            if let Some(owner) = owner_of(dep)
+                && owner != name
+            {
+                wrong.push(format!("{name} names {dep}, which only {owner} may name"));
+            }
+        }
+    }
+    wrong
+}
+
+/// The root manifest and every `crates/*/Cargo.toml`.
+fn manifests() -> Vec<String> {
+    let mut out = vec![
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .expect("Cargo.toml"),
+    ];
+    for src in source_roots().into_iter().skip(1) {
+        let manifest = src.parent().expect("crate dir").join("Cargo.toml");
+        out.push(std::fs::read_to_string(manifest).expect("a crate's Cargo.toml"));
+    }
+    out
+}
+
+#[test]
+fn crates_depend_along_the_floors_and_boundary_crates_have_one_owner() {
+    let manifests = manifests();
+    assert_eq!(
+        manifests.len(),
+        CRATE_WALLS.len(),
+        "every crate is in the code map"
+    );
+    let wrong = wall_breaches(&manifests);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn the_wall_check_finds_a_crate_out_of_place() {
+    let planted = [
+        "[package]\nname = \"bork-ci-llm\"\n[dependencies]\nbork-ci-sandbox = { workspace = true }\n"
+            .to_owned(),
+        "[package]\nname = \"bork-ci-edit\"\n[dev-dependencies]\nbollard = \"0.21\"\n".to_owned(),
+        "[package]\nname = \"bork-ci\"\n[dependencies]\nreqwest = \"0.13\"\n".to_owned(),
+        "[package]\nname = \"bork-ci-extra\"\n".to_owned(),
+        "[package]\nname = \"bork-ci-sandbox\"\n[dependencies]\nbollard = \"0.21\"\nbork-ci-edit = \"0.1\"\n"
+            .to_owned(),
+    ];
+    assert_eq!(
+        wall_breaches(&planted),
+        [
+            "bork-ci-llm depends on bork-ci-sandbox",
+            "bork-ci-edit names bollard, which only bork-ci-sandbox may name",
+            "bork-ci names reqwest, which only bork-ci-core may name",
+            "bork-ci-extra is not in the code map",
         ]
     );
 }
@@ -1437,7 +1594,9 @@ fn every_guard_architecture_md_names_exists() {
     let here = std::fs::read_to_string(root.join("tests/it/architecture.rs")).expect("this file");
     let src: Vec<String> = {
         let mut files = Vec::new();
-        sources(&root.join("src"), &mut files);
+        for src in source_roots() {
+            sources(&src, &mut files);
+        }
         files
             .iter()
             .map(|file| std::fs::read_to_string(file).expect("read"))

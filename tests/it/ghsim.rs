@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 pub struct GithubSim {
     child: Child,
     pub url: String,
-    http: reqwest::Client,
+    http: bork_ci::net::reqwest::Client,
     _data: tempfile::TempDir,
 }
 
@@ -47,7 +47,7 @@ impl GithubSim {
 
     /// A control or REST call; `token` authenticates as that user.
     pub async fn call(&self, method: &str, path: &str, body: Option<Value>, token: Option<&str>) -> Value {
-        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let method = bork_ci::net::reqwest::Method::from_bytes(method.as_bytes()).expect("method");
         let mut request = self.http.request(method, format!("{}{path}", self.url));
         if let Some(token) = token {
             request = request.header("authorization", format!("token {token}"));

@@ -1133,7 +1133,7 @@ async fn a_spoofed_runner_image_is_never_used() {
     let layer = runner_image::layer(&executable).expect("layer");
     let digest = format!("sha256:{}", hex::encode(Sha256::digest(&layer)));
     // The engine `DOCKER_HOST` names, as the `docker` CLI the spoofs go through uses (tcp too).
-    let docker = bollard::Docker::connect_with_defaults().expect("engine");
+    let docker = bork_ci::sandbox::docker::bollard::Docker::connect_with_defaults().expect("engine");
     let genuine: serde_json::Value =
         serde_json::from_slice(&runner_image::config(&executable, &digest, 1)).expect("config");
 

@@ -1,0 +1,839 @@
+//! Tar archives for the `copy` transport: what goes into a container through the Engine API and
+//! what comes back out. Pure file work, no engine calls (those are in `transport`).
+//!
+//! In: the working tree as git selects it (tracked files and untracked ones that are not
+//! ignored, which is what the run packs), the git metadata a checker may read with the
+//! credential-stripped config in place of the real one, directory skeletons for `/artifacts` and
+//! `/cache`, and the edit step's state files. Out: a job's artifacts and the edit step's result,
+//! read from a container that ran model-written code, so extraction is bounded and accepts only
+//! plain directories and regular files at plain relative paths, never a link, never outside the
+//! destination.
+
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+
+/// Entries of `.git` never copied: hooks run nothing in a checker, `FETCH_HEAD` can carry
+/// remote URLs, LFS objects can be huge, and sockets or FIFOs are not files.
+const GIT_SKIPPED: &[&str] = &["hooks", "FETCH_HEAD", "lfs", "fsmonitor--daemon.ipc"];
+/// Largest single file put into a tree archive (larger ones are left out, with a warning).
+const MAX_TREE_FILE: u64 = 2 << 30;
+
+/// Limits on what is copied back out of a container.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub bytes: u64,
+    pub entries: u64,
+}
+
+/// What an extraction did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Extracted {
+    pub files: u64,
+    pub bytes: u64,
+    /// Entries left out: links, devices, unsafe paths, or past the limits.
+    pub skipped: u64,
+    pub truncated: bool,
+}
+
+fn header(kind: tar::EntryType, mode: u32, size: u64, mtime: u64) -> tar::Header {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(kind);
+    header.set_mode(mode);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_mtime(mtime);
+    header.set_size(size);
+    header
+}
+
+/// Reads `path` without following a symlink at its last component, without blocking on a FIFO,
+/// at most `limit` bytes; `None` when it is not a regular file any more.
+fn read_file(path: &Path, limit: u64) -> std::io::Result<Option<(Vec<u8>, std::fs::Metadata)>> {
+    let file = match bork_ci_core::safe_fs::open_no_follow(path) {
+        Ok(file) => file,
+        Err(error) if error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            return Ok(None);
+        }
+        Err(error)
+            if matches!(
+                error.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::InvalidInput
+            ) =>
+        {
+            return Ok(None);
+        }
+        Err(error) => return Err(error),
+    };
+    let metadata = file.metadata()?;
+    if metadata.len() > limit {
+        return Ok(None);
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok(Some((bytes, metadata)))
+}
+
+/// What one path of the tree is, with what tells a change (the engine's copy is replaced when
+/// it differs): kind, mode, size, modification time and inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stamp {
+    Dir,
+    File {
+        mode: u32,
+        size: u64,
+        mtime_ns: i128,
+        ino: u64,
+    },
+    Symlink {
+        target: PathBuf,
+    },
+    /// A git config, copied credential-stripped.
+    Config {
+        size: u64,
+        mtime_ns: i128,
+        ino: u64,
+    },
+}
+
+/// The tree as it is to be copied: relative path → stamp, parents before children.
+pub type Manifest = std::collections::BTreeMap<String, Stamp>;
+
+fn mtime_ns(metadata: &std::fs::Metadata) -> i128 {
+    i128::from(metadata.mtime()) * 1_000_000_000 + i128::from(metadata.mtime_nsec())
+}
+
+fn add_parents(manifest: &mut Manifest, path: &str) {
+    let mut prefix = String::new();
+    let components: Vec<&str> = path.split('/').collect();
+    for component in components.iter().take(components.len().saturating_sub(1)) {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(component);
+        manifest.entry(prefix.clone()).or_insert(Stamp::Dir);
+    }
+}
+
+fn stamp_of(full: &Path, config: bool) -> Option<Stamp> {
+    let metadata = std::fs::symlink_metadata(full).ok()?;
+    if metadata.file_type().is_symlink() {
+        return std::fs::read_link(full)
+            .ok()
+            .map(|target| Stamp::Symlink { target });
+    }
+    if !metadata.is_file() {
+        return None;
+    }
+    if config {
+        return Some(Stamp::Config {
+            size: metadata.len(),
+            mtime_ns: mtime_ns(&metadata),
+            ino: metadata.ino(),
+        });
+    }
+    let mode = if metadata.mode() & 0o111 != 0 {
+        0o755
+    } else {
+        0o644
+    };
+    Some(Stamp::File {
+        mode,
+        size: metadata.len(),
+        mtime_ns: mtime_ns(&metadata),
+        ino: metadata.ino(),
+    })
+}
+
+/// The manifest of the working tree at `repo`: the `paths` given (relative, as git lists
+/// them; missing ones, directories and anything not a file or link are left out), then `.git`
+/// without hooks and the like, its `config` (and each submodule's) marked for stripping. A
+/// `.git` file (a worktree's pointer) is taken as it is.
+pub fn manifest(repo: &Path, paths: &[String]) -> Manifest {
+    let mut manifest = Manifest::new();
+    for relative in paths {
+        if relative == ".git" || relative.starts_with(".git/") || !plain_relative(relative) {
+            continue;
+        }
+        if let Some(stamp) = stamp_of(&repo.join(relative), false) {
+            add_parents(&mut manifest, relative);
+            manifest.insert(relative.clone(), stamp);
+        }
+    }
+    match std::fs::symlink_metadata(repo.join(".git")) {
+        Ok(metadata) if metadata.is_dir() => git_manifest(repo, ".git", &mut manifest),
+        Ok(metadata) if metadata.is_file() => {
+            if let Some(stamp) = stamp_of(&repo.join(".git"), false) {
+                manifest.insert(".git".to_owned(), stamp);
+            }
+        }
+        _ => {}
+    }
+    manifest
+}
+
+fn git_manifest(repo: &Path, relative: &str, manifest: &mut Manifest) {
+    manifest.insert(relative.to_owned(), Stamp::Dir);
+    let Ok(entries) = std::fs::read_dir(repo.join(relative)) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if GIT_SKIPPED.contains(&name.as_str()) {
+            continue;
+        }
+        let child = format!("{relative}/{name}");
+        let Ok(metadata) = std::fs::symlink_metadata(repo.join(&child)) else {
+            continue;
+        };
+        if metadata.is_dir() {
+            git_manifest(repo, &child, manifest);
+        } else if let Some(stamp) = stamp_of(&repo.join(&child), name == "config" && metadata.is_file()) {
+            // `.git/config` and `.git/modules/<name>/config`: credentials live there.
+            manifest.insert(child, stamp);
+        }
+    }
+}
+
+/// What changed from `old` to `new`: the paths to write (new or different) and the paths to
+/// remove first (gone, or of another kind now).
+pub fn changes(old: &Manifest, new: &Manifest) -> (Vec<String>, Vec<String>) {
+    let kind = |stamp: &Stamp| std::mem::discriminant(stamp);
+    let mut write = Vec::new();
+    let mut remove = Vec::new();
+    for (path, stamp) in new {
+        match old.get(path) {
+            Some(previous) if previous == stamp => {}
+            Some(previous) => {
+                if kind(previous) != kind(stamp) || matches!(stamp, Stamp::Symlink { .. }) {
+                    remove.push(path.clone());
+                }
+                write.push(path.clone());
+            }
+            None => write.push(path.clone()),
+        }
+    }
+    for path in old.keys() {
+        let covered = remove.iter().any(|removed| {
+            path.starts_with(removed.as_str()) && path.as_bytes().get(removed.len()) == Some(&b'/')
+        });
+        if !new.contains_key(path) && !covered {
+            remove.push(path.clone());
+        }
+    }
+    (write, remove)
+}
+
+/// Writes into `out` a tar of the `paths` of `manifest` (all when `None`) read from `repo`,
+/// owned by root, files with git's modes, git configs through `strip`. The archive's root
+/// entry is `./` with mode 0755. A path that changed into something else since the manifest
+/// was taken is written as it is now, or left out when it is gone.
+pub fn write_tree<W: Write>(
+    out: W,
+    repo: &Path,
+    manifest: &Manifest,
+    paths: Option<&[String]>,
+    strip: &dyn Fn(&str) -> String,
+) -> std::io::Result<W> {
+    let mut builder = tar::Builder::new(out);
+    builder.follow_symlinks(false);
+    let mut root = header(tar::EntryType::Directory, 0o755, 0, 0);
+    builder.append_data(&mut root, "./", std::io::empty())?;
+    let all: Vec<String>;
+    let paths = match paths {
+        Some(paths) => paths,
+        None => {
+            all = manifest.keys().cloned().collect();
+            &all
+        }
+    };
+    for relative in paths {
+        let Some(stamp) = manifest.get(relative) else {
+            continue;
+        };
+        let full = repo.join(relative);
+        let mtime = |ns: i128| u64::try_from(ns / 1_000_000_000).unwrap_or(0);
+        match stamp {
+            Stamp::Dir => {
+                let mut dir = header(tar::EntryType::Directory, 0o755, 0, 0);
+                builder.append_data(&mut dir, format!("{relative}/"), std::io::empty())?;
+            }
+            Stamp::Symlink { target } => {
+                let mut link = header(tar::EntryType::Symlink, 0o777, 0, 0);
+                builder.append_link(&mut link, relative, target)?;
+            }
+            Stamp::File { mode, mtime_ns, .. } => match read_file(&full, MAX_TREE_FILE)? {
+                Some((bytes, _)) => {
+                    let mut file = header(
+                        tar::EntryType::Regular,
+                        *mode,
+                        bytes.len() as u64,
+                        mtime(*mtime_ns),
+                    );
+                    builder.append_data(&mut file, relative, bytes.as_slice())?;
+                }
+                None => tracing::warn!(
+                    "{relative} is not copied into the sandbox (not a regular file, or over 2 GiB)"
+                ),
+            },
+            Stamp::Config { mtime_ns, .. } => {
+                let original = read_file(&full, 16 << 20)?
+                    .map(|(bytes, _)| bytes)
+                    .unwrap_or_default();
+                let stripped = strip(&String::from_utf8_lossy(&original)).into_bytes();
+                let mut file = header(
+                    tar::EntryType::Regular,
+                    0o644,
+                    stripped.len() as u64,
+                    mtime(*mtime_ns),
+                );
+                builder.append_data(&mut file, relative, stripped.as_slice())?;
+            }
+        }
+    }
+    builder.into_inner()
+}
+
+/// True for a relative path of plain components (no `..`, no root, no `.`).
+fn plain_relative(path: &str) -> bool {
+    !path.is_empty()
+        && Path::new(path)
+            .components()
+            .all(|component| matches!(component, Component::Normal(_)))
+}
+
+/// A tar of empty directories: the root (`./`) with `root_mode`, then each `(name, mode)`.
+/// Extracting it over existing directories resets their modes (and owner: root, unless
+/// `owner` is given); the engine leaves the directory it extracts into as it is.
+pub fn skeleton(root_mode: u32, dirs: &[(&str, u32)], owner: Option<(u64, u64)>) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut add = |name: String, mode: u32| {
+        let mut dir = header(tar::EntryType::Directory, mode, 0, 0);
+        if let Some((uid, gid)) = owner {
+            dir.set_uid(uid);
+            dir.set_gid(gid);
+        }
+        builder.append_data(&mut dir, name, std::io::empty())
+    };
+    add("./".to_owned(), root_mode)?;
+    for (name, mode) in dirs {
+        add(format!("{name}/"), *mode)?;
+    }
+    builder.into_inner()
+}
+
+/// A tar of the folder `dir` for an image build: regular files, folders and symlinks (as
+/// links, never followed), `.git` left out, in a stable order with zeroed times and owners, so
+/// that the same files give the same bytes. At most `limit` bytes of content.
+pub fn context(dir: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut paths = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let mut names: Vec<_> = std::fs::read_dir(dir.join(&rel))?
+            .filter_map(Result::ok)
+            .map(|entry| entry.file_name())
+            .filter(|name| name != ".git")
+            .collect();
+        names.sort();
+        for name in names {
+            let path = rel.join(name);
+            let meta = std::fs::symlink_metadata(dir.join(&path))?;
+            if meta.is_dir() {
+                stack.push(path.clone());
+            }
+            paths.push((path, meta));
+        }
+    }
+    paths.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut total = 0u64;
+    for (path, meta) in paths {
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            let mut entry = header(tar::EntryType::Directory, meta.mode() & 0o7777, 0, 0);
+            builder.append_data(&mut entry, format!("{}/", path.display()), std::io::empty())?;
+        } else if kind.is_symlink() {
+            let target = std::fs::read_link(dir.join(&path))?;
+            let mut entry = header(tar::EntryType::Symlink, 0o777, 0, 0);
+            builder.append_link(&mut entry, &path, target)?;
+        } else if kind.is_file() {
+            total += meta.len();
+            if total > limit {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("more than {limit} bytes"),
+                ));
+            }
+            let Some((bytes, _)) = read_file(&dir.join(&path), limit)? else {
+                continue;
+            };
+            let mut entry = header(
+                tar::EntryType::Regular,
+                meta.mode() & 0o7777,
+                bytes.len() as u64,
+                0,
+            );
+            builder.append_data(&mut entry, &path, bytes.as_slice())?;
+        }
+    }
+    builder.into_inner()
+}
+
+/// [`skeleton`] (owned by root) with one regular file (0644) inside one of the directories.
+pub fn skeleton_with_file(
+    root_mode: u32,
+    dirs: &[(&str, u32)],
+    file: Option<(&str, &[u8])>,
+) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut dir = header(tar::EntryType::Directory, root_mode, 0, 0);
+    builder.append_data(&mut dir, "./", std::io::empty())?;
+    for (name, mode) in dirs {
+        let mut dir = header(tar::EntryType::Directory, *mode, 0, 0);
+        builder.append_data(&mut dir, format!("{name}/"), std::io::empty())?;
+    }
+    if let Some((name, bytes)) = file {
+        let mut entry = header(tar::EntryType::Regular, 0o644, bytes.len() as u64, 0);
+        builder.append_data(&mut entry, name, bytes)?;
+    }
+    builder.into_inner()
+}
+
+/// A tar of the directory `name` holding the regular files directly in `dir` (the edit step's
+/// state), all owned by `uid:gid`: the directory 0700, the files 0600. (The root entry of an
+/// archive does not change the directory it is extracted into, hence the named directory.)
+pub fn state(dir: &Path, name: &str, uid: u64, gid: u64) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut root = header(tar::EntryType::Directory, 0o700, 0, 0);
+    root.set_uid(uid);
+    root.set_gid(gid);
+    builder.append_data(&mut root, format!("{name}/"), std::io::empty())?;
+    let mut names: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name())
+        .collect();
+    names.sort();
+    for file_name in names {
+        let Some(file_name) = file_name.to_str() else {
+            continue;
+        };
+        let Some((bytes, _)) = read_file(&dir.join(file_name), 1 << 30)? else {
+            continue;
+        };
+        let mut file = header(tar::EntryType::Regular, 0o600, bytes.len() as u64, 0);
+        file.set_uid(uid);
+        file.set_gid(gid);
+        builder.append_data(&mut file, format!("{name}/{file_name}"), bytes.as_slice())?;
+    }
+    builder.into_inner()
+}
+
+/// The relative path of an entry of a downloaded archive, without its first component (the
+/// engine names entries after the directory asked for: `artifacts/tmp/x`), or `None` when it
+/// is the root itself or not a plain relative path.
+fn inner_path(path: &Path) -> Option<PathBuf> {
+    let mut components = path.components().filter(|c| !matches!(c, Component::CurDir));
+    components.next()?;
+    let rest: PathBuf = components.clone().collect();
+    if rest.as_os_str().is_empty() {
+        return None;
+    }
+    components
+        .all(|component| matches!(component, Component::Normal(_)))
+        .then_some(rest)
+}
+
+/// Extracts a downloaded archive (`reader`) into `dest`, which must exist: directories and
+/// regular files only, at most `limits`, never through a link (everything goes through a
+/// `cap_std` directory handle), never into a top-level name listed in `skip_top`.
+pub fn extract_into<R: Read>(
+    reader: R,
+    dest: &Path,
+    limits: Limits,
+    skip_top: &[&str],
+) -> std::io::Result<Extracted> {
+    use cap_std::fs::{Dir, OpenOptions};
+    let root = Dir::open_ambient_dir(dest, cap_std::ambient_authority())?;
+    let mut archive = tar::Archive::new(reader);
+    let mut done = Extracted::default();
+    let mut entries_seen = 0u64;
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        entries_seen += 1;
+        if entries_seen > limits.entries {
+            done.truncated = true;
+            break;
+        }
+        let path = entry.path()?.into_owned();
+        let Some(relative) = inner_path(&path) else {
+            continue;
+        };
+        let top = relative
+            .components()
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if skip_top.contains(&top.as_str()) {
+            done.skipped += 1;
+            continue;
+        }
+        match entry.header().entry_type() {
+            tar::EntryType::Directory => {
+                if root.create_dir_all(&relative).is_err() {
+                    done.skipped += 1;
+                }
+            }
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                let size = entry.header().size()?;
+                if done.bytes + size > limits.bytes {
+                    done.truncated = true;
+                    break;
+                }
+                let write = |entry: &mut tar::Entry<'_, R>| -> std::io::Result<u64> {
+                    if let Some(parent) = relative.parent().filter(|p| !p.as_os_str().is_empty()) {
+                        root.create_dir_all(parent)?;
+                    }
+                    // Replace, never write through what is there (a link left by anything).
+                    match root.symlink_metadata(&relative) {
+                        Ok(meta) if meta.is_dir() => {
+                            return Err(std::io::Error::other("a directory is in the way"));
+                        }
+                        Ok(_) => root.remove_file(&relative)?,
+                        Err(_) => {}
+                    }
+                    let mut options = OpenOptions::new();
+                    options.write(true).create_new(true);
+                    let mut file = root.open_with(&relative, &options)?;
+                    std::io::copy(&mut entry.take(size), &mut file)
+                };
+                match write(&mut entry) {
+                    Ok(copied) => {
+                        done.bytes += copied;
+                        done.files += 1;
+                    }
+                    Err(error) => {
+                        tracing::debug!("artifact {} not copied back: {error}", relative.display());
+                        done.skipped += 1;
+                    }
+                }
+            }
+            _ => done.skipped += 1,
+        }
+    }
+    Ok(done)
+}
+
+/// Reads the one regular file named `name` from a downloaded archive, at most `limit` bytes.
+pub fn read_single<R: Read>(reader: R, name: &str, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let mut archive = tar::Archive::new(reader);
+    for entry in archive.entries()? {
+        let entry = entry?;
+        let path = entry.path()?.into_owned();
+        let matches =
+            path.file_name().and_then(|n| n.to_str()) == Some(name) && path.components().count() == 1;
+        if !matches {
+            continue;
+        }
+        if entry.header().entry_type() != tar::EntryType::Regular || entry.header().size()? > limit {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{name} is not a regular file of at most {limit} bytes"),
+            ));
+        }
+        let mut bytes = Vec::new();
+        entry.take(limit).read_to_end(&mut bytes)?;
+        return Ok(Some(bytes));
+    }
+    Ok(None)
+}
+
+/// Removes the paths listed (NUL-separated, relative) in `delete` from `dest`, then unpacks the
+/// tree archive at `archive` (one `write_tree` made) into it, keeping modes and modification
+/// times, then removes both files. Runs inside a helper container.
+/// Largest list of paths to remove that `sandbox-unpack` reads.
+const MAX_REMOVE_LIST_BYTES: u64 = 256 * 1024 * 1024;
+
+pub fn unpack_tree(archive: &Path, delete: Option<&Path>, dest: &Path) -> std::io::Result<()> {
+    let file = bork_ci_core::safe_fs::open_no_follow(archive)?;
+    let listed = match delete {
+        Some(list) => bork_ci_core::safe_fs::read_regular(list, MAX_REMOVE_LIST_BYTES)?,
+        None => Vec::new(),
+    };
+    // Relative paths from inside `dest`: no lookup goes through the container's root
+    // filesystem (a FUSE mount on some engines) for each file.
+    std::env::set_current_dir(dest)?;
+    let root = cap_std::fs::Dir::open_ambient_dir(".", cap_std::ambient_authority())?;
+    for raw in listed.split(|b| *b == 0).filter(|raw| !raw.is_empty()) {
+        let Ok(relative) = std::str::from_utf8(raw) else {
+            continue;
+        };
+        if !plain_relative(relative) {
+            continue;
+        }
+        remove_listed(&root, Path::new(relative))?;
+    }
+    let mut unpacker = tar::Archive::new(std::io::BufReader::with_capacity(1 << 20, file));
+    unpacker.set_preserve_permissions(true);
+    unpacker.set_preserve_mtime(true);
+    unpacker.set_overwrite(true);
+    unpacker.unpack(".")?;
+    std::fs::remove_file(archive)?;
+    if let Some(list) = delete {
+        std::fs::remove_file(list)?;
+    }
+    Ok(())
+}
+
+/// Removes `relative` (a file, a symlink, or a folder with everything in it) under `root`,
+/// never following a symlink at any component: each folder on the way is opened with
+/// `O_NOFOLLOW`, and a symlink on the way means the listed path is not there (nothing is
+/// removed through it).
+fn remove_listed(root: &cap_std::fs::Dir, relative: &Path) -> std::io::Result<()> {
+    use cap_fs_ext::DirExt;
+    let mut parts: Vec<&std::ffi::OsStr> = relative.iter().collect();
+    let Some(last) = parts.pop() else {
+        return Ok(());
+    };
+    let mut folder = root.try_clone()?;
+    for part in parts {
+        match folder.open_dir_nofollow(part) {
+            Ok(next) => folder = next,
+            // Absent, not a folder, or a symlink: the listed path is not in the tree.
+            Err(_) => return Ok(()),
+        }
+    }
+    match folder.symlink_metadata(last) {
+        Ok(metadata) if metadata.is_dir() => folder.remove_dir_all(last),
+        Ok(_) => folder.remove_file(last),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+/// Wraps the file `inner` as the entry `name` (mode 0600) of a new archive, with the entry
+/// `list_name` holding `list` when given, in an anonymous temporary file.
+pub fn wrap(inner: std::fs::File, name: &str, list: Option<(&str, &[u8])>) -> std::io::Result<std::fs::File> {
+    let size = inner.metadata()?.len();
+    let mut builder = tar::Builder::new(tempfile::tempfile()?);
+    let mut entry = header(tar::EntryType::Regular, 0o600, size, 0);
+    builder.append_data(&mut entry, name, inner)?;
+    if let Some((list_name, bytes)) = list {
+        let mut entry = header(tar::EntryType::Regular, 0o600, bytes.len() as u64, 0);
+        builder.append_data(&mut entry, list_name, bytes)?;
+    }
+    rewind(builder.into_inner()?)
+}
+
+/// Rewinds a spooled archive for reading.
+pub fn rewind(mut file: std::fs::File) -> std::io::Result<std::fs::File> {
+    file.flush()?;
+    file.rewind()?;
+    Ok(file)
+}
+
+#[cfg(test)]
+#[expect(clippy::disallowed_methods, reason = "tests lay out their fixtures directly")]
+mod tests {
+    use super::*;
+
+    fn names(tar: &[u8]) -> Vec<(String, tar::EntryType, u32)> {
+        let mut archive = tar::Archive::new(tar);
+        archive
+            .entries()
+            .expect("entries")
+            .map(|e| {
+                let e = e.expect("entry");
+                (
+                    e.path().expect("path").display().to_string(),
+                    e.header().entry_type(),
+                    e.header().mode().expect("mode"),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn removing_listed_paths_never_follows_a_symlink_at_any_component() {
+        let dest = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::fs::write(outside.path().join("victim"), "keep").expect("write");
+        std::fs::create_dir_all(outside.path().join("deep/er")).expect("mkdir");
+        std::fs::write(outside.path().join("deep/er/victim"), "keep").expect("write");
+        std::os::unix::fs::symlink(outside.path(), dest.path().join("link")).expect("symlink");
+        std::fs::create_dir_all(dest.path().join("real/sub")).expect("mkdir");
+        std::os::unix::fs::symlink(outside.path().join("deep"), dest.path().join("real/sub/hop"))
+            .expect("symlink");
+        std::fs::write(dest.path().join("real/gone"), "x").expect("write");
+        let root =
+            cap_std::fs::Dir::open_ambient_dir(dest.path(), cap_std::ambient_authority()).expect("dir");
+        for listed in [
+            "link/victim",
+            "link/deep",
+            "real/sub/hop/er/victim",
+            "real/sub/hop/er",
+            "real/gone",
+        ] {
+            remove_listed(&root, Path::new(listed)).expect(listed);
+        }
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("victim")).expect("kept"),
+            "keep"
+        );
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("deep/er/victim")).expect("kept"),
+            "keep"
+        );
+        assert!(!dest.path().join("real/gone").exists());
+        // The symlink itself, when listed, goes; its target stays.
+        remove_listed(&root, Path::new("link")).expect("link");
+        assert!(std::fs::symlink_metadata(dest.path().join("link")).is_err());
+        assert!(outside.path().join("victim").exists());
+        // A listed folder goes with its contents, a symlink in it removed, not followed.
+        remove_listed(&root, Path::new("real")).expect("real");
+        assert!(!dest.path().join("real").exists());
+        assert!(outside.path().join("deep/er/victim").exists());
+    }
+
+    #[test]
+    fn tree_has_listed_files_git_modes_and_a_stripped_config() {
+        let repo = tempfile::tempdir().expect("tempdir");
+        let root = repo.path();
+        std::fs::create_dir_all(root.join("src")).expect("mkdir");
+        std::fs::create_dir_all(root.join(".git/hooks")).expect("mkdir");
+        std::fs::create_dir_all(root.join(".git/refs/heads")).expect("mkdir");
+        std::fs::write(root.join("src/a.txt"), "a").expect("write");
+        std::fs::write(root.join("run.sh"), "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(
+            root.join("run.sh"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .expect("chmod");
+        std::fs::write(root.join("ignored.txt"), "not listed").expect("write");
+        std::fs::write(root.join(".git/config"), "[credential]\n\thelper = SECRET\n").expect("write");
+        std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").expect("write");
+        std::fs::write(root.join(".git/hooks/pre-commit"), "x").expect("write");
+        std::os::unix::fs::symlink("src/a.txt", root.join("link")).expect("symlink");
+        let paths = ["link", "run.sh", "src/a.txt", "../escape", "gone.txt"].map(str::to_owned);
+        let manifest = manifest(root, &paths);
+        let tar = write_tree(Vec::new(), root, &manifest, None, &|_| "[core]\n".to_owned()).expect("tar");
+        let entries = names(&tar);
+        let find = |name: &str| {
+            entries
+                .iter()
+                .find(|(n, _, _)| n.trim_end_matches('/') == name)
+                .cloned()
+        };
+        assert_eq!(find("run.sh").expect("run.sh").2, 0o755);
+        assert_eq!(find("src/a.txt").expect("a").2, 0o644);
+        assert_eq!(find("link").expect("link").1, tar::EntryType::Symlink);
+        assert!(find("src").is_some() && find(".git/HEAD").is_some());
+        assert!(find("ignored.txt").is_none() && find("gone.txt").is_none());
+        assert!(find(".git/hooks").is_none() && find(".git/hooks/pre-commit").is_none());
+        let mut archive = tar::Archive::new(tar.as_slice());
+        for entry in archive.entries().expect("entries") {
+            let mut entry = entry.expect("entry");
+            if entry.path().expect("path").as_os_str() == ".git/config" {
+                let mut text = String::new();
+                entry.read_to_string(&mut text).expect("read");
+                assert_eq!(text, "[core]\n");
+            }
+        }
+    }
+
+    #[test]
+    fn changes_are_what_differs_and_what_is_gone() {
+        let file = |size| Stamp::File {
+            mode: 0o644,
+            size,
+            mtime_ns: 1,
+            ino: 1,
+        };
+        let old: Manifest = [
+            ("a".to_owned(), file(1)),
+            ("d".to_owned(), Stamp::Dir),
+            ("d/x".to_owned(), file(1)),
+            ("e".to_owned(), Stamp::Dir),
+            ("e/y".to_owned(), file(1)),
+            ("same".to_owned(), file(1)),
+        ]
+        .into();
+        let new: Manifest = [
+            ("a".to_owned(), file(2)),
+            ("d".to_owned(), file(3)),
+            ("same".to_owned(), file(1)),
+            ("z".to_owned(), file(1)),
+        ]
+        .into();
+        let (write, remove) = changes(&old, &new);
+        assert_eq!(write, ["a", "d", "z"]);
+        // `d` turned from a folder into a file: removed first, with what was inside it.
+        assert_eq!(remove, ["d", "e"]);
+    }
+
+    fn archive_of(entries: &[(&str, tar::EntryType, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, kind, bytes) in entries {
+            let mut h = header(*kind, 0o644, bytes.len() as u64, 0);
+            if *kind == tar::EntryType::Symlink {
+                h.set_size(0);
+                builder.append_link(&mut h, name, "/etc/passwd").expect("link");
+            } else {
+                // Write the name raw, as a hostile archive would.
+                h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+                h.set_cksum();
+                builder.append(&h, *bytes).expect("append");
+            }
+        }
+        builder.into_inner().expect("tar")
+    }
+
+    #[test]
+    fn extraction_takes_plain_files_only_and_stays_inside() {
+        let dest = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dest.path().join("tmp")).expect("mkdir");
+        std::os::unix::fs::symlink(outside.path(), dest.path().join("tmp/out")).expect("symlink");
+        let tar = archive_of(&[
+            ("artifacts/", tar::EntryType::Directory, b""),
+            ("artifacts/tmp/ok.txt", tar::EntryType::Regular, b"ok"),
+            ("artifacts/tmp/link", tar::EntryType::Symlink, b""),
+            ("artifacts/../../escape.txt", tar::EntryType::Regular, b"x"),
+            ("artifacts/tmp/out/planted.txt", tar::EntryType::Regular, b"x"),
+            ("artifacts/logs/runner.log", tar::EntryType::Regular, b"forged"),
+            ("artifacts/build/big.bin", tar::EntryType::Regular, &[0u8; 64]),
+        ]);
+        let limits = Limits {
+            bytes: 32,
+            entries: 100,
+        };
+        let done = extract_into(tar.as_slice(), dest.path(), limits, &["logs"]);
+        assert_eq!(
+            std::fs::read_to_string(dest.path().join("tmp/ok.txt")).expect("extracted"),
+            "ok"
+        );
+        assert!(!dest.path().join("tmp/link").exists());
+        assert!(!dest.path().join("logs/runner.log").exists());
+        assert!(
+            std::fs::read_dir(outside.path())
+                .expect("outside")
+                .next()
+                .is_none()
+        );
+        let done = done.expect("extracts");
+        assert!(done.truncated && done.skipped >= 2, "{done:?}");
+    }
+
+    #[test]
+    fn single_file_out_of_an_archive() {
+        let tar = archive_of(&[("output.json", tar::EntryType::Regular, b"{}")]);
+        assert_eq!(
+            read_single(tar.as_slice(), "output.json", 10).expect("reads"),
+            Some(b"{}".to_vec())
+        );
+        assert!(read_single(tar.as_slice(), "output.json", 1).is_err());
+        assert_eq!(read_single(tar.as_slice(), "other", 10).expect("reads"), None);
+    }
+}

@@ -1,0 +1,2206 @@
+//! The `docker` backend: every job runs in a fresh, locked-down container, removed afterwards.
+//!
+//! This module and its children are the only code that talks to the Docker engine (through
+//! `bollard`). It owns the two container profiles (checker/verify: repo read-only, no network,
+//! no secrets; edit step: host network, the LLM key, and over `bind` the working tree read-write
+//! without `.git`), image presence and pulls, the labels on everything it creates, removal on
+//! every path (a guard for errors and cancellation, [`DockerSandbox::cleanup_all`] for signal
+//! handlers) and [`gc`] for leftovers of killed runs. [`transport`] moves files in and out
+//! (bind mounts or archives through the API), [`runner_image`] loads the edit step's image
+//! from this executable, `archive` writes and reads the tars. It does not judge what a job
+//! printed: that is `checker`'s and `verify`'s business.
+
+mod archive;
+mod hardening;
+pub mod liveness;
+pub mod runner_image;
+pub mod transport;
+
+/// The engine client crate, for tests and benchmarks that inspect the engine directly; bollard is
+/// a dependency of this crate only.
+pub use bollard;
+
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::exec::{StartExecOptions, StartExecResults};
+use bollard::models::{ContainerCreateBody, ExecConfig, HostConfig, Mount, MountTmpfsOptions, MountType};
+use bollard::query_parameters::{
+    AttachContainerOptions, BuildImageOptions, CreateContainerOptions, CreateImageOptions,
+    KillContainerOptions, ListContainersOptions, ListVolumesOptions, RemoveContainerOptions,
+    RemoveVolumeOptions, StartContainerOptions, WaitContainerOptions,
+};
+use futures_util::{Stream, StreamExt};
+use serde::{Deserialize, Serialize};
+
+use super::{Job, JobKind, JobOutput, Outcome, SandboxError};
+pub use archive::unpack_tree;
+pub use transport::Transport;
+
+/// The endpoint used when neither the settings nor `DOCKER_HOST` name one.
+pub const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
+/// Where the repository is mounted in every container; it is the working directory.
+pub const REPO_MOUNT: &str = "/repo";
+/// Where the run's artifact directory is mounted (checker and verify jobs).
+pub const ARTIFACTS_MOUNT: &str = "/artifacts";
+/// Where the run's build cache is mounted (judges).
+pub const CACHE_MOUNT: &str = "/cache";
+/// Where the dependency cache is mounted (read-only for judges, read-write for setup).
+pub const DEPS_MOUNT: &str = "/deps";
+/// A judge's own empty home (a tmpfs per container).
+pub const JUDGE_HOME: &str = "/home/judge";
+/// Where a judge sees its own `TMPDIR`, the host's `runs/<run id>/tmp/<n>-<kind>`, over `bind`.
+pub const JUDGE_TMP: &str = "/tmp";
+/// Where a judge sees its own `TMPDIR` over `copy`: a folder of its artifacts volume, copied
+/// back into `runs/<run id>/tmp/<n>-<kind>` (seed 003's `TMPDIR=/artifacts/tmp`).
+pub const COPY_TMP: &str = "/artifacts/tmp";
+/// Where the setup job finds the runner's CA bundle (inside the dependency cache).
+pub const SETUP_CA: &str = "/deps/.bork-ci/ca-certificates.crt";
+/// Where the edit step's state directory is mounted.
+pub const STATE_MOUNT: &str = "/state";
+/// Over `copy`, where the edit step's state is: a directory inside the state volume, owned by
+/// the step's user (the root of a volume cannot be given to another user through the API).
+pub const STATE_COPY_DIR: &str = "/state/step";
+
+/// Label keys put on every container bork-ci creates.
+pub mod labels {
+    /// Always `1`: marks a container as bork-ci's.
+    pub const MARK: &str = "bork-ci";
+    pub const RUN: &str = "bork-ci.run";
+    pub const STEP: &str = "bork-ci.step";
+    pub const CREATED: &str = "bork-ci.created";
+    /// Unix seconds until which the object's run may still use it: the run's own deadline
+    /// (`run-timeout-secs`) plus a grace, set when the object is created. Any bork-ci, on any
+    /// host or in any namespace, may remove the object once it passed (see [`super::gc`]);
+    /// before, only a run proven dead (see [`super::liveness`]) loses it.
+    pub const LEASE: &str = "bork-ci.lease-until";
+    /// The host that created the object: for people reading `docker ps`.
+    pub const HOST: &str = "bork-ci.host";
+    /// The process that created the object: for people, and, with the boot, the PID namespace
+    /// and its start time ([`super::liveness::keys`]), the proof that its run died.
+    pub const PID: &str = "bork-ci.pid";
+}
+
+/// When to pull the image (`sandbox.pull`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum PullPolicy {
+    /// Pull only when the image is not present locally.
+    #[default]
+    Missing,
+    /// Pull before every first use in a run.
+    Always,
+    /// Never pull; a missing image is an error.
+    Never,
+}
+
+/// The lease of a run's objects when the run names no time budget: a day.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(24 * 3600);
+/// Added to a run's time budget for its lease: the time a run may still need after its budget
+/// ran out (stopping, the report, removing its containers).
+pub const LEASE_GRACE: Duration = Duration::from_secs(15 * 60);
+
+/// The size of the `/tmp` tmpfs of every container (and of a judge's `HOME`).
+pub const TMPFS_BYTES: u64 = 256 << 20;
+
+/// The `sandbox.*` settings the docker backend needs, as plain values; made from the
+/// configuration (`config::SandboxConfig::docker_settings`), which holds their defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DockerSettings {
+    /// Engine endpoint (`unix://…`, `tcp://…`), `DOCKER_HOST` as `config` read it; `None`: the
+    /// local socket.
+    pub host: Option<String>,
+    /// The TLS client certificate folder (`ca.pem`, `cert.pem`, `key.pem`) for a `tcp://`
+    /// engine: `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH` as `config` read them.
+    pub tls: Option<std::path::PathBuf>,
+    /// `sandbox.image`: the toolchain image the checker and the verifier run in.
+    pub image: String,
+    /// `sandbox.runner-image`: the bork-ci image the edit step runs in; `None` builds one from
+    /// this executable (see [`runner_image`]).
+    pub runner_image: Option<String>,
+    /// The bork-ci executable the edit step's image is made from when `runner_image` is
+    /// `None`; `None` here means this process's own (tests and benchmarks, which are not
+    /// bork-ci, name the binary).
+    pub runner_binary: Option<PathBuf>,
+    /// `sandbox.transport`.
+    pub transport: Transport,
+    /// `sandbox.ulimits.nofile` and `sandbox.ulimits.nproc` (soft = hard) for every container.
+    pub ulimits: Ulimits,
+    /// `sandbox.pull`.
+    pub pull: PullPolicy,
+    /// `sandbox.network` for checker and verify jobs: `none` (default), `bridge`, or a network name.
+    pub network: String,
+    /// `sandbox.memory` in bytes (swap is set to the same value, so there is none).
+    pub memory: Option<u64>,
+    /// `sandbox.cpus` (for example `1.5`).
+    pub cpus: Option<f64>,
+    /// `sandbox.pids-limit`.
+    pub pids_limit: Option<i64>,
+    /// `sandbox.user` for checker and verify jobs, `uid:gid`.
+    pub user: String,
+    /// `sandbox.artifact-dir`: the artifact root (`runs/`, `cache/`).
+    pub artifact_dir: PathBuf,
+    /// Size of the `/tmp` tmpfs in bytes (and of a judge's `HOME`).
+    pub tmpfs_bytes: u64,
+    /// Names the repository and base branch whose dependency cache the judges read (see
+    /// [`super::SharedDirs`]).
+    pub deps_identity: String,
+    /// `sandbox.setup-network`: the network of the setup commands.
+    pub setup_network: String,
+    /// The runner's proxy variables and CA bundle, passed into the setup job.
+    pub setup_egress: super::SetupNetwork,
+    /// How long what this run creates is leased for, from its creation: the run's time budget
+    /// plus a grace (see [`labels::LEASE`]).
+    pub lease: Duration,
+}
+
+/// Resource limits set on every container: at or below the hard limits of usual hosts, so that
+/// engines that apply their own larger defaults (Podman) do not fail with "error setting rlimit".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ulimits {
+    /// Open files (`RLIMIT_NOFILE`).
+    pub nofile: i64,
+    /// Processes of the container's user (`RLIMIT_NPROC`).
+    pub nproc: i64,
+}
+
+impl Ulimits {
+    fn to_api(self) -> Vec<bollard::models::ResourcesUlimits> {
+        [("nofile", self.nofile), ("nproc", self.nproc)]
+            .into_iter()
+            .map(|(name, value)| bollard::models::ResourcesUlimits {
+                name: Some(name.to_owned()),
+                soft: Some(value),
+                hard: Some(value),
+            })
+            .collect()
+    }
+}
+
+/// Fails early, with a way out, when the checker's user could not even enter the repository
+/// (a checkout in a `0700` directory owned by someone else): otherwise every check would fail
+/// with "permission denied" inside the container.
+fn check_readable(repo: &Path, user: &str) -> Result<(), SandboxError> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(metadata) = std::fs::metadata(repo) else {
+        return Ok(());
+    };
+    let uid = user.split(':').next().and_then(|uid| uid.parse::<u32>().ok());
+    let gid = user.split(':').nth(1).and_then(|gid| gid.parse::<u32>().ok());
+    let mode = metadata.mode();
+    let readable = match (uid, gid) {
+        (Some(0), _) => true,
+        (Some(uid), _) if uid == metadata.uid() => mode & 0o500 == 0o500,
+        (_, Some(gid)) if gid == metadata.gid() => mode & 0o050 == 0o050,
+        (Some(_), _) => mode & 0o005 == 0o005,
+        // A user name: let the engine resolve it.
+        (None, _) => true,
+    };
+    if readable {
+        return Ok(());
+    }
+    Err(SandboxError::Docker {
+        operation: "checking the repository's permissions",
+        reason: format!(
+            "the checker runs as {user} (`sandbox.user`), which cannot read {} (mode {:o}, owner {}:{}); make the checkout readable (chmod o+rx) or set `sandbox.user` to its owner",
+            repo.display(),
+            mode & 0o7777,
+            metadata.uid(),
+            metadata.gid()
+        ),
+    })
+}
+
+/// Parses a memory size as `docker run --memory` does: `1073741824`, `512m`, `2g`, `2GiB`.
+pub fn parse_memory(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let lower = trimmed.to_ascii_lowercase();
+    let digits_end = lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len());
+    let (number, unit) = lower.split_at(digits_end);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{trimmed}` is not a memory size (e.g. 512m, 2g)"))?;
+    let shift = match unit.trim() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => return Err(format!("unknown memory unit `{other}` in `{trimmed}`")),
+    };
+    number
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("memory size `{trimmed}` is too large"))
+}
+
+/// Runs jobs in ephemeral containers. One per bork-ci run: its run id labels every container.
+pub struct DockerSandbox {
+    docker: Docker,
+    settings: DockerSettings,
+    endpoint: String,
+    run_id: String,
+    host_label: String,
+    /// What proves this run dead once its process is gone (see [`liveness`]).
+    proof_labels: Vec<(String, String)>,
+    /// The container that holds this run's cache volumes while it lives (created, never
+    /// started), so that no `gc` finds them unused between two jobs.
+    anchor: tokio::sync::OnceCell<()>,
+    images_ready: Mutex<HashSet<String>>,
+    live: Arc<Mutex<HashSet<String>>>,
+    /// What `auto` resolved to, once a probe ran.
+    resolved_transport: tokio::sync::OnceCell<Transport>,
+    /// The tag of the edit step's image loaded from this executable and checked, once loaded or found.
+    built_runner: tokio::sync::OnceCell<runner_image::RunnerImage>,
+    /// Over `copy`: the working tree's volume and what is in it.
+    tree: tokio::sync::Mutex<Option<transport::TreeVolume>>,
+    /// Taken for writing while the tree volume is updated, for reading while a job uses it.
+    tree_lock: Arc<tokio::sync::RwLock<()>>,
+    /// The helper that unpacks the tree failed once: the engine extracts it from then on.
+    helper_failed: std::sync::atomic::AtomicBool,
+    /// The engine is Podman (its Docker-compatible API): see [`Podman`].
+    podman: bool,
+    /// The run's build cache and the repository's dependency cache on the host (`bind`).
+    shared: super::SharedDirs,
+    /// With `sandbox.image = "devcontainer"`: the dev container's image, once found or built.
+    devcontainer: tokio::sync::OnceCell<String>,
+    /// bork-ci itself for the judges (see [`DockerSandbox::tool_mounts`]), made once a run;
+    /// `None` when it could not be (judges then run without it).
+    tool: tokio::sync::OnceCell<Option<ToolMounts>>,
+}
+
+/// Where the judges' copy of bork-ci comes from: files of this host bound in (host path,
+/// path inside; the scratch folder holds the script a dynamically linked executable needs), or
+/// a volume of this run.
+enum ToolMounts {
+    Binds {
+        binds: Vec<(String, String)>,
+        _scratch: tempfile::TempDir,
+    },
+    Volume(String),
+}
+
+/// What differs on Podman's Docker-compatible API (4.x), and how the backend meets it:
+/// - A tmpfs mount copies up what lies beneath it by default (`tmpcopyup`): the edit step's
+///   empty `.git` would be a copy of the real one. It is asked for with `notmpcopyup`, an option
+///   Docker refuses, so only on Podman.
+/// - `State.OOMKilled` stays false on cgroup v1 hosts: a job killed by SIGKILL (exit 137) that
+///   bork-ci did not kill itself, under a memory limit, is reported as out of memory.
+/// - A fresh volume's root is given to the first container's user: the edit step may write
+///   beside `step/` in its own state volume (nothing but `step/` comes back), the checker beside
+///   the skeleton in its artifact volume (`logs/` never comes back).
+/// - Default ulimits above the host's hard limits make every container fail to start
+///   ("error setting rlimit"): bork-ci always sets `nofile` and `nproc` (`sandbox.ulimits`).
+/// - The init process (`--init`) is `catatonit`, a separate Debian package: without it creating
+///   a container fails with "container-init binary not found".
+pub struct Podman;
+
+impl Podman {
+    /// Whether `GET /version` names Podman among the engine's components.
+    fn named_in(version: &bollard::models::SystemVersion) -> bool {
+        version
+            .components
+            .iter()
+            .flatten()
+            .any(|component| component.name.to_ascii_lowercase().contains("podman"))
+    }
+}
+
+impl std::fmt::Debug for DockerSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerSandbox")
+            .field("endpoint", &self.endpoint)
+            .field("run_id", &self.run_id)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+use hardening::no_logs;
+
+/// Creates a container named `bork-ci-<role>-<12 hex>`, so whoever lists the engine's
+/// containers sees whose it is and what it is for; returns its id.
+async fn create_named(
+    docker: &Docker,
+    role: &str,
+    body: ContainerCreateBody,
+) -> Result<String, bollard::errors::Error> {
+    let options = CreateContainerOptions {
+        name: Some(format!(
+            "bork-ci-{role}-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        )),
+        ..Default::default()
+    };
+    Ok(docker.create_container(Some(options), body).await?.id)
+}
+
+fn docker_error(operation: &'static str) -> impl Fn(bollard::errors::Error) -> SandboxError {
+    move |error| SandboxError::Docker {
+        operation,
+        reason: error.to_string(),
+    }
+}
+
+fn is_not_found(error: &bollard::errors::Error) -> bool {
+    matches!(
+        error,
+        bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }
+    )
+}
+
+/// The engine at `endpoint`: over TCP with TLS when `tls` names the client's certificate folder
+/// (`ca.pem`, `cert.pem` and `key.pem`, e.g. a `docker:dind` service's `/certs/client`), plain
+/// HTTP over TCP otherwise; a Unix socket as its URL says.
+fn connect_to(endpoint: &str, tls: Option<std::path::PathBuf>) -> Result<Docker, bollard::errors::Error> {
+    let tcp = endpoint.starts_with("tcp://") || endpoint.starts_with("https://");
+    match tls {
+        Some(certs) if tcp => Docker::connect_with_ssl(
+            endpoint,
+            &certs.join("key.pem"),
+            &certs.join("cert.pem"),
+            &certs.join("ca.pem"),
+            120,
+            bollard::API_DEFAULT_VERSION,
+        ),
+        _ if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") => {
+            Docker::connect_with_http(endpoint, 120, bollard::API_DEFAULT_VERSION)
+        }
+        _ => Docker::connect_with_host(endpoint),
+    }
+}
+
+impl DockerSandbox {
+    /// Connects to the engine, negotiates the API version and checks that it answers.
+    pub async fn connect(settings: DockerSettings, run_id: &str) -> Result<DockerSandbox, SandboxError> {
+        let endpoint = settings
+            .host
+            .clone()
+            .unwrap_or_else(|| DEFAULT_DOCKER_HOST.to_owned());
+        let unreachable = |reason: String| SandboxError::Unreachable {
+            host: endpoint.clone(),
+            reason,
+        };
+        let docker = connect_to(&endpoint, settings.tls.clone()).map_err(|e| unreachable(e.to_string()))?;
+        let docker = match tokio::time::timeout(Duration::from_secs(15), docker.negotiate_version()).await {
+            Ok(Ok(docker)) => docker,
+            Ok(Err(error)) => return Err(unreachable(error.to_string())),
+            Err(_) => return Err(unreachable("no answer within 15 s".to_owned())),
+        };
+        let podman = match tokio::time::timeout(Duration::from_secs(15), docker.version()).await {
+            Ok(Ok(version)) => Podman::named_in(&version),
+            Ok(Err(error)) => return Err(unreachable(error.to_string())),
+            Err(_) => return Err(unreachable("no answer within 15 s".to_owned())),
+        };
+        Ok(DockerSandbox {
+            docker,
+            endpoint,
+            run_id: run_id.to_owned(),
+            host_label: hostname(),
+            proof_labels: liveness::labels_of_this_process(),
+            anchor: tokio::sync::OnceCell::new(),
+            images_ready: Mutex::new(HashSet::new()),
+            live: Arc::new(Mutex::new(HashSet::new())),
+            resolved_transport: tokio::sync::OnceCell::new(),
+            built_runner: tokio::sync::OnceCell::new(),
+            podman,
+            tree: tokio::sync::Mutex::new(None),
+            tree_lock: Arc::new(tokio::sync::RwLock::new(())),
+            helper_failed: std::sync::atomic::AtomicBool::new(false),
+            shared: super::SharedDirs::new(&settings.artifact_dir, run_id, &settings.deps_identity, ""),
+            devcontainer: tokio::sync::OnceCell::new(),
+            tool: tokio::sync::OnceCell::new(),
+            settings,
+        })
+    }
+
+    /// The run's build cache and the repository's dependency cache on the host.
+    pub fn shared(&self) -> &super::SharedDirs {
+        &self.shared
+    }
+
+    /// The run id on this sandbox's labels.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The settings it was built with.
+    pub fn settings(&self) -> &DockerSettings {
+        &self.settings
+    }
+
+    /// The engine endpoint in use.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The image a job of this kind runs in (for reports: the edit step's built image is named
+    /// once it is known).
+    pub fn image_for(&self, kind: JobKind) -> String {
+        match kind {
+            JobKind::Checker | JobKind::Verify | JobKind::Setup => {
+                match (self.settings.image.as_str(), self.devcontainer.get()) {
+                    (super::devcontainer::IMAGE_VALUE, Some(image)) => image.clone(),
+                    (super::devcontainer::IMAGE_VALUE, None) => "the repository's dev container".to_owned(),
+                    (image, _) => image.to_owned(),
+                }
+            }
+            JobKind::EditStep => match (&self.settings.runner_image, self.built_runner.get()) {
+                (Some(image), _) => image.clone(),
+                (None, Some(built)) => built.tag.clone(),
+                (None, None) => format!("{}:<sha256 of bork-ci>", runner_image::REPOSITORY),
+            },
+        }
+    }
+
+    /// Makes the image for a job of `kind` available and returns its name: the configured
+    /// images (pulled as `sandbox.pull` says), or the edit step's image loaded from this
+    /// executable when `sandbox.runner-image` is not set.
+    pub async fn ready_image(&self, kind: JobKind) -> Result<String, SandboxError> {
+        match (kind, &self.settings.runner_image) {
+            (JobKind::EditStep, None) => {
+                let built = self
+                    .built_runner
+                    .get_or_try_init(|| async {
+                        let binary = self.settings.runner_binary.clone();
+                        let executable = tokio::task::spawn_blocking(move || match binary {
+                            Some(path) => runner_image::Executable::at(&path),
+                            None => runner_image::Executable::current(),
+                        })
+                        .await
+                        .map_err(|e| SandboxError::Backend(e.to_string()))??;
+                        let built = runner_image::ensure(&self.docker, &executable).await?;
+                        // Held by an idle container of this run: `gc` of older runner images
+                        // (any bork-ci's) never removes it while the run lives.
+                        match self.create_idle(&built.id, Vec::new(), "anchor").await {
+                            Ok(anchor) => {
+                                anchor.keep();
+                            }
+                            Err(error) => {
+                                tracing::debug!(%error, "no anchor container for the runner image");
+                            }
+                        }
+                        Ok::<_, SandboxError>(built)
+                    })
+                    .await?;
+                // By id: a tag moved after the check changes nothing.
+                Ok(built.id.clone())
+            }
+            _ => {
+                let image = self.image_for(kind);
+                self.ensure_image(&image).await?;
+                Ok(image)
+            }
+        }
+    }
+
+    /// The id of the image the judges (checker, Verifier, setup) run in, made available first.
+    pub async fn judge_image_id(&self, repo: &Path) -> Result<String, SandboxError> {
+        let image = if self.settings.image == super::devcontainer::IMAGE_VALUE {
+            let repo = std::fs::canonicalize(repo).map_err(|source| SandboxError::Prepare {
+                what: "the repository path".to_owned(),
+                source,
+            })?;
+            self.devcontainer_image(&repo).await?
+        } else {
+            self.ready_image(JobKind::Checker).await?
+        };
+        let found = self
+            .docker
+            .inspect_image(&image)
+            .await
+            .map_err(docker_error("inspect image"))?;
+        Ok(found.id.unwrap_or(image))
+    }
+
+    /// The image of the repository's dev container (`sandbox.image = "devcontainer"`), found
+    /// once per run on the tree as the run starts (the approved revision): `image` as
+    /// `sandbox.pull` says, or `build.dockerfile` built through the Engine API, tagged by a
+    /// digest of everything it is built from (`bork-ci-devcontainer:<digest>`) and used by id.
+    /// The id bork-ci built is recorded under the artifact root ([`DEVCONTAINER_RECORDS`]); a
+    /// tag that names another image (moved by anyone with the engine) is built again.
+    pub async fn devcontainer_image(&self, repo: &Path) -> Result<String, SandboxError> {
+        self.devcontainer
+            .get_or_try_init(|| async {
+                let repo_owned = repo.to_owned();
+                let spec = tokio::task::spawn_blocking(move || super::devcontainer::read(&repo_owned))
+                    .await
+                    .map_err(|e| SandboxError::Backend(e.to_string()))?
+                    .map_err(SandboxError::Backend)?;
+                match spec {
+                    super::devcontainer::DevContainer::Image(image) => {
+                        self.ensure_image(&image).await?;
+                        tracing::info!("the judges run in the dev container's image {image}");
+                        Ok(image)
+                    }
+                    super::devcontainer::DevContainer::Build {
+                        dockerfile,
+                        context,
+                        args,
+                        target,
+                    } => {
+                        build_devcontainer(
+                            &self.docker,
+                            &self.settings.artifact_dir,
+                            repo,
+                            &dockerfile,
+                            &context,
+                            &args,
+                            target.as_deref(),
+                        )
+                        .await
+                    }
+                }
+            })
+            .await
+            .cloned()
+    }
+
+    /// Where the edit step sees its state directory: [`STATE_MOUNT`] over `bind`,
+    /// [`STATE_COPY_DIR`] over `copy` (asked after the transport was chosen).
+    pub fn state_path(&self) -> &'static str {
+        match self.chosen_transport() {
+            Some(Transport::Copy) => STATE_COPY_DIR,
+            _ => STATE_MOUNT,
+        }
+    }
+
+    /// Over `copy`: true once the helper that unpacks the tree failed and the engine extracts
+    /// it instead (slower, and the whole tree each time).
+    pub fn tree_through_engine(&self) -> bool {
+        self.helper_failed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The transport the edit step will use on `repo` (probing for `auto` with its image).
+    pub async fn edit_step_transport(&self, repo: &Path) -> Result<Transport, SandboxError> {
+        if let Some(chosen) = self.chosen_transport() {
+            return Ok(chosen);
+        }
+        let image = self.ready_image(JobKind::EditStep).await?;
+        Ok(self.transport(repo, &image).await)
+    }
+
+    /// Makes sure `image` is present, pulling it as `sandbox.pull` says (progress as log lines).
+    pub async fn ensure_image(&self, image: &str) -> Result<(), SandboxError> {
+        if self
+            .images_ready
+            .lock()
+            .map(|ready| ready.contains(image))
+            .unwrap_or(false)
+        {
+            return Ok(());
+        }
+        let present = match self.docker.inspect_image(image).await {
+            Ok(_) => true,
+            Err(error) if is_not_found(&error) => false,
+            Err(error) => return Err(docker_error("inspect image")(error)),
+        };
+        match (self.settings.pull, present) {
+            (PullPolicy::Never, false) => {
+                return Err(SandboxError::ImageMissing {
+                    image: image.to_owned(),
+                    reason: "it is not present locally and sandbox.pull is `never`".to_owned(),
+                });
+            }
+            (PullPolicy::Missing, false) | (PullPolicy::Always, _) => self.pull(image).await?,
+            (_, true) => {}
+        }
+        // Record exactly what ran: a tag can move, the image id and digests cannot (K29).
+        if let Ok(inspected) = self.docker.inspect_image(image).await {
+            tracing::info!(
+                "image {image} is {} (digests: {})",
+                inspected.id.as_deref().unwrap_or("unknown"),
+                inspected.repo_digests.as_deref().unwrap_or_default().join(", ")
+            );
+        }
+        if let Ok(mut ready) = self.images_ready.lock() {
+            ready.insert(image.to_owned());
+        }
+        Ok(())
+    }
+
+    async fn pull(&self, image: &str) -> Result<(), SandboxError> {
+        let options = CreateImageOptions {
+            from_image: Some(image.to_owned()),
+            ..Default::default()
+        };
+        let mut progress = self.docker.create_image(Some(options), None, None);
+        tracing::info!(image, "pulling {image}");
+        // One line per layer and state, not per progress tick.
+        let mut said = HashSet::new();
+        while let Some(item) = progress.next().await {
+            match item {
+                Ok(info) => {
+                    if let Some(detail) = info.error_detail.and_then(|d| d.message) {
+                        return Err(SandboxError::ImageMissing {
+                            image: image.to_owned(),
+                            reason: format!("pulling it failed: {detail}"),
+                        });
+                    }
+                    let status = info.status.unwrap_or_default();
+                    let id = info.id.unwrap_or_default();
+                    if said.insert((id.clone(), status.clone())) {
+                        tracing::debug!(image, layer = %id, "pulling {image}: {id} {status}");
+                    }
+                }
+                Err(error) => {
+                    return Err(SandboxError::ImageMissing {
+                        image: image.to_owned(),
+                        reason: format!("it is not present locally and pulling it failed: {error}"),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `job` in a fresh container and removes the container (and the volumes made for
+    /// it), whatever happens.
+    pub async fn run(&self, repo: &Path, job: &Job) -> Result<JobOutput, SandboxError> {
+        let started = Instant::now();
+        let prepared = self.prepare(repo, job, job.argv.clone()).await?;
+        let result = async {
+            let guard = self.create(&prepared, job.kind).await?;
+            let result = async {
+                self.stage_in(&guard.id, &prepared).await?;
+                let output = self.run_in(&guard.id, job, started).await?;
+                self.stage_out(&guard.id, &prepared).await?;
+                Ok(output)
+            }
+            .await;
+            guard.remove().await;
+            result
+        }
+        .await;
+        self.release(prepared).await;
+        result
+    }
+
+    pub(super) async fn run_in(
+        &self,
+        id: &str,
+        job: &Job,
+        started: Instant,
+    ) -> Result<JobOutput, SandboxError> {
+        let attach = AttachContainerOptions {
+            stream: true,
+            stdout: true,
+            stderr: true,
+            ..Default::default()
+        };
+        let attached = self
+            .docker
+            .attach_container(id, Some(attach))
+            .await
+            .map_err(docker_error("attach"))?;
+        let reader = tokio::spawn(read_capped(attached.output, job.output_cap, job.live_stderr));
+        self.docker
+            .start_container(id, None::<StartContainerOptions>)
+            .await
+            .map_err(docker_error("start"))?;
+        let mut wait = self.docker.wait_container(id, None::<WaitContainerOptions>);
+        let timed_out = tokio::time::timeout(job.timeout, wait.next()).await.is_err();
+        if timed_out {
+            self.kill(id).await;
+        }
+        let output = join_reader(reader).await;
+        let mut state = self
+            .docker
+            .inspect_container(id, None)
+            .await
+            .map_err(docker_error("inspect"))?
+            .state
+            .unwrap_or_default();
+        if !timed_out {
+            state.oom_killed = self.oom_killed(id, state.oom_killed, state.exit_code).await;
+        }
+        let outcome = if timed_out {
+            Outcome::TimedOut
+        } else if self.out_of_memory(state.oom_killed, state.exit_code) {
+            Outcome::OomKilled
+        } else {
+            Outcome::Exited(exit_code(state.exit_code))
+        };
+        Ok(output.into_job_output(outcome, started.elapsed()))
+    }
+
+    /// Runs `commands` one after another in one fresh container (`docker exec` each), stopping
+    /// after the first that does not exit 0; the container is removed afterwards.
+    pub async fn run_sequence(
+        &self,
+        repo: &Path,
+        job: &Job,
+        commands: &[Vec<String>],
+    ) -> Result<Vec<JobOutput>, SandboxError> {
+        // PID 1 only waits; the steps are `exec`ed so each has its own streams and exit code.
+        let idle = vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done".to_owned(),
+        ];
+        let prepared = self.prepare(repo, job, idle).await?;
+        let result = async {
+            let guard = self.create(&prepared, job.kind).await?;
+            let result = async {
+                self.stage_in(&guard.id, &prepared).await?;
+                let outputs = self.sequence_in(&guard.id, job, commands, &prepared).await?;
+                self.stage_out(&guard.id, &prepared).await?;
+                Ok(outputs)
+            }
+            .await;
+            guard.remove().await;
+            result
+        }
+        .await;
+        self.release(prepared).await;
+        result
+    }
+
+    async fn sequence_in(
+        &self,
+        id: &str,
+        job: &Job,
+        commands: &[Vec<String>],
+        prepared: &Prepared,
+    ) -> Result<Vec<JobOutput>, SandboxError> {
+        self.docker
+            .start_container(id, None::<StartContainerOptions>)
+            .await
+            .map_err(docker_error("start"))?;
+        let deadline = Instant::now() + job.timeout;
+        let mut outputs = Vec::new();
+        for argv in commands {
+            let started = Instant::now();
+            let remaining = deadline.saturating_duration_since(started);
+            let output = if remaining.is_zero() {
+                Captured::default().into_job_output(Outcome::TimedOut, Duration::ZERO)
+            } else {
+                self.exec_one(id, argv, remaining, job.output_cap, prepared, started)
+                    .await?
+            };
+            let passed = output.outcome == Outcome::Exited(0);
+            outputs.push(output);
+            if !passed {
+                break;
+            }
+        }
+        Ok(outputs)
+    }
+
+    async fn exec_one(
+        &self,
+        id: &str,
+        argv: &[String],
+        remaining: Duration,
+        cap: usize,
+        prepared: &Prepared,
+        started: Instant,
+    ) -> Result<JobOutput, SandboxError> {
+        let config = ExecConfig {
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            cmd: Some(argv.to_vec()),
+            env: prepared.body.env.clone(),
+            user: prepared.body.user.clone(),
+            working_dir: Some(REPO_MOUNT.to_owned()),
+            privileged: Some(false),
+            ..Default::default()
+        };
+        let exec = self
+            .docker
+            .create_exec(id, config)
+            .await
+            .map_err(docker_error("exec create"))?;
+        let started_exec = self
+            .docker
+            .start_exec(&exec.id, None::<StartExecOptions>)
+            .await
+            .map_err(docker_error("exec start"))?;
+        let StartExecResults::Attached { output, .. } = started_exec else {
+            return Err(SandboxError::Docker {
+                operation: "exec start",
+                reason: "the engine did not attach the exec streams".to_owned(),
+            });
+        };
+        let reader = tokio::spawn(read_capped(output, cap, false));
+        let mut reader = reader;
+        let captured = match tokio::time::timeout(remaining, &mut reader).await {
+            Ok(Ok(captured)) => captured,
+            Ok(Err(join)) => {
+                return Err(SandboxError::Docker {
+                    operation: "exec output",
+                    reason: join.to_string(),
+                });
+            }
+            Err(_) => {
+                self.kill(id).await;
+                let captured = join_reader(reader).await;
+                return Ok(captured.into_job_output(Outcome::TimedOut, started.elapsed()));
+            }
+        };
+        let inspected = self
+            .docker
+            .inspect_exec(&exec.id)
+            .await
+            .map_err(docker_error("exec inspect"))?;
+        let reported = self.reported_oom(id).await;
+        let container_oom = self.out_of_memory(
+            self.oom_killed(id, reported, inspected.exit_code).await,
+            inspected.exit_code,
+        );
+        let outcome = if container_oom {
+            Outcome::OomKilled
+        } else {
+            Outcome::Exited(exit_code(inspected.exit_code))
+        };
+        Ok(captured.into_job_output(outcome, started.elapsed()))
+    }
+
+    /// The container's `OOMKilled`, as the engine reports it now (`None`: it could not say).
+    async fn reported_oom(&self, id: &str) -> Option<bool> {
+        self.docker
+            .inspect_container(id, None)
+            .await
+            .ok()
+            .and_then(|c| c.state)
+            .and_then(|s| s.oom_killed)
+    }
+
+    /// The container's `OOMKilled` as the engine reports it, given a moment to settle when the
+    /// job died of SIGKILL under a memory limit: dockerd can record the exit before the kernel's
+    /// OOM event reaches it (seen on dockerd 20.10 in a container), so a first `false` is asked
+    /// again for up to a second.
+    async fn oom_killed(&self, id: &str, reported: Option<bool>, exit_code: Option<i64>) -> Option<bool> {
+        if reported == Some(true) || exit_code != Some(137) || self.settings.memory.is_none() {
+            return reported;
+        }
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let later = self.reported_oom(id).await;
+            if later == Some(true) {
+                return later;
+            }
+        }
+        reported
+    }
+
+    /// Whether a job that bork-ci did not kill ended out of memory: the engine says so, or (on
+    /// Podman, which does not say so on cgroup v1) it died of SIGKILL under a memory limit.
+    fn out_of_memory(&self, oom_killed: Option<bool>, exit_code: Option<i64>) -> bool {
+        oom_killed == Some(true) || (self.podman && exit_code == Some(137) && self.settings.memory.is_some())
+    }
+
+    /// Whether the engine is Podman (see [`Podman`]).
+    pub fn is_podman(&self) -> bool {
+        self.podman
+    }
+
+    async fn kill(&self, id: &str) {
+        let options = KillContainerOptions {
+            signal: "SIGKILL".to_owned(),
+        };
+        if let Err(error) = self.docker.kill_container(id, Some(options)).await {
+            tracing::debug!(container = id, %error, "kill after timeout");
+        }
+    }
+
+    /// Removes every container and volume of this run (for a SIGINT/SIGTERM handler). Returns
+    /// how many were removed.
+    pub async fn cleanup_all(&self) -> Result<usize, SandboxError> {
+        let filter = format!("{}={}", labels::RUN, self.run_id);
+        let mut removed = 0;
+        for summary in self.list_labelled(&filter).await? {
+            if let Some(id) = summary.0 {
+                remove_container(&self.docker, &id).await;
+                removed += 1;
+            }
+        }
+        for volume in self.list_volumes(&filter).await? {
+            remove_volume(&self.docker, &volume.name).await;
+            removed += 1;
+        }
+        if let Ok(mut live) = self.live.lock() {
+            live.clear();
+        }
+        if let Ok(mut tree) = self.tree.try_lock() {
+            *tree = None;
+        }
+        Ok(removed)
+    }
+
+    /// How many times a container list is asked for before a state that does not parse is an
+    /// error (see `list_labelled`): 10 s at most.
+    const LIST_ATTEMPTS: u32 = 50;
+
+    async fn list_labelled(
+        &self,
+        label_filter: &str,
+    ) -> Result<Vec<(Option<String>, HashMap<String, String>)>, SandboxError> {
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(HashMap::from([(
+                "label".to_owned(),
+                vec![label_filter.to_owned()],
+            )])),
+            ..Default::default()
+        };
+        // Podman before 5 (Debian's 4.3 among them) can list a container that is being stopped
+        // in the state `stopped`, which the Engine API does not have, and bollard then refuses
+        // the whole list. The state lasts only while a container stops, so the list is asked
+        // again, a bounded number of times.
+        let mut attempt = 1;
+        let containers = loop {
+            match self.docker.list_containers(Some(options.clone())).await {
+                Err(bollard::errors::Error::JsonDataError { message, .. })
+                    if attempt < Self::LIST_ATTEMPTS && message.contains("unknown variant") =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                listed => break listed.map_err(docker_error("list containers"))?,
+            }
+        };
+        Ok(containers
+            .into_iter()
+            .map(|c| (c.id, c.labels.unwrap_or_default()))
+            .collect())
+    }
+
+    async fn list_volumes(&self, label_filter: &str) -> Result<Vec<bollard::models::Volume>, SandboxError> {
+        let options = ListVolumesOptions {
+            filters: Some(HashMap::from([(
+                "label".to_owned(),
+                vec![label_filter.to_owned()],
+            )])),
+        };
+        let listed = self
+            .docker
+            .list_volumes(Some(options))
+            .await
+            .map_err(docker_error("list volumes"))?;
+        Ok(listed.volumes.unwrap_or_default())
+    }
+
+    fn labels(&self, kind: JobKind) -> HashMap<String, String> {
+        let created = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let mut labelled = HashMap::from([
+            (labels::MARK.to_owned(), "1".to_owned()),
+            (labels::RUN.to_owned(), self.run_id.clone()),
+            (labels::STEP.to_owned(), kind.as_str().to_owned()),
+            (labels::CREATED.to_owned(), created.to_string()),
+            (labels::LEASE.to_owned(), self.lease_until().to_string()),
+            (labels::HOST.to_owned(), self.host_label.clone()),
+            (labels::PID.to_owned(), std::process::id().to_string()),
+        ]);
+        labelled.extend(self.proof_labels.iter().cloned());
+        labelled
+    }
+
+    /// Creates, once a run, a container that never starts and mounts the run's cache volume:
+    /// while it exists the engine counts the cache as used, so no `gc` (of this run or any
+    /// other) finds it unused between two of this run's jobs. It carries the run's labels and
+    /// lease, goes with the run's other containers at its end, and after a killed run's lease.
+    async fn anchor_cache(&self, volume: &str, image: &str) {
+        self.anchor
+            .get_or_init(|| async {
+                let mounts = vec![transport::volume(volume, DEPS_MOUNT, true)];
+                match self.create_idle(image, mounts, "anchor").await {
+                    Ok(anchor) => {
+                        anchor.keep();
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "no anchor container for the cache volume {volume}");
+                    }
+                }
+            })
+            .await;
+    }
+
+    /// The mounts that put bork-ci itself at [`runner_image::TOOL_DIR`], read-only, for a
+    /// judge of `image`: over `bind` its files from this host (the script a dynamically linked
+    /// executable needs written once into a scratch folder); over `copy` a volume of this run
+    /// filled once through a container of `image` that never starts. A failure is logged once
+    /// and the judges run without it (a checker that does not call `bork-ci` needs nothing).
+    async fn tool_mounts(&self, image: &str, copy: bool) -> Option<Vec<Mount>> {
+        let prepared = self
+            .tool
+            .get_or_init(|| async {
+                let started = Instant::now();
+                let made = async {
+                    let executable = std::env::current_exe().map_err(|source| SandboxError::Prepare {
+                        what: "bork-ci's own executable for the judges".to_owned(),
+                        source,
+                    })?;
+                    let layout = tokio::task::spawn_blocking(move || runner_image::tool_layout(&executable))
+                        .await
+                        .map_err(|error| SandboxError::Backend(error.to_string()))??;
+                    if copy {
+                        let name = format!(
+                            "bork-ci-tool-{}",
+                            &uuid::Uuid::new_v4().simple().to_string()[..16]
+                        );
+                        let folder = tokio::task::spawn_blocking(move || runner_image::tool_folder(&layout))
+                            .await
+                            .map_err(|error| SandboxError::Backend(error.to_string()))??;
+                        self.create_volume(&name, self.run_volume_labels("tool")).await?;
+                        let helper = self
+                            .create_idle(
+                                image,
+                                vec![transport::volume(&name, runner_image::TOOL_DIR, false)],
+                                "tool",
+                            )
+                            .await?;
+                        let uploaded = self.upload(&helper.id, runner_image::TOOL_DIR, folder).await;
+                        helper.remove().await;
+                        uploaded?;
+                        return Ok(ToolMounts::Volume(name));
+                    }
+                    let scratch = tempfile::Builder::new()
+                        .prefix("bork-ci-tool-")
+                        .tempdir()
+                        .map_err(|source| SandboxError::Prepare {
+                            what: "a scratch folder for bork-ci's own script".to_owned(),
+                            source,
+                        })?;
+                    let mut binds = Vec::new();
+                    for (inside, file) in layout {
+                        let host = match file {
+                            runner_image::ToolFile::Host(host) => host,
+                            runner_image::ToolFile::Text(text) => {
+                                let host = scratch.path().join(inside.replace('/', "-"));
+                                bork_ci_core::safe_fs::write_atomic(&host, text.as_bytes())
+                                    .and_then(|()| {
+                                        std::fs::set_permissions(
+                                            &host,
+                                            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+                                        )
+                                    })
+                                    .map_err(|source| SandboxError::Prepare {
+                                        what: "bork-ci's own script for the judges".to_owned(),
+                                        source,
+                                    })?;
+                                host
+                            }
+                        };
+                        binds.push((path_str(&host)?, format!("{}/{inside}", runner_image::TOOL_DIR)));
+                    }
+                    Ok::<_, SandboxError>(ToolMounts::Binds {
+                        binds,
+                        _scratch: scratch,
+                    })
+                };
+                match made.await {
+                    Ok(mounts) => {
+                        tracing::debug!(
+                            "bork-ci for the judges ready in {} ms",
+                            started.elapsed().as_millis()
+                        );
+                        Some(mounts)
+                    }
+                    Err(error) => {
+                        tracing::warn!("judges run without `bork-ci` on their PATH: {error}");
+                        None
+                    }
+                }
+            })
+            .await
+            .as_ref()?;
+        Some(match prepared {
+            // A volume made over `copy` serves every later job, whatever its transport.
+            ToolMounts::Volume(name) => vec![transport::volume(name, runner_image::TOOL_DIR, true)],
+            ToolMounts::Binds { binds, .. } => binds
+                .iter()
+                .map(|(host, inside)| bind(host, inside, true))
+                .collect(),
+        })
+    }
+
+    /// The `PATH` `image` sets, or the engine's default when it sets none.
+    async fn image_path(&self, image: &str) -> String {
+        const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+        let inspected = self.docker.inspect_image(image).await.ok();
+        inspected
+            .and_then(|image| image.config)
+            .and_then(|config| config.env)
+            .and_then(|env| {
+                env.into_iter()
+                    .find_map(|pair| pair.strip_prefix("PATH=").map(str::to_owned))
+            })
+            .unwrap_or_else(|| DEFAULT_PATH.to_owned())
+    }
+
+    /// Unix seconds until which an object created now is leased: now plus the run's whole
+    /// budget and a grace (no job of the run can outlast that, whenever it starts).
+    pub fn lease_until(&self) -> u64 {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        now.saturating_add(self.settings.lease.as_secs())
+    }
+
+    /// Builds the container description for `job` (its profile), and over `copy` the volumes
+    /// and archives it needs; the image is made available first.
+    async fn prepare(&self, repo: &Path, job: &Job, cmd: Vec<String>) -> Result<Prepared, SandboxError> {
+        let prepare_error = |what: &str| {
+            let what = what.to_owned();
+            move |source| SandboxError::Prepare { what, source }
+        };
+        let repo = std::fs::canonicalize(repo).map_err(prepare_error("the repository path"))?;
+        let image = match job.kind {
+            JobKind::Checker | JobKind::Verify | JobKind::Setup
+                if self.settings.image == super::devcontainer::IMAGE_VALUE =>
+            {
+                self.devcontainer_image(&repo).await?
+            }
+            kind => self.ready_image(kind).await?,
+        };
+        let transport = self.transport(&repo, &image).await;
+        let mut prepared = Prepared {
+            body: ContainerCreateBody::default(),
+            _scratch: None,
+            build: super::JobBuild::default(),
+            uploads: Vec::new(),
+            artifacts_back: None,
+            tmp_back: None,
+            state_back: None,
+            volumes: Vec::new(),
+            tree_guard: None,
+        };
+        let filled = self
+            .prepare_into(&repo, job, cmd, image, transport, &mut prepared)
+            .await;
+        match filled {
+            Ok(()) => Ok(prepared),
+            Err(error) => {
+                self.release(prepared).await;
+                Err(error)
+            }
+        }
+    }
+
+    async fn prepare_into(
+        &self,
+        repo: &Path,
+        job: &Job,
+        cmd: Vec<String>,
+        image: String,
+        transport: Transport,
+        prepared: &mut Prepared,
+    ) -> Result<(), SandboxError> {
+        let prepare_error = |what: &str| {
+            let what = what.to_owned();
+            move |source| SandboxError::Prepare { what, source }
+        };
+        let copy = transport == Transport::Copy;
+        let mut env: Vec<(String, String)> = Vec::new();
+        let mut mounts = Vec::new();
+        let mut tmpfs = HashMap::from([(
+            "/tmp".to_owned(),
+            format!("rw,nosuid,nodev,noexec,size={}", self.settings.tmpfs_bytes),
+        )]);
+        let (user, network) = match job.kind {
+            JobKind::Checker | JobKind::Verify | JobKind::Setup => {
+                let setup = job.kind == JobKind::Setup;
+                let host = if copy {
+                    super::BuildHost::Engine
+                } else {
+                    super::BuildHost::Container
+                };
+                let (dirs, build) = self.shared.for_job(job, host);
+                prepared.build = build;
+                dirs.prepare()
+                    .map_err(prepare_error("the artifact directories"))?;
+                // A fresh, empty home and temporary folder per job: nothing a judge leaves
+                // there reaches a later one. The job's `TMPDIR` is its own folder under the
+                // run's `runs/<run id>/tmp/`: over `bind` that folder mounted at `/tmp`; over
+                // `copy` the `tmp/` of its artifacts volume (`/artifacts/tmp`, a volume's root
+                // belonging to root), copied back there, with a tmpfs at `/tmp` as before.
+                let tmp_dir = if copy { COPY_TMP } else { JUDGE_TMP };
+                tmpfs.insert(
+                    "/tmp".to_owned(),
+                    format!(
+                        "rw,nosuid,nodev,exec,mode=1777,size={}",
+                        self.settings.tmpfs_bytes
+                    ),
+                );
+                if !copy {
+                    tmpfs.remove(JUDGE_TMP);
+                }
+                tmpfs.insert(
+                    JUDGE_HOME.to_owned(),
+                    format!(
+                        "rw,nosuid,nodev,exec,mode=1777,size={}",
+                        self.settings.tmpfs_bytes
+                    ),
+                );
+                let ca = if setup {
+                    self.settings
+                        .setup_egress
+                        .ca_file
+                        .as_deref()
+                        .and_then(|path| bork_ci_core::safe_fs::read_regular(path, 16 << 20).ok())
+                } else {
+                    None
+                };
+                if copy {
+                    let repo_volume = {
+                        let _writing = self.tree_lock.write().await;
+                        self.sync_tree(repo, &image).await?
+                    };
+                    // No update while this job runs: what it sees stays what was sent.
+                    prepared.tree_guard = Some(Arc::clone(&self.tree_lock).read_owned().await);
+                    mounts.push(transport::volume(&repo_volume, REPO_MOUNT, true));
+                    let artifacts = transport::artifacts_volume(&dirs.run);
+                    self.create_volume(&artifacts, self.run_volume_labels("artifacts"))
+                        .await?;
+                    prepared.volumes.push(artifacts.clone());
+                    mounts.push(transport::volume(&artifacts, ARTIFACTS_MOUNT, false));
+                    let deps = transport::deps_volume(&self.shared.deps_key());
+                    self.create_volume(&deps, self.cache_volume_labels(repo)).await?;
+                    self.anchor_cache(&deps, &image).await;
+                    if setup {
+                        self.open_deps_volume(&deps, &image).await;
+                    }
+                    mounts.push(transport::volume(&deps, DEPS_MOUNT, !setup));
+                    let run_dirs: Vec<(&str, u32)> = super::RUN_SUBDIRS
+                        .iter()
+                        .map(|name| (*name, if *name == "logs" { 0o755 } else { 0o1777 }))
+                        .chain(std::iter::once(("tmp", 0o1777)))
+                        .collect();
+                    prepared.uploads.push((
+                        ARTIFACTS_MOUNT.to_owned(),
+                        archive::skeleton(0o1777, &run_dirs, None)
+                            .map_err(prepare_error("the artifact skeleton"))?,
+                    ));
+                    if !setup {
+                        // Over `copy` the warm cache is not kept: a judge with a cache of its
+                        // own (a layer, an empty one, the preflight's) gets an empty volume,
+                        // removed with the job.
+                        let build = if job.build == super::BuildCache::Run {
+                            transport::build_volume(&self.run_id)
+                        } else {
+                            let own = transport::build_volume(&dirs.tmp.to_string_lossy());
+                            prepared.volumes.push(own.clone());
+                            own
+                        };
+                        self.create_volume(&build, self.run_volume_labels("build"))
+                            .await?;
+                        mounts.push(transport::volume(&build, CACHE_MOUNT, false));
+                        let build_dirs: Vec<(&str, u32)> =
+                            super::BUILD_SUBDIRS.iter().map(|name| (*name, 0o1777)).collect();
+                        prepared.uploads.push((
+                            CACHE_MOUNT.to_owned(),
+                            archive::skeleton(0o1777, &build_dirs, None)
+                                .map_err(prepare_error("the build cache skeleton"))?,
+                        ));
+                    } else {
+                        let deps_dirs: Vec<(&str, u32)> = super::DEPS_SUBDIRS
+                            .iter()
+                            .map(|name| (*name, 0o1777))
+                            .chain(std::iter::once((".bork-ci", 0o755)))
+                            .collect();
+                        prepared.uploads.push((
+                            DEPS_MOUNT.to_owned(),
+                            archive::skeleton_with_file(
+                                0o1777,
+                                &deps_dirs,
+                                ca.as_deref().map(|bytes| (".bork-ci/ca-certificates.crt", bytes)),
+                            )
+                            .map_err(prepare_error("the dependency cache skeleton"))?,
+                        ));
+                    }
+                    prepared.artifacts_back = Some(dirs.run.clone());
+                    prepared.tmp_back = Some(dirs.tmp.clone());
+                } else {
+                    check_readable(repo, &self.settings.user)?;
+                    let scratch = tempfile::Builder::new()
+                        .prefix("bork-ci-job-")
+                        .tempdir()
+                        .map_err(prepare_error("a scratch directory"))?;
+                    mounts.push(bind(&path_str(repo)?, REPO_MOUNT, true));
+                    if let Some(config) = stripped_git_config(repo, scratch.path())
+                        .map_err(prepare_error("the stripped .git/config"))?
+                    {
+                        mounts.push(bind(
+                            &path_str(&config)?,
+                            &format!("{REPO_MOUNT}/.git/config"),
+                            true,
+                        ));
+                    }
+                    mounts.push(bind(&path_str(&dirs.run)?, ARTIFACTS_MOUNT, false));
+                    mounts.push(bind(&path_str(&dirs.tmp)?, JUDGE_TMP, false));
+                    mounts.push(bind(&path_str(&dirs.deps)?, DEPS_MOUNT, !setup));
+                    if !setup {
+                        mounts.push(bind(&path_str(&dirs.build)?, CACHE_MOUNT, false));
+                    }
+                    if let Some(bytes) = &ca {
+                        let folder = dirs.deps.join(".bork-ci");
+                        std::fs::create_dir_all(&folder)
+                            .map_err(prepare_error("the CA bundle's folder for the setup commands"))?;
+                        let file = folder.join("ca-certificates.crt");
+                        bork_ci_core::safe_fs::write_atomic(&file, bytes)
+                            .map_err(prepare_error("the CA bundle for the setup commands"))?;
+                        // Read by the setup job's user; certificates are public.
+                        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+                            .map_err(prepare_error("the CA bundle for the setup commands"))?;
+                    }
+                    prepared._scratch = Some(scratch);
+                }
+                env.extend(super::artifact_env(&super::JudgePaths {
+                    run: ARTIFACTS_MOUNT,
+                    build: CACHE_MOUNT,
+                    deps: DEPS_MOUNT,
+                    home: JUDGE_HOME,
+                    tmp: tmp_dir,
+                }));
+                // bork-ci itself, read-only and first on PATH: `bork-ci check` in a checker.
+                if let Some(tool) = self.tool_mounts(&image, copy).await {
+                    mounts.extend(tool);
+                    let path = self.image_path(&image).await;
+                    env.push(("PATH".to_owned(), format!("{}:{path}", runner_image::TOOL_BIN)));
+                    env.push((
+                        "BORK_CI".to_owned(),
+                        format!("{}/bork-ci", runner_image::TOOL_BIN),
+                    ));
+                }
+                if setup {
+                    if ca.is_some() {
+                        env.extend(super::ca_env(SETUP_CA));
+                    }
+                    env.extend(self.settings.setup_egress.proxy_env.iter().cloned());
+                    (self.settings.user.clone(), self.settings.setup_network.clone())
+                } else {
+                    (self.settings.user.clone(), self.settings.network.clone())
+                }
+            }
+            JobKind::EditStep => {
+                env.push(("HOME".to_owned(), "/tmp".to_owned()));
+                if copy {
+                    // No working tree at all: the step returns its plan as data.
+                    if let Some(state) = &job.state_dir {
+                        let state_volume = format!(
+                            "bork-ci-state-{}",
+                            &uuid::Uuid::new_v4().simple().to_string()[..16]
+                        );
+                        self.create_volume(&state_volume, self.run_volume_labels("state"))
+                            .await?;
+                        prepared.volumes.push(state_volume.clone());
+                        mounts.push(transport::volume(&state_volume, STATE_MOUNT, false));
+                        let (uid, gid) = numeric_user(&self.settings.user);
+                        prepared.uploads.push((
+                            STATE_MOUNT.to_owned(),
+                            archive::state(state, "step", uid, gid)
+                                .map_err(prepare_error("the edit step's state"))?,
+                        ));
+                        prepared.state_back = Some(state.clone());
+                    }
+                    (self.settings.user.clone(), "host".to_owned())
+                } else {
+                    mounts.push(bind(&path_str(repo)?, REPO_MOUNT, false));
+                    mask_git(repo, &mut mounts, &mut tmpfs, self.podman);
+                    if let Some(state) = &job.state_dir {
+                        let state =
+                            std::fs::canonicalize(state).map_err(prepare_error("the state directory"))?;
+                        mounts.push(bind(&path_str(&state)?, STATE_MOUNT, false));
+                    }
+                    // Files the step writes keep the repository owner's ids.
+                    let owner = std::fs::metadata(repo).map_err(prepare_error("the repository owner"))?;
+                    (format!("{}:{}", owner.uid(), owner.gid()), "host".to_owned())
+                }
+            }
+        };
+        for (name, value) in &job.env {
+            if job.secret_env.iter().any(|secret| secret == name) || name.contains('=') {
+                continue;
+            }
+            env.retain(|(existing, _)| existing != name);
+            env.push((name.clone(), value.clone()));
+        }
+        let host_config = HostConfig {
+            tmpfs: Some(tmpfs),
+            ..hardening::host_config(&self.settings, mounts, &network)
+        };
+        prepared.body = ContainerCreateBody {
+            image: Some(image),
+            cmd: Some(cmd),
+            entrypoint: Some(Vec::new()),
+            env: Some(env.into_iter().map(|(k, v)| format!("{k}={v}")).collect()),
+            user: Some(user),
+            working_dir: Some(REPO_MOUNT.to_owned()),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            attach_stdin: Some(false),
+            open_stdin: Some(false),
+            tty: Some(false),
+            network_disabled: None,
+            labels: Some(self.labels(job.kind)),
+            host_config: Some(host_config),
+            ..Default::default()
+        };
+        Ok(())
+    }
+
+    /// Copy transport: puts the prepared archives into the created container.
+    async fn stage_in(&self, id: &str, prepared: &Prepared) -> Result<(), SandboxError> {
+        for (path, archive) in &prepared.uploads {
+            self.upload(id, path, archive.clone()).await?;
+        }
+        Ok(())
+    }
+
+    /// Copy transport: brings the artifacts and the edit step's result back to the host.
+    async fn stage_out(&self, id: &str, prepared: &Prepared) -> Result<(), SandboxError> {
+        if let Some(run_dir) = &prepared.artifacts_back {
+            self.copy_artifacts_back(id, run_dir).await?;
+        }
+        if let Some(tmp_dir) = &prepared.tmp_back {
+            self.copy_tmp_back(id, tmp_dir).await?;
+        }
+        if let Some(state_dir) = &prepared.state_back {
+            self.copy_state_back(id, state_dir, crate::sandbox::STATE_OUTPUT)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Removes the volumes made for one job.
+    async fn release(&self, prepared: Prepared) {
+        for name in &prepared.volumes {
+            remove_volume(&self.docker, name).await;
+        }
+    }
+
+    async fn create(&self, prepared: &Prepared, kind: JobKind) -> Result<Container, SandboxError> {
+        let image = prepared.body.image.clone().unwrap_or_default();
+        self.new_container(kind.as_str(), prepared.body.clone())
+            .await
+            .map_err(|error| match error {
+                ref e if is_not_found(e) => SandboxError::ImageMissing {
+                    image: image.clone(),
+                    reason: e.to_string(),
+                },
+                other => docker_error("create")(other),
+            })
+    }
+
+    /// Creates a container named for `role` (see [`create_named`]): the one start of every
+    /// container's life, which [`Container`] ends on every path.
+    pub(super) async fn new_container(
+        &self,
+        role: &str,
+        body: ContainerCreateBody,
+    ) -> Result<Container, bollard::errors::Error> {
+        let created = create_named(&self.docker, role, body).await?;
+        if let Ok(mut live) = self.live.lock() {
+            live.insert(created.clone());
+        }
+        Ok(Container {
+            docker: self.docker.clone(),
+            id: created,
+            live: Arc::clone(&self.live),
+            armed: true,
+        })
+    }
+}
+
+/// Largest build context of a dev container sent to the engine.
+const DEVCONTAINER_CONTEXT_MAX: u64 = 1 << 30;
+
+/// Builds the dev container's Dockerfile, or reuses the image built from the same inputs: the
+/// tag is a digest of the context's files (names, modes, contents), the Dockerfile's path, the
+/// build arguments and the target.
+async fn build_devcontainer(
+    docker: &Docker,
+    artifact_root: &Path,
+    repo: &Path,
+    dockerfile: &Path,
+    context: &Path,
+    args: &std::collections::BTreeMap<String, String>,
+    target: Option<&str>,
+) -> Result<String, SandboxError> {
+    let context_dir = repo.join(context);
+    let dockerfile_in_context = dockerfile.strip_prefix(context).map_err(|_| {
+        SandboxError::Backend(format!(
+            "the dev container's Dockerfile {} is not inside its build context {}",
+            dockerfile.display(),
+            if context.as_os_str().is_empty() {
+                ".".to_owned()
+            } else {
+                context.display().to_string()
+            }
+        ))
+    })?;
+    let dir = context_dir.clone();
+    let tar = tokio::task::spawn_blocking(move || archive::context(&dir, DEVCONTAINER_CONTEXT_MAX))
+        .await
+        .map_err(|e| SandboxError::Backend(e.to_string()))?
+        .map_err(|source| SandboxError::Prepare {
+            what: format!("the dev container's build context {}", context_dir.display()),
+            source,
+        })?;
+    let mut hasher = sha2::Sha256::new();
+    use sha2::Digest as _;
+    hasher.update(&tar);
+    hasher.update(dockerfile_in_context.to_string_lossy().as_bytes());
+    for (name, value) in args {
+        hasher.update(format!("\0{name}={value}").as_bytes());
+    }
+    hasher.update(format!("\0target={}", target.unwrap_or("")).as_bytes());
+    let digest = hex::encode(hasher.finalize());
+    let tag = format!("bork-ci-devcontainer:{}", &digest[..16]);
+    let record = artifact_root.join(DEVCONTAINER_RECORDS).join(&digest);
+    // Reused only when the tag still names the image bork-ci built from these files (the id it
+    // recorded then): anyone with the engine can put any image under the tag, or a label on it.
+    let recorded = {
+        let record = record.clone();
+        tokio::task::spawn_blocking(move || bork_ci_core::safe_fs::read_regular(&record, 256))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
+    };
+    if let Ok(found) = docker.inspect_image(&tag).await {
+        match (found.id, recorded) {
+            (Some(id), Some(recorded)) if id == recorded => {
+                tracing::info!(
+                    "the judges run in the dev container's image {tag} ({id}, built before from the same files)"
+                );
+                return Ok(id);
+            }
+            (id, _) => tracing::warn!(
+                "{tag} names an image bork-ci did not build from these files ({}); building it again",
+                id.as_deref().unwrap_or("no id")
+            ),
+        }
+    }
+    tracing::info!(
+        "building the dev container's image {tag} from {} ({} bytes of context)",
+        dockerfile.display(),
+        tar.len()
+    );
+    let options = BuildImageOptions {
+        dockerfile: dockerfile_in_context.to_string_lossy().into_owned(),
+        t: Some(tag.clone()),
+        rm: true,
+        forcerm: true,
+        buildargs: Some(args.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+        target: target.unwrap_or_default().to_owned(),
+        labels: Some(HashMap::from([
+            (labels::MARK.to_owned(), "1".to_owned()),
+            ("bork-ci.devcontainer".to_owned(), digest.clone()),
+        ])),
+        ..Default::default()
+    };
+    let failed = |reason: String| SandboxError::ImageMissing {
+        image: tag.clone(),
+        reason: format!("building the dev container's Dockerfile failed: {reason}"),
+    };
+    let mut progress = docker.build_image(options, None, Some(bollard::body_full(tar.into())));
+    let mut last = Vec::new();
+    while let Some(item) = progress.next().await {
+        match item {
+            Ok(info) => {
+                if let Some(message) = info.error_detail.and_then(|detail| detail.message) {
+                    return Err(failed(format!("{message}; last lines: {}", last.join(" | "))));
+                }
+                if let Some(stream) = info.stream.filter(|s| !s.trim().is_empty()) {
+                    let line = bork_ci_core::untrusted::one_line(stream.trim());
+                    tracing::debug!("dev container build: {line}");
+                    last.push(line);
+                    if last.len() > 5 {
+                        last.remove(0);
+                    }
+                }
+            }
+            Err(error) => return Err(failed(error.to_string())),
+        }
+    }
+    let id = match docker.inspect_image(&tag).await {
+        Ok(built) => built
+            .id
+            .ok_or_else(|| failed("the engine names no id for the built image".to_owned()))?,
+        Err(error) => return Err(failed(format!("the engine reported no error, but: {error}"))),
+    };
+    let written = {
+        let (record, id) = (record.clone(), id.clone());
+        tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(parent_of(&record))?;
+            bork_ci_core::safe_fs::write_atomic(&record, id.as_bytes())
+        })
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|written| written)
+    };
+    if let Err(error) = written {
+        // Without the record the image is built again next time, never trusted by its tag.
+        tracing::warn!(
+            "recording the dev container's image {id} in {}: {error}",
+            record.display()
+        );
+    }
+    tracing::info!("the judges run in the dev container's image {tag} ({id})");
+    Ok(id)
+}
+
+/// The folder under the artifact root holding, per digest of a dev container's build inputs,
+/// the id of the image bork-ci built from them.
+pub const DEVCONTAINER_RECORDS: &str = "devcontainer-images";
+
+fn parent_of(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new("."))
+}
+
+/// What [`gc`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    pub containers: Vec<String>,
+    pub volumes: Vec<String>,
+}
+
+/// Removes labelled containers and volumes of runs proven dead (see [`liveness`]: same boot and
+/// PID namespace as this process, and the run's pid gone or another process), and of any run
+/// whose lease ran out (see [`labels::LEASE`]); those without a lease (made by an older bork-ci)
+/// once older than `ttl`. What cannot be proven (another host or boot, another PID namespace,
+/// a process table this process may not read) waits for its lease, so a bork-ci elsewhere
+/// sharing the engine never loses a live run's objects. Never touches unlabelled objects, this
+/// run's own, or cache volumes (see [`gc_caches`]).
+pub async fn gc(sandbox: &DockerSandbox, ttl: Duration) -> Result<GcReport, SandboxError> {
+    let filter = format!("{}=1", labels::MARK);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let here = tokio::task::spawn_blocking(liveness::Place::current)
+        .await
+        .ok()
+        .flatten();
+    let expired = |labels: &HashMap<String, String>| -> bool {
+        if labels.get(labels::MARK).map(String::as_str) != Some("1")
+            || labels.contains_key(transport::CACHE_LABEL)
+            || labels.get(labels::RUN).map(String::as_str) == Some(sandbox.run_id.as_str())
+        {
+            return false;
+        }
+        if liveness::provably_dead(labels, here.as_ref(), liveness::look_up) {
+            return true;
+        }
+        let number = |key: &str| labels.get(key).and_then(|value| value.parse::<u64>().ok());
+        match number(labels::LEASE) {
+            Some(until) => until < now,
+            None => now.saturating_sub(number(labels::CREATED).unwrap_or(0)) > ttl.as_secs(),
+        }
+    };
+    let mut report = GcReport::default();
+    for (id, container_labels) in sandbox.list_labelled(&filter).await? {
+        if let Some(id) = id.filter(|_| expired(&container_labels)) {
+            remove_container(&sandbox.docker, &id).await;
+            report.containers.push(id);
+        }
+    }
+    for volume in sandbox.list_volumes(&filter).await? {
+        if expired(&volume.labels) {
+            remove_volume(&sandbox.docker, &volume.name).await;
+            report.volumes.push(volume.name);
+        }
+    }
+    if !report.containers.is_empty() || !report.volumes.is_empty() {
+        tracing::info!(
+            containers = report.containers.len(),
+            volumes = report.volumes.len(),
+            "removed leftovers of dead runs and of runs whose lease ran out"
+        );
+    }
+    Ok(report)
+}
+
+/// Removes the cache volumes (one per repository and base, see [`transport`]) that no container
+/// references and that were made more than `ttl` ago; returns their names. A live run keeps its
+/// caches referenced by its anchor container for as long as it runs, so none of them is ever
+/// unused here; the engine itself refuses to remove a volume a container references.
+pub async fn gc_caches(sandbox: &DockerSandbox, ttl: Duration) -> Result<Vec<String>, SandboxError> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let options = ListVolumesOptions {
+        filters: Some(HashMap::from([
+            ("label".to_owned(), vec![format!("{}=1", transport::CACHE_LABEL)]),
+            ("dangling".to_owned(), vec!["true".to_owned()]),
+        ])),
+    };
+    let listed = sandbox
+        .docker
+        .list_volumes(Some(options))
+        .await
+        .map_err(docker_error("list volumes"))?;
+    let mut removed = Vec::new();
+    for volume in listed.volumes.unwrap_or_default() {
+        let created = volume
+            .labels
+            .get(labels::CREATED)
+            .and_then(|value| value.parse::<u64>().ok())
+            .unwrap_or(0);
+        if now.saturating_sub(created) < ttl.as_secs() {
+            continue;
+        }
+        let options = RemoveVolumeOptions { force: false };
+        match sandbox.docker.remove_volume(&volume.name, Some(options)).await {
+            Ok(()) => removed.push(volume.name),
+            Err(error) if is_not_found(&error) => {}
+            Err(error) => tracing::debug!(volume = volume.name, %error, "keeping a cache volume in use"),
+        }
+    }
+    Ok(removed)
+}
+
+/// Removes runner images built from other (older) bork-ci executables than this one; returns
+/// their tags. Nothing is removed while this executable's image does not exist.
+pub async fn gc_runner_images(sandbox: &DockerSandbox) -> Result<Vec<String>, SandboxError> {
+    let executable = tokio::task::spawn_blocking(runner_image::Executable::current)
+        .await
+        .map_err(|e| SandboxError::Backend(e.to_string()))??;
+    runner_image::remove_stale(&sandbox.docker, &executable.tag()).await
+}
+
+fn hostname() -> String {
+    let name = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .trim()
+        .to_owned();
+    if name.is_empty() {
+        "unknown".to_owned()
+    } else {
+        name
+    }
+}
+
+pub(super) async fn remove_container(docker: &Docker, id: &str) {
+    let options = RemoveContainerOptions {
+        force: true,
+        v: true,
+        ..Default::default()
+    };
+    match docker.remove_container(id, Some(options)).await {
+        Ok(()) => {}
+        Err(error) if is_not_found(&error) => {}
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => {
+            // Another removal (a dropped job's guard) is under way: wait until it is done.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                match docker.inspect_container(id, None).await {
+                    Err(error) if is_not_found(&error) => return,
+                    _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+            tracing::warn!(container = id, "removal still in progress after 10 s");
+        }
+        Err(error) => tracing::warn!(container = id, %error, "removing container"),
+    }
+}
+
+pub(super) async fn remove_volume(docker: &Docker, name: &str) {
+    let options = RemoveVolumeOptions { force: true };
+    if let Err(error) = docker.remove_volume(name, Some(options)).await
+        && !is_not_found(&error)
+    {
+        tracing::warn!(volume = name, %error, "removing volume");
+    }
+}
+
+/// A container description, the host files that must outlive the container, and over `copy`
+/// what goes in before it starts, what comes back after, and the volumes made for it alone.
+struct Prepared {
+    body: ContainerCreateBody,
+    _scratch: Option<tempfile::TempDir>,
+    /// What the job holds of its build cache (bind): a folder of its own, removed with the
+    /// job, or the warm cache's lock.
+    build: super::JobBuild,
+    /// `(path in the container, tar)`, extracted before the container starts.
+    uploads: Vec<(String, Vec<u8>)>,
+    /// The host run directory `/artifacts` is copied back into.
+    artifacts_back: Option<PathBuf>,
+    /// The host folder a judge's `/tmp` (its `TMPDIR`) is copied back into.
+    tmp_back: Option<PathBuf>,
+    /// The host state directory the edit step's `output.json` is copied back into.
+    state_back: Option<PathBuf>,
+    /// Volumes removed after the job.
+    volumes: Vec<String>,
+    /// Over `copy`: holds off updates of the tree volume while the job runs.
+    tree_guard: Option<tokio::sync::OwnedRwLockReadGuard<()>>,
+}
+
+/// The numeric `uid:gid` of a `sandbox.user` value; a name counts as 65534 (nobody) for the
+/// owner of the edit step's state.
+fn numeric_user(user: &str) -> (u64, u64) {
+    let mut parts = user.split(':');
+    let uid = parts.next().and_then(|u| u.parse().ok()).unwrap_or(65534);
+    let gid = parts.next().and_then(|g| g.parse().ok()).unwrap_or(uid);
+    (uid, gid)
+}
+
+/// A container of this run, from [`DockerSandbox::new_container`]: removed by
+/// [`Container::remove`], or when dropped (error paths, cancelled futures), unless
+/// [`Container::keep`] handed it to the run's cleanup. Jobs, helpers (probe, fill, open-deps)
+/// and anchors all live this one life.
+pub(super) struct Container {
+    docker: Docker,
+    /// The engine's id of the container.
+    pub(super) id: String,
+    live: Arc<Mutex<HashSet<String>>>,
+    armed: bool,
+}
+
+impl Container {
+    /// Removes the container (and its anonymous volumes), waiting until it is gone.
+    pub(super) async fn remove(mut self) {
+        remove_container(&self.docker, &self.id).await;
+        self.armed = false;
+        if let Ok(mut live) = self.live.lock() {
+            live.remove(&self.id);
+        }
+    }
+
+    /// Leaves the container to the run's end (`cleanup_all`, or `gc` after a killed run's
+    /// lease): an anchor that must outlive this value.
+    pub(super) fn keep(mut self) -> String {
+        self.armed = false;
+        std::mem::take(&mut self.id)
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Ok(mut live) = self.live.lock() {
+            live.remove(&self.id);
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let docker = self.docker.clone();
+            let id = std::mem::take(&mut self.id);
+            handle.spawn(async move { remove_container(&docker, &id).await });
+        }
+    }
+}
+
+pub(super) fn bind(source: &str, target: &str, read_only: bool) -> Mount {
+    Mount {
+        source: Some(source.to_owned()),
+        target: Some(target.to_owned()),
+        typ: Some(MountType::BIND),
+        read_only: Some(read_only),
+        ..Default::default()
+    }
+}
+
+/// Hides `.git` from the edit step: an empty read-only tmpfs over a directory, `/dev/null` over a
+/// file (a worktree's `gitdir:` pointer). On Podman the tmpfs is a `HostConfig.Tmpfs` entry with
+/// `notmpcopyup` (see [`Podman`]).
+fn mask_git(repo: &Path, mounts: &mut Vec<Mount>, tmpfs: &mut HashMap<String, String>, podman: bool) {
+    let target = format!("{REPO_MOUNT}/.git");
+    match std::fs::symlink_metadata(repo.join(".git")) {
+        Ok(meta) if meta.is_dir() && podman => {
+            tmpfs.insert(
+                target,
+                "ro,nosuid,nodev,noexec,size=4096,mode=0555,notmpcopyup".to_owned(),
+            );
+        }
+        Ok(meta) if meta.is_dir() => mounts.push(Mount {
+            target: Some(target),
+            typ: Some(MountType::TMPFS),
+            read_only: Some(true),
+            tmpfs_options: Some(MountTmpfsOptions {
+                size_bytes: Some(4096),
+                mode: Some(0o555),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        Ok(_) => mounts.push(bind("/dev/null", &target, true)),
+        Err(_) => {}
+    }
+}
+
+fn path_str(path: &Path) -> Result<String, SandboxError> {
+    path.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| SandboxError::Prepare {
+            what: format!("a mount of {}", path.display()),
+            source: std::io::Error::other("the path is not UTF-8"),
+        })
+}
+
+/// Writes a credential-stripped copy of `repo/.git/config` into `scratch` and returns its path;
+/// `None` when `.git` is not a directory (nothing of it is mounted then but the pointer file).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the sandbox: reads the repository's .git/config to write a credential-stripped copy"
+)]
+fn stripped_git_config(repo: &Path, scratch: &Path) -> std::io::Result<Option<PathBuf>> {
+    let git = repo.join(".git");
+    match std::fs::symlink_metadata(&git) {
+        Ok(meta) if meta.is_dir() => {}
+        _ => return Ok(None),
+    }
+    let config = git.join("config");
+    let original = match std::fs::symlink_metadata(&config) {
+        Ok(meta) if meta.is_file() => std::fs::read(&config)?,
+        Ok(_) => Vec::new(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let stripped = strip_git_credentials(&String::from_utf8_lossy(&original));
+    let copy = scratch.join("git-config");
+    std::fs::write(&copy, stripped)?;
+    std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+    Ok(Some(copy))
+}
+
+/// Returns a git config keeping only what a checker needs to read the history: the `core`,
+/// `remote`, `branch`, `extensions` and `user` sections, with userinfo removed from remote URLs.
+/// Everything else goes, and with it every place a checkout leaves credentials
+/// (`http.*.extraheader`, `credential.*`, `url.*.insteadOf`, `include*`, `lfs.*`).
+pub fn strip_git_credentials(config: &str) -> String {
+    const KEPT: &[&str] = &["core", "remote", "branch", "extensions", "user"];
+    const REMOTE_KEYS: &[&str] = &["url", "pushurl", "fetch", "push", "tagopt", "mirror", "prune"];
+    let mut out = String::new();
+    let mut section: Option<String> = None;
+    let mut continuing = false;
+    for line in config.lines() {
+        let trimmed = line.trim_start();
+        if continuing {
+            continuing = line.ends_with('\\');
+            continue;
+        }
+        if trimmed.starts_with('[') {
+            let header = trimmed.get(1..).unwrap_or_default();
+            let name: String = header
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect::<String>()
+                .to_ascii_lowercase();
+            let keep = KEPT.contains(&name.as_str());
+            // Anything after the closing bracket (an inline `key = value`) is dropped.
+            let header_only = match trimmed.find(']') {
+                Some(end) if keep => trimmed.get(..=end).unwrap_or_default(),
+                _ => "",
+            };
+            section = keep.then_some(name);
+            if keep {
+                out.push_str(&strip_userinfo(header_only));
+                out.push('\n');
+            }
+            continue;
+        }
+        let Some(current) = &section else {
+            continuing = line.ends_with('\\');
+            continue;
+        };
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with(';') {
+            continue;
+        }
+        let key = trimmed
+            .split(|c: char| c == '=' || c.is_whitespace())
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let keep = match current.as_str() {
+            "remote" => REMOTE_KEYS.contains(&key.as_str()),
+            "core" => !matches!(key.as_str(), "askpass" | "sshcommand" | "hookspath" | "fsmonitor"),
+            _ => true,
+        };
+        if keep && !line.ends_with('\\') {
+            out.push('\t');
+            out.push_str(&strip_userinfo(trimmed));
+            out.push('\n');
+        } else {
+            continuing = line.ends_with('\\');
+        }
+    }
+    out
+}
+
+/// Removes `user:password@` from every `scheme://` URL in `text`.
+fn strip_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (before, after) = rest.split_at(at + 3);
+        out.push_str(before);
+        let authority_end = after
+            .find(|c: char| c == '/' || c == '"' || c.is_whitespace())
+            .unwrap_or(after.len());
+        let authority = after.get(..authority_end).unwrap_or_default();
+        match authority.rfind('@') {
+            Some(userinfo_end) => out.push_str(authority.get(userinfo_end + 1..).unwrap_or_default()),
+            None => out.push_str(authority),
+        }
+        rest = after.get(authority_end..).unwrap_or_default();
+    }
+    out.push_str(rest);
+    out
+}
+
+fn exit_code(code: Option<i64>) -> i32 {
+    code.and_then(|c| i32::try_from(c).ok()).unwrap_or(-1)
+}
+
+/// Output kept from a job's two streams.
+#[derive(Debug, Default)]
+struct Captured {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    stdout_truncated: bool,
+    stderr_truncated: bool,
+}
+
+impl Captured {
+    fn into_job_output(self, outcome: Outcome, duration: Duration) -> JobOutput {
+        JobOutput {
+            outcome,
+            stdout: self.stdout,
+            stderr: self.stderr,
+            stdout_truncated: self.stdout_truncated,
+            stderr_truncated: self.stderr_truncated,
+            duration,
+        }
+    }
+}
+
+fn keep(buffer: &mut Vec<u8>, truncated: &mut bool, bytes: &[u8], cap: usize) {
+    let room = cap.saturating_sub(buffer.len());
+    if bytes.len() > room {
+        *truncated = true;
+    }
+    buffer.extend_from_slice(bytes.get(..bytes.len().min(room)).unwrap_or_default());
+}
+
+async fn read_capped<S>(mut stream: S, cap: usize, live_stderr: bool) -> Captured
+where
+    S: Stream<Item = Result<LogOutput, bollard::errors::Error>> + Unpin,
+{
+    let mut captured = Captured::default();
+    let mut relay = live_stderr.then(super::LiveRelay::default);
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
+                keep(
+                    &mut captured.stdout,
+                    &mut captured.stdout_truncated,
+                    &message,
+                    cap,
+                );
+            }
+            Ok(LogOutput::StdErr { message }) => {
+                if let Some(relay) = &mut relay {
+                    relay.push(&message);
+                }
+                keep(
+                    &mut captured.stderr,
+                    &mut captured.stderr_truncated,
+                    &message,
+                    cap,
+                );
+            }
+            Ok(LogOutput::StdIn { .. }) => {}
+            Err(error) => {
+                tracing::debug!(%error, "output stream ended");
+                break;
+            }
+        }
+    }
+    if let Some(relay) = &mut relay {
+        relay.finish();
+    }
+    captured
+}
+
+async fn join_reader(reader: tokio::task::JoinHandle<Captured>) -> Captured {
+    // The stream ends when the container stops; bound the wait in case the engine keeps it open.
+    match tokio::time::timeout(Duration::from_secs(5), reader).await {
+        Ok(Ok(captured)) => captured,
+        Ok(Err(_)) | Err(_) => Captured {
+            stdout_truncated: true,
+            stderr_truncated: true,
+            ..Captured::default()
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_sizes() {
+        assert_eq!(parse_memory("1024"), Ok(1024));
+        assert_eq!(parse_memory("512m"), Ok(512 << 20));
+        assert_eq!(parse_memory("2g"), Ok(2 << 30));
+        assert_eq!(parse_memory("2GiB"), Ok(2 << 30));
+        assert!(parse_memory("lots").is_err());
+        assert!(parse_memory("2x").is_err());
+    }
+
+    #[test]
+    fn git_config_loses_every_credential() {
+        let config = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\
+            \tsshCommand = ssh -i /home/u/.ssh/id\n\
+            [remote \"origin\"]\n\turl = https://x-access-token:ghs_SECRET1@github.com/o/r.git\n\
+            \tfetch = +refs/heads/*:refs/remotes/origin/*\n\tproxy = http://u:SECRET2@proxy\n\
+            [http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic SECRET3\n\
+            [http]\n\textraHeader = Authorization: bearer SECRET4\n\
+            [credential]\n\thelper = store --file /x\n\tusername = SECRET5\n\
+            [url \"https://user:SECRET6@github.com/\"]\n\tinsteadOf = https://github.com/\n\
+            [includeIf \"gitdir:/x\"]\n\tpath = /SECRET7\n\
+            [branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n\
+            [lfs \"https://github.com/o/r.git/info/lfs\"]\n\taccess = SECRET8\n\
+            [remote \"fork\"]\n\turl = https://SECRET9@example.com/o/r\n";
+        let stripped = strip_git_credentials(config);
+        assert!(!stripped.contains("SECRET"), "{stripped}");
+        assert!(
+            stripped.contains("url = https://github.com/o/r.git"),
+            "{stripped}"
+        );
+        assert!(stripped.contains("url = https://example.com/o/r"), "{stripped}");
+        assert!(stripped.contains("[branch \"main\"]"));
+        assert!(stripped.contains("merge = refs/heads/main"));
+        assert!(stripped.contains("repositoryformatversion = 0"));
+    }
+
+    #[test]
+    fn continuation_lines_of_dropped_keys_go_too() {
+        let config = "[http]\n\textraheader = AUTHORIZATION: \\\n  SECRET\n[core]\n\tbare = false\n";
+        let stripped = strip_git_credentials(config);
+        assert!(!stripped.contains("SECRET"), "{stripped}");
+        assert!(stripped.contains("bare = false"));
+    }
+
+    #[test]
+    fn userinfo_is_removed_from_urls_only() {
+        assert_eq!(
+            strip_userinfo("url = https://a:b@host/x and ssh://git@h:22/y"),
+            "url = https://host/x and ssh://h:22/y"
+        );
+        assert_eq!(strip_userinfo("git@github.com:o/r"), "git@github.com:o/r");
+    }
+
+    #[test]
+    fn capped_buffers() {
+        let mut buffer = Vec::new();
+        let mut truncated = false;
+        keep(&mut buffer, &mut truncated, b"0123", 6);
+        keep(&mut buffer, &mut truncated, b"4567", 6);
+        assert_eq!(buffer, b"012345");
+        assert!(truncated);
+    }
+}

@@ -1,0 +1,872 @@
+//! How files reach a container: `bind` mounts host paths, `copy` moves archives through the
+//! Engine API and assumes nothing about the engine's filesystem (docker-in-docker, a job in a
+//! container with the host's socket, a remote `DOCKER_HOST`, Podman).
+//!
+//! `auto` (the default) picks `bind` only when bork-ci can show that the engine sees the same
+//! paths: the endpoint is a local unix socket, and a probe container with the repository, the
+//! temporary directory and the artifact root bind-mounted returns, through the archive API,
+//! the very bytes bork-ci reads there (a marker file it just wrote in the two directories it
+//! owns, and a file of the repository with its modification time). Otherwise `copy`.
+//!
+//! Over `copy`, checker and verify jobs mount the run's tree volume read-only at `/repo`: the
+//! working tree (as git selects it) and the stripped git metadata, filled by the first job and
+//! brought up to date with only what changed before each later one ([`TreeVolume`]); a volume
+//! per run for `/artifacts`, copied back to the host after each job; a volume per repository for
+//! `/cache`, kept across runs (removed by `bork-ci gc`). The edit step gets no working tree at
+//! all: its state goes into a volume at `/state`, its result comes back as data.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bollard::models::{
+    ContainerCreateBody, HostConfig, Mount, MountType, MountVolumeOptions, VolumeCreateRequest,
+};
+use bollard::query_parameters::{DownloadFromContainerOptions, UploadToContainerOptions};
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{DockerSandbox, SandboxError, archive, docker_error, labels, no_logs};
+
+/// `sandbox.transport`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// `bind` when a probe shows the engine sees this host's paths, else `copy`.
+    #[default]
+    Auto,
+    /// Bind-mount host paths (the engine must share bork-ci's filesystem).
+    Bind,
+    /// Archives through the Engine API into volumes; no host path is assumed on the engine.
+    Copy,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Auto => "auto",
+            Transport::Bind => "bind",
+            Transport::Copy => "copy",
+        }
+    }
+}
+
+/// Label on the cache volumes (value `1`); they carry no run label and outlive runs.
+pub const CACHE_LABEL: &str = "bork-ci.cache";
+/// Label naming the repository a cache volume belongs to (its path on the runner's host).
+pub const REPO_LABEL: &str = "bork-ci.repo";
+/// Largest archive of artifacts copied back after one job.
+pub const ARTIFACT_LIMITS: archive::Limits = archive::Limits {
+    bytes: 2 << 30,
+    entries: 200_000,
+};
+
+/// A short stable digest of `text` for volume names.
+pub fn digest16(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))[..16].to_owned()
+}
+
+/// The cache volume of the repository at `repo` (its canonical path on this host).
+pub fn cache_volume(repo: &Path) -> String {
+    format!("bork-ci-cache-{}", digest16(&repo.display().to_string()))
+}
+
+/// The dependency cache volume of a key (`SharedDirs::deps_key`, see `sandbox::deps`).
+pub fn deps_volume(deps_key: &str) -> String {
+    format!("bork-ci-deps-{deps_key}")
+}
+
+/// The build cache volume of a run.
+pub fn build_volume(run_id: &str) -> String {
+    format!("bork-ci-build-{}", digest16(run_id))
+}
+
+/// The artifacts volume of a run directory.
+pub fn artifacts_volume(run_dir: &Path) -> String {
+    format!("bork-ci-artifacts-{}", digest16(&run_dir.display().to_string()))
+}
+
+/// A volume mount; `no_copy` so that nothing of the image is copied into a fresh volume.
+pub fn volume(name: &str, target: &str, read_only: bool) -> Mount {
+    Mount {
+        source: Some(name.to_owned()),
+        target: Some(target.to_owned()),
+        typ: Some(MountType::VOLUME),
+        read_only: Some(read_only),
+        volume_options: Some(MountVolumeOptions {
+            no_copy: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The paths git selects in `repo`: tracked, and untracked but not ignored (what a run packs).
+/// Not a git work tree: every file below `repo`, `.git` aside.
+pub fn tree_paths(repo: &Path) -> std::io::Result<Vec<String>> {
+    let output = bork_ci_core::git::run(
+        repo,
+        &["ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+    );
+    let mut paths: Vec<String> = match output {
+        Ok(stdout) => stdout
+            .split(|b| *b == 0)
+            .filter(|raw| !raw.is_empty())
+            .filter_map(|raw| std::str::from_utf8(raw).ok().map(str::to_owned))
+            .collect(),
+        _ => ignore::WalkBuilder::new(repo)
+            .hidden(false)
+            .ignore(false)
+            .git_ignore(false)
+            .git_exclude(false)
+            .git_global(false)
+            .parents(false)
+            .build()
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_type().is_some_and(|t| !t.is_dir()))
+            .filter_map(|entry| {
+                entry
+                    .path()
+                    .strip_prefix(repo)
+                    .ok()
+                    .and_then(Path::to_str)
+                    .map(str::to_owned)
+            })
+            .filter(|path| path != ".git" && !path.starts_with(".git/"))
+            .collect(),
+    };
+    paths.sort();
+    paths.dedup();
+    Ok(paths)
+}
+
+/// The working tree's volume over `copy`: one per sandbox (run), filled by the first job and
+/// brought up to date before each later one with only what changed; jobs mount it read-only,
+/// so what is in it is exactly what bork-ci put there.
+#[derive(Debug)]
+pub struct TreeVolume {
+    pub name: String,
+    repo: std::path::PathBuf,
+    manifest: archive::Manifest,
+}
+
+/// Writes an archive of `paths` of `manifest` (all when `None`) into an anonymous file.
+fn tree_archive(
+    repo: &Path,
+    manifest: &archive::Manifest,
+    paths: Option<&[String]>,
+) -> std::io::Result<std::fs::File> {
+    let file = tempfile::tempfile()?;
+    let file = archive::write_tree(file, repo, manifest, paths, &super::strip_git_credentials)?;
+    archive::rewind(file)
+}
+
+fn file_stream(
+    file: std::fs::File,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static {
+    let file = tokio::fs::File::from_std(file);
+    futures_util::stream::try_unfold(file, |mut file| async move {
+        let mut buffer = vec![0u8; 1 << 20];
+        let read = tokio::io::AsyncReadExt::read(&mut file, &mut buffer).await?;
+        if read == 0 {
+            return Ok(None);
+        }
+        buffer.truncate(read);
+        Ok(Some((bytes::Bytes::from(buffer), file)))
+    })
+}
+
+fn upload_error(path: &str) -> impl Fn(bollard::errors::Error) -> SandboxError + '_ {
+    move |error| SandboxError::Docker {
+        operation: "copy into a container",
+        reason: format!("{path}: {error}"),
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl DockerSandbox {
+    /// The transport for jobs on `repo`: the setting, or for `auto` the probe's answer (asked
+    /// once per sandbox, with `image`, which must be present).
+    pub async fn transport(&self, repo: &Path, image: &str) -> Transport {
+        match self.settings.transport {
+            Transport::Bind => Transport::Bind,
+            Transport::Copy => Transport::Copy,
+            Transport::Auto => {
+                *self
+                    .resolved_transport
+                    .get_or_init(|| async {
+                        match self.probe_bind(repo, image).await {
+                            Ok(()) => {
+                                tracing::info!("sandbox transport: bind (the engine sees this host's paths)");
+                                Transport::Bind
+                            }
+                            Err(reason) => {
+                                tracing::info!("sandbox transport: copy ({reason})");
+                                Transport::Copy
+                            }
+                        }
+                    })
+                    .await
+            }
+        }
+    }
+
+    /// The transport already chosen, if any (`None` for `auto` before the first job).
+    pub fn chosen_transport(&self) -> Option<Transport> {
+        match self.settings.transport {
+            Transport::Auto => self.resolved_transport.get().copied(),
+            other => Some(other),
+        }
+    }
+
+    /// Shows that a bind mount of `repo`, of a directory under `$TMPDIR` and of the artifact
+    /// root gives a container the bytes bork-ci sees there; the reason when it does not.
+    async fn probe_bind(&self, repo: &Path, image: &str) -> Result<(), String> {
+        if !self.endpoint.starts_with("unix://") {
+            return Err(format!("the engine at {} is not a local socket", self.endpoint));
+        }
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let scratch = tempfile::Builder::new()
+            .prefix("bork-ci-probe-")
+            .tempdir()
+            .map_err(|e| format!("creating a probe directory: {e}"))?;
+        let scratch_dir = scratch.path().to_owned();
+        bork_ci_core::safe_fs::write_atomic(&scratch_dir.join("probe"), token.as_bytes())
+            .map_err(|e| format!("writing a probe file: {e}"))?;
+        let artifacts = self.settings.artifact_dir.clone();
+        std::fs::create_dir_all(&artifacts).map_err(|e| format!("creating {}: {e}", artifacts.display()))?;
+        let artifacts = std::fs::canonicalize(&artifacts).map_err(|e| e.to_string())?;
+        let marker_name = format!(".bork-ci-probe-{token}");
+        let marker = artifacts.join(&marker_name);
+        bork_ci_core::safe_fs::write_atomic(&marker, token.as_bytes())
+            .map_err(|e| format!("writing a probe file: {e}"))?;
+        let result = self
+            .probe_container(repo, &scratch_dir, &artifacts, &marker_name, &token, image)
+            .await;
+        let _ = std::fs::remove_file(&marker);
+        result
+    }
+
+    async fn probe_container(
+        &self,
+        repo: &Path,
+        scratch: &Path,
+        artifacts: &Path,
+        marker_name: &str,
+        token: &str,
+        image: &str,
+    ) -> Result<(), String> {
+        let repo = std::fs::canonicalize(repo).map_err(|e| e.to_string())?;
+        let sample = repo_sample(&repo);
+        let path = |p: &Path| {
+            p.to_str()
+                .map(str::to_owned)
+                .ok_or("a path is not UTF-8".to_owned())
+        };
+        let mounts = vec![
+            super::bind(&path(&repo)?, "/probe/repo", true),
+            super::bind(&path(scratch)?, "/probe/tmp", true),
+            super::bind(&path(artifacts)?, "/probe/artifacts", true),
+        ];
+        let probe = self
+            .create_idle(image, mounts, "probe")
+            .await
+            .map_err(|e| format!("a container with this host's paths mounted could not be created: {e}"))?;
+        let id = probe.id.clone();
+        let check = async {
+            let read = |path: String| {
+                let id = id.clone();
+                async move {
+                    let file = self
+                        .download(&id, &path, 64 << 20)
+                        .await
+                        .map_err(|e| format!("{path} is not visible to the engine: {e}"))?;
+                    tokio::task::spawn_blocking(move || read_first(file))
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .map_err(|e| format!("reading {path} back: {e}"))
+                }
+            };
+            if read("/probe/tmp/probe".to_owned()).await?.0 != token.as_bytes() {
+                return Err("the engine sees another temporary directory".to_owned());
+            }
+            if read(format!("/probe/artifacts/{marker_name}")).await?.0 != token.as_bytes() {
+                return Err("the engine sees another artifact directory".to_owned());
+            }
+            if let Some((relative, bytes, mtime)) = sample {
+                let (seen, seen_mtime) = read(format!("/probe/repo/{relative}")).await?;
+                if seen != bytes || !same_mtime(seen_mtime, mtime) {
+                    return Err("the engine sees another repository at this path".to_owned());
+                }
+            }
+            Ok(())
+        }
+        .await;
+        probe.remove().await;
+        check
+    }
+
+    /// Opens the dependency cache volume `name` to the setup job's user: a volume's root
+    /// belongs to root and no archive can change that, so a short container of the judge's
+    /// `image`, as root with no capabilities and no network, makes it sticky and writable by
+    /// all (`chmod 1777`), as the host folder is over `bind`. Without `chmod` in the image the
+    /// setup commands can still write into the tool folders (`cargo-home`, `pip`, ...).
+    pub(super) async fn open_deps_volume(&self, name: &str, image: &str) {
+        let mut container_labels = self.labels(super::JobKind::Setup);
+        container_labels.insert(labels::STEP.to_owned(), "open-deps".to_owned());
+        let body = ContainerCreateBody {
+            image: Some(image.to_owned()),
+            cmd: Some(vec![
+                "chmod".to_owned(),
+                "1777".to_owned(),
+                super::DEPS_MOUNT.to_owned(),
+            ]),
+            entrypoint: Some(Vec::new()),
+            user: Some("0:0".to_owned()),
+            labels: Some(container_labels),
+            network_disabled: Some(true),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            host_config: Some(super::hardening::host_config(
+                &self.settings,
+                vec![volume(name, super::DEPS_MOUNT, false)],
+                "none",
+            )),
+            ..Default::default()
+        };
+        let ran = match self.new_container("open-deps", body).await {
+            Ok(container) => {
+                let job = super::Job::new(
+                    super::JobKind::Setup,
+                    Vec::new(),
+                    std::time::Duration::from_secs(60),
+                    16 << 10,
+                );
+                let ran = self.run_in(&container.id, &job, std::time::Instant::now()).await;
+                container.remove().await;
+                ran.map(|output| output.outcome)
+            }
+            Err(error) => Err(docker_error("create")(error)),
+        };
+        match ran {
+            Ok(super::Outcome::Exited(0)) => {}
+            other => tracing::warn!(
+                "could not open the dependency cache volume to the setup commands' user ({other:?}): they can write only into its tool folders"
+            ),
+        }
+    }
+
+    /// Creates (never starts) a labelled container of `image` with `mounts`, for archive
+    /// operations, or as an anchor the run keeps ([`super::Container::keep`]).
+    pub(super) async fn create_idle(
+        &self,
+        image: &str,
+        mounts: Vec<Mount>,
+        step: &str,
+    ) -> Result<super::Container, SandboxError> {
+        let mut container_labels = self.labels(super::JobKind::Checker);
+        container_labels.insert(labels::STEP.to_owned(), step.to_owned());
+        let body = ContainerCreateBody {
+            image: Some(image.to_owned()),
+            cmd: Some(vec!["/bork-ci-never-started".to_owned()]),
+            entrypoint: Some(Vec::new()),
+            labels: Some(container_labels),
+            network_disabled: Some(true),
+            host_config: Some(HostConfig {
+                mounts: Some(mounts),
+                network_mode: Some("none".to_owned()),
+                log_config: no_logs(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        self.new_container(step, body)
+            .await
+            .map_err(docker_error("create"))
+    }
+
+    /// Creates a volume with this run's labels (or, for a cache, the cache labels).
+    pub(super) async fn create_volume(
+        &self,
+        name: &str,
+        volume_labels: HashMap<String, String>,
+    ) -> Result<(), SandboxError> {
+        let request = VolumeCreateRequest {
+            name: Some(name.to_owned()),
+            labels: Some(volume_labels),
+            ..Default::default()
+        };
+        self.docker
+            .create_volume(request)
+            .await
+            .map_err(docker_error("create volume"))?;
+        Ok(())
+    }
+
+    /// Labels of a volume that lives as long as this run.
+    pub(super) fn run_volume_labels(&self, what: &str) -> HashMap<String, String> {
+        let mut volume_labels = self.labels(super::JobKind::Checker);
+        volume_labels.insert(labels::STEP.to_owned(), what.to_owned());
+        volume_labels
+    }
+
+    /// Labels of the cache volume of `repo`: no run and no lease, so only `bork-ci gc` removes
+    /// it, once no container references it (a live run's anchor does) and it is old enough.
+    pub(super) fn cache_volume_labels(&self, repo: &Path) -> HashMap<String, String> {
+        HashMap::from([
+            (labels::MARK.to_owned(), "1".to_owned()),
+            (CACHE_LABEL.to_owned(), "1".to_owned()),
+            (REPO_LABEL.to_owned(), repo.display().to_string()),
+            (labels::CREATED.to_owned(), now().to_string()),
+            (labels::HOST.to_owned(), self.host_label.clone()),
+        ])
+    }
+
+    /// Brings this sandbox's tree volume up to date with the working tree of `repo` and returns
+    /// its name. The first call fills a new volume; later ones send only the paths that changed
+    /// and the list of those gone, unpacked by bork-ci in a helper container of the runner image
+    /// (an engine extracts archives file by file, about 0.5 ms each on a fuse-overlayfs engine).
+    /// When the helper cannot be had, the engine extracts the whole tree into a fresh volume
+    /// through a container of `image` that never starts. Hold `tree_lock` for writing.
+    pub(super) async fn sync_tree(&self, repo: &Path, image: &str) -> Result<String, SandboxError> {
+        let mut state = self.tree.lock().await;
+        let repo_owned = repo.to_owned();
+        let manifest = tokio::task::spawn_blocking(move || {
+            tree_paths(&repo_owned).map(|paths| archive::manifest(&repo_owned, &paths))
+        })
+        .await
+        .map_err(|e| SandboxError::Backend(e.to_string()))?
+        .map_err(|source| SandboxError::Prepare {
+            what: format!("the file list of {}", repo.display()),
+            source,
+        })?;
+        // The same repository, and its volume still there (a cleanup removes it): send changes.
+        let previous = match state.take() {
+            Some(tree) if tree.repo == repo && self.docker.inspect_volume(&tree.name).await.is_ok() => {
+                Some(tree)
+            }
+            Some(tree) => {
+                super::remove_volume(&self.docker, &tree.name).await;
+                None
+            }
+            None => None,
+        };
+        let helper_ok = !self.helper_failed.load(std::sync::atomic::Ordering::Relaxed);
+        if let Some(tree) = previous
+            && helper_ok
+        {
+            let (write, remove) = archive::changes(&tree.manifest, &manifest);
+            if write.is_empty() && remove.is_empty() {
+                *state = Some(TreeVolume { manifest, ..tree });
+                return Ok(state.as_ref().map(|t| t.name.clone()).unwrap_or_default());
+            }
+            match self
+                .update_tree(&tree.name, repo, &manifest, &write, &remove)
+                .await
+            {
+                Ok(()) => {
+                    let name = tree.name.clone();
+                    *state = Some(TreeVolume { manifest, ..tree });
+                    return Ok(name);
+                }
+                Err(error) => {
+                    tracing::info!("updating the tree volume failed ({error}); filling a new one");
+                    super::remove_volume(&self.docker, &tree.name).await;
+                }
+            }
+        }
+        let name = format!(
+            "bork-ci-repo-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..16]
+        );
+        self.create_volume(&name, self.run_volume_labels("repo")).await?;
+        let filled = async {
+            let fast = if helper_ok {
+                self.update_tree(&name, repo, &manifest, &manifest.keys().cloned().collect::<Vec<_>>(), &[])
+                    .await
+            } else {
+                Err(SandboxError::Backend("the helper failed before".into()))
+            };
+            if let Err(error) = fast {
+                if helper_ok {
+                    tracing::info!("unpacking the tree in a helper container failed ({error}); the engine extracts it instead");
+                    self.helper_failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                super::remove_volume(&self.docker, &name).await;
+                self.create_volume(&name, self.run_volume_labels("repo")).await?;
+                self.fill_through_engine(&name, repo, &manifest, image).await?;
+            }
+            Ok::<(), SandboxError>(())
+        }
+        .await;
+        if let Err(error) = filled {
+            super::remove_volume(&self.docker, &name).await;
+            return Err(error);
+        }
+        *state = Some(TreeVolume {
+            name: name.clone(),
+            repo: repo.to_owned(),
+            manifest,
+        });
+        Ok(name)
+    }
+
+    /// Sends `write` (paths of `manifest`) and the `remove` list into volume `name` through the
+    /// helper container.
+    async fn update_tree(
+        &self,
+        name: &str,
+        repo: &Path,
+        manifest: &archive::Manifest,
+        write: &[String],
+        remove: &[String],
+    ) -> Result<(), SandboxError> {
+        let runner = self.ready_image(super::JobKind::EditStep).await?;
+        let archive = {
+            let repo = repo.to_owned();
+            let manifest = manifest.clone();
+            let write = write.to_vec();
+            tokio::task::spawn_blocking(move || tree_archive(&repo, &manifest, Some(&write)))
+                .await
+                .map_err(|e| SandboxError::Backend(e.to_string()))?
+                .map_err(|source| SandboxError::Prepare {
+                    what: "the tree archive".into(),
+                    source,
+                })?
+        };
+        let list: Vec<u8> = remove
+            .iter()
+            .flat_map(|path| path.bytes().chain(std::iter::once(0)))
+            .collect();
+        self.unpack_in_helper(name, &runner, archive, (!remove.is_empty()).then_some(list))
+            .await
+    }
+
+    /// The fallback: the engine extracts the whole tree into volume `name`.
+    async fn fill_through_engine(
+        &self,
+        name: &str,
+        repo: &Path,
+        manifest: &archive::Manifest,
+        image: &str,
+    ) -> Result<(), SandboxError> {
+        let archive = {
+            let repo = repo.to_owned();
+            let manifest = manifest.clone();
+            tokio::task::spawn_blocking(move || tree_archive(&repo, &manifest, None))
+                .await
+                .map_err(|e| SandboxError::Backend(e.to_string()))?
+                .map_err(|source| SandboxError::Prepare {
+                    what: "the tree archive".into(),
+                    source,
+                })?
+        };
+        let helper = self
+            .create_idle(image, vec![volume(name, super::REPO_MOUNT, false)], "fill")
+            .await?;
+        let uploaded = self.upload_file(&helper.id, super::REPO_MOUNT, archive).await;
+        helper.remove().await;
+        uploaded
+    }
+
+    /// Puts `archive` into the volume as one file and runs `bork-ci sandbox-unpack` on it in a
+    /// locked-down container of `runner` (root, no capabilities, no network, read-only root).
+    async fn unpack_in_helper(
+        &self,
+        name: &str,
+        runner: &str,
+        archive: std::fs::File,
+        remove: Option<Vec<u8>>,
+    ) -> Result<(), SandboxError> {
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let entry = format!(".bork-ci-tree-{}.tar", &token[..12]);
+        let list_entry = format!(".bork-ci-tree-{}.remove", &token[..12]);
+        let has_list = remove.is_some();
+        let wrapped = {
+            let entry = entry.clone();
+            let list_entry = list_entry.clone();
+            tokio::task::spawn_blocking(move || {
+                let list = remove.as_deref().map(|bytes| (list_entry.as_str(), bytes));
+                archive::wrap(archive::rewind(archive)?, &entry, list)
+            })
+            .await
+            .map_err(|e| SandboxError::Backend(e.to_string()))?
+            .map_err(|source| SandboxError::Prepare {
+                what: "the tree archive".into(),
+                source,
+            })?
+        };
+        let mut container_labels = self.labels(super::JobKind::Checker);
+        container_labels.insert(labels::STEP.to_owned(), "fill".to_owned());
+        let mut cmd = vec![
+            "bork-ci".to_owned(),
+            "sandbox-unpack".to_owned(),
+            "--archive".to_owned(),
+            format!("{}/{entry}", super::REPO_MOUNT),
+            "--into".to_owned(),
+            super::REPO_MOUNT.to_owned(),
+        ];
+        if has_list {
+            cmd.extend([
+                "--remove".to_owned(),
+                format!("{}/{list_entry}", super::REPO_MOUNT),
+            ]);
+        }
+        let body = ContainerCreateBody {
+            image: Some(runner.to_owned()),
+            cmd: Some(cmd),
+            entrypoint: Some(Vec::new()),
+            user: Some("0:0".to_owned()),
+            working_dir: Some("/".to_owned()),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            labels: Some(container_labels),
+            network_disabled: Some(true),
+            host_config: Some(super::hardening::host_config(
+                &self.settings,
+                vec![volume(name, super::REPO_MOUNT, false)],
+                "none",
+            )),
+            ..Default::default()
+        };
+        let helper = self
+            .new_container("fill", body)
+            .await
+            .map_err(docker_error("create"))?;
+        let id = helper.id.clone();
+        let ran = async {
+            self.upload_file(&id, super::REPO_MOUNT, wrapped).await?;
+            let job = super::Job::new(
+                super::JobKind::Checker,
+                Vec::new(),
+                std::time::Duration::from_secs(600),
+                64 << 10,
+            );
+            self.run_in(&id, &job, std::time::Instant::now()).await
+        }
+        .await;
+        helper.remove().await;
+        let output = ran?;
+        // The answer names the archive: an image whose `bork-ci` is something else fails here.
+        let expected = format!("bork-ci unpacked {entry}");
+        if output.outcome != super::Outcome::Exited(0)
+            || String::from_utf8_lossy(&output.stdout).trim() != expected
+        {
+            return Err(SandboxError::Backend(format!(
+                "`bork-ci sandbox-unpack` ended with {:?} and did not confirm: {}",
+                output.outcome,
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Extracts the tar `archive` at `path` in container `id` (created, not necessarily started).
+    pub(super) async fn upload(&self, id: &str, path: &str, archive: Vec<u8>) -> Result<(), SandboxError> {
+        let options = UploadToContainerOptions {
+            path: path.to_owned(),
+            ..Default::default()
+        };
+        self.docker
+            .upload_to_container(id, Some(options), bollard::body_full(archive.into()))
+            .await
+            .map_err(upload_error(path))
+    }
+
+    /// As [`DockerSandbox::upload`], streaming the archive from a file.
+    async fn upload_file(&self, id: &str, path: &str, archive: std::fs::File) -> Result<(), SandboxError> {
+        let options = UploadToContainerOptions {
+            path: path.to_owned(),
+            ..Default::default()
+        };
+        self.docker
+            .upload_to_container(id, Some(options), bollard::body_try_stream(file_stream(archive)))
+            .await
+            .map_err(upload_error(path))
+    }
+
+    /// Downloads `path` of container `id` as a tar into an anonymous temporary file, at most
+    /// `limit` bytes (past it the download stops with an error).
+    pub(super) async fn download(
+        &self,
+        id: &str,
+        path: &str,
+        limit: u64,
+    ) -> Result<std::fs::File, SandboxError> {
+        use std::io::Write as _;
+        let failed = |reason: String| SandboxError::Docker {
+            operation: "copy out of a container",
+            reason: format!("{path}: {reason}"),
+        };
+        let options = DownloadFromContainerOptions {
+            path: path.to_owned(),
+        };
+        let mut stream = self.docker.download_from_container(id, Some(options));
+        let mut file = tempfile::tempfile().map_err(|e| failed(e.to_string()))?;
+        let mut total = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| failed(e.to_string()))?;
+            total += chunk.len() as u64;
+            if total > limit {
+                return Err(failed(format!("larger than {limit} bytes")));
+            }
+            file.write_all(&chunk).map_err(|e| failed(e.to_string()))?;
+        }
+        archive::rewind(file).map_err(|e| failed(e.to_string()))
+    }
+
+    /// Copies the job's `/artifacts` back into `run_dir` on the host (the runner's `logs/`
+    /// aside).
+    pub(super) async fn copy_artifacts_back(&self, id: &str, run_dir: &Path) -> Result<(), SandboxError> {
+        self.copy_back(id, super::ARTIFACTS_MOUNT, run_dir, &["logs", "tmp"])
+            .await
+    }
+
+    /// Copies a judge's `/tmp` (its `TMPDIR`) back into its folder under the run's `tmp/`,
+    /// within the same limits as the artifacts. Test temporaries are for people: more than the
+    /// limits, or a failed copy, is a warning, never the job's failure.
+    pub(super) async fn copy_tmp_back(&self, id: &str, tmp_dir: &Path) -> Result<(), SandboxError> {
+        if let Err(error) = self.copy_back(id, super::COPY_TMP, tmp_dir, &[]).await {
+            tracing::warn!(
+                "the job's temporary folder was not copied back into {}: {error}",
+                tmp_dir.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// Copies the container's `from` into the host folder `run_dir`, bounded by
+    /// [`ARTIFACT_LIMITS`], leaving out the top-level names in `skip`.
+    async fn copy_back(
+        &self,
+        id: &str,
+        from: &str,
+        run_dir: &Path,
+        skip: &'static [&'static str],
+    ) -> Result<(), SandboxError> {
+        let limit = ARTIFACT_LIMITS.bytes + (ARTIFACT_LIMITS.bytes / 8);
+        let file = self.download(id, from, limit).await?;
+        let dest = run_dir.to_owned();
+        let extracted =
+            tokio::task::spawn_blocking(move || archive::extract_into(file, &dest, ARTIFACT_LIMITS, skip))
+                .await
+                .map_err(|e| SandboxError::Backend(e.to_string()))?
+                .map_err(|source| SandboxError::Prepare {
+                    what: format!("the artifacts copied back into {}", run_dir.display()),
+                    source,
+                })?;
+        if extracted.truncated {
+            tracing::warn!(
+                "the job's artifacts exceed {} bytes or {} entries: the rest stayed in the container",
+                ARTIFACT_LIMITS.bytes,
+                ARTIFACT_LIMITS.entries
+            );
+        }
+        Ok(())
+    }
+
+    /// Copies `/state/<name>` of the edit step's container into `state_dir` on the host, when
+    /// the step wrote it.
+    pub(super) async fn copy_state_back(
+        &self,
+        id: &str,
+        state_dir: &Path,
+        name: &str,
+    ) -> Result<(), SandboxError> {
+        const LIMIT: u64 = 256 << 20;
+        let path = format!("{}/{name}", super::STATE_COPY_DIR);
+        let file = match self.download(id, &path, LIMIT + (1 << 20)).await {
+            Ok(file) => file,
+            Err(error) => {
+                tracing::debug!("no edit step result to copy back: {error}");
+                return Ok(());
+            }
+        };
+        let name_owned = name.to_owned();
+        let bytes = tokio::task::spawn_blocking(move || archive::read_single(file, &name_owned, LIMIT))
+            .await
+            .map_err(|e| SandboxError::Backend(e.to_string()))?
+            .map_err(|source| SandboxError::Prepare {
+                what: format!("the edit step's {name}"),
+                source,
+            })?;
+        let Some(bytes) = bytes else { return Ok(()) };
+        let write = || -> std::io::Result<()> {
+            let mut temporary = tempfile::NamedTempFile::new_in(state_dir)?;
+            std::io::Write::write_all(&mut temporary, &bytes)?;
+            temporary.persist(state_dir.join(name)).map_err(|e| e.error)?;
+            Ok(())
+        };
+        write().map_err(|source| SandboxError::Prepare {
+            what: format!("the edit step's {name} on the host"),
+            source,
+        })
+    }
+}
+
+/// A file of the repository to compare through the probe: `.git/HEAD`, else the first regular
+/// file at the top, at most 1 MiB; its relative path, bytes and modification time.
+fn repo_sample(repo: &Path) -> Option<(String, Vec<u8>, (i64, i64))> {
+    use std::os::unix::fs::MetadataExt;
+    let mut candidates = vec![".git/HEAD".to_owned()];
+    if let Ok(entries) = std::fs::read_dir(repo) {
+        let mut names: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .collect();
+        names.sort();
+        candidates.extend(names);
+    }
+    candidates.into_iter().find_map(|relative| {
+        let full = repo.join(&relative);
+        let metadata = std::fs::symlink_metadata(&full).ok()?;
+        if !metadata.is_file() || metadata.len() > 1 << 20 {
+            return None;
+        }
+        let bytes = bork_ci_core::safe_fs::read_regular(&full, 1 << 20).ok()?;
+        Some((relative, bytes, (metadata.mtime(), metadata.mtime_nsec())))
+    })
+}
+
+/// Whether an archive's whole-second modification time is the file's `(seconds, nanoseconds)`:
+/// Docker truncates to the second, Podman rounds to the nearest one.
+fn same_mtime(seen: u64, (secs, nanos): (i64, i64)) -> bool {
+    let truncated = u64::try_from(secs).unwrap_or(0);
+    seen == truncated || (nanos >= 500_000_000 && seen == truncated + 1)
+}
+
+/// The first entry of a downloaded archive: its bytes and modification time.
+fn read_first(file: std::fs::File) -> std::io::Result<(Vec<u8>, u64)> {
+    use std::io::Read as _;
+    let mut archive = tar::Archive::new(file);
+    let mut entries = archive.entries()?;
+    let mut entry = entries
+        .next()
+        .ok_or_else(|| std::io::Error::other("an empty archive"))??;
+    let mtime = entry.header().mtime()?;
+    let mut bytes = Vec::new();
+    (&mut entry).take(1 << 20).read_to_end(&mut bytes)?;
+    Ok((bytes, mtime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_mtime;
+
+    #[test]
+    fn an_archives_mtime_may_be_truncated_or_rounded_but_not_otherwise_off() {
+        assert!(same_mtime(100, (100, 0)));
+        assert!(same_mtime(100, (100, 999_999_999)), "Docker truncates");
+        assert!(same_mtime(101, (100, 500_000_000)), "Podman rounds");
+        assert!(!same_mtime(101, (100, 499_999_999)));
+        assert!(!same_mtime(99, (100, 0)));
+        assert!(!same_mtime(102, (100, 900_000_000)));
+    }
+}

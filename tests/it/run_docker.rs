@@ -700,3 +700,69 @@ async fn a_killed_runs_checker_container_is_reaped_at_once_by_gc_and_by_the_next
         );
     }
 }
+
+/// An edit on a path `.gitignore` lists lands in the checkout but is judged on neither transport
+/// (a pull request could not carry it): over `bind` as over `copy` the checker never sees it, and
+/// the run ends needing a human instead of converging over one transport only.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_edit_on_an_ignored_path_is_judged_alike_over_both_transports() {
+    ensure_test_image();
+    without_runner_images();
+    for transport in transports() {
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let answers = crate::support::script(
+            scratch.path(),
+            &[
+                json!({"create-or-update": {"src/generated/app.txt": "DONE\n"}}),
+                json!({"create-or-update": {"src/generated/app.txt": "DONE\n"}}),
+            ],
+        );
+        let repo = Repo::new(&[
+            ("specs/app.md", "The app prints DONE.\n"),
+            ("src/app.txt", "nothing yet\n"),
+            (".gitignore", "src/generated/\n"),
+            ("check.sh", &checker_wanting("src/generated/app.txt", "DONE")),
+        ]);
+        repo.write(
+            ".config/bork.json",
+            &json!({
+                "correctness-checker": "check.sh",
+                "checker-timeout-secs": 60,
+                "max-iterations": 2,
+                "llm": {"provider": "scripted"},
+                "sandbox": {"kind": "docker", "image": TEST_IMAGE, "pull": "never"}
+            })
+            .to_string(),
+        );
+        std::fs::set_permissions(repo.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let report_path = scratch.path().join("report.json");
+        let output = bork()
+            .args(["run", "--repo"])
+            .arg(repo.path())
+            .arg("--report")
+            .arg(&report_path)
+            .env_remove("BORK_SANDBOX_KIND")
+            .env("BORK_SANDBOX_TRANSPORT", transport)
+            .env("BORK_LLM_SCRIPT", &answers)
+            .env("BORK_SANDBOX_ARTIFACT_DIR", scratch.path().join("artifacts"))
+            .output()
+            .expect("bork-ci runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{transport}: {stderr}");
+        let report = report(&report_path);
+        let iterations = report["iterations"].as_array().expect("iterations");
+        assert_eq!(iterations.len(), 2, "{transport}: {report:#}");
+        for iteration in iterations {
+            assert_eq!(
+                iteration["checker"]["status"], "findings",
+                "{transport}: {report:#}"
+            );
+        }
+        assert_eq!(
+            repo.read("src/generated/app.txt"),
+            "DONE\n",
+            "{transport}: the edit was applied to the checkout"
+        );
+        crate::sandbox::drop_cache(repo.path());
+    }
+}

@@ -1291,3 +1291,69 @@ async fn gc_outlasts_podmans_transient_stopped_state_and_stops_asking_in_time() 
     let asked = container_lists(&stuck).await;
     assert!((2..=50).contains(&asked), "asked {asked} times");
 }
+
+/// Both transports judge the same tree: tracked files and untracked ones git does not ignore.
+/// What git ignores (a build folder, a `*.log`, a nested `.env`) never reaches a judge: over
+/// `copy` it is not sent, over `bind` an empty read-only folder or file covers it. A file that
+/// matches `.gitignore` but is tracked (`git add -f`) is judged on both.
+#[tokio::test]
+async fn both_transports_judge_the_same_tree_without_ignored_contents() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    let root = repo.path();
+    std::fs::write(root.join(".gitignore"), "build/\n*.log\n.env\n").expect("write");
+    std::fs::write(root.join("kept.log"), "TRACKED-LOG\n").expect("write");
+    git(root, &["add", "-f", ".gitignore", "kept.log"]);
+    git(
+        root,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-qm",
+            "ignore",
+        ],
+    );
+    std::fs::create_dir_all(root.join("build/deep")).expect("mkdir");
+    std::fs::write(root.join("build/deep/gen.py"), "IGNORED-BUILD\n").expect("write");
+    std::fs::write(root.join("x.log"), "IGNORED-LOG\n").expect("write");
+    std::fs::create_dir_all(root.join("sub")).expect("mkdir");
+    std::fs::write(root.join("sub/.env"), "IGNORED-ENV\n").expect("write");
+    std::fs::write(root.join("sub/untracked.txt"), "UNTRACKED\n").expect("write");
+    let job = sh(
+        JobKind::Checker,
+        "cd /repo && find . -path ./.git -prune -o -type f -size +0 -print | sort; \
+         cat build/deep/gen.py x.log sub/.env 2>/dev/null; cat kept.log sub/untracked.txt",
+    );
+    let mut seen = Vec::new();
+    for transport in transports() {
+        let sandbox = sandbox_over(artifacts.path(), "ignored", transport).await;
+        let out = sandbox.run(root, &job).await.expect("runs");
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.outcome,
+            Outcome::Exited(0),
+            "{transport:?}: {stdout}{}",
+            text(&out.stderr)
+        );
+        for hidden in ["IGNORED-BUILD", "IGNORED-LOG", "IGNORED-ENV"] {
+            assert!(
+                !stdout.contains(hidden),
+                "{transport:?}: {hidden} reached a judge: {stdout}"
+            );
+        }
+        assert!(
+            stdout.contains("TRACKED-LOG\nUNTRACKED\n") && stdout.contains("./sub/untracked.txt\n"),
+            "{transport:?}: tracked and untracked files are judged: {stdout}"
+        );
+        sandbox.cleanup_all().await.expect("cleanup");
+        seen.push((transport, stdout));
+    }
+    if let [(first, a), (second, b)] = &seen[..] {
+        assert_eq!(a, b, "{first:?} and {second:?} judge different trees");
+    }
+    assert!(std::fs::read_to_string(root.join("x.log")).is_ok_and(|text| text == "IGNORED-LOG\n"));
+    drop_cache(root);
+}

@@ -1335,6 +1335,10 @@ impl DockerSandbox {
                             true,
                         ));
                     }
+                    mounts.extend(
+                        ignored_masks(repo, scratch.path())
+                            .map_err(prepare_error("the masks over ignored paths"))?,
+                    );
                     mounts.push(bind(&path_str(&dirs.run)?, ARTIFACTS_MOUNT, false));
                     mounts.push(bind(&path_str(&dirs.tmp)?, JUDGE_TMP, false));
                     mounts.push(bind(&path_str(&dirs.deps)?, DEPS_MOUNT, !setup));
@@ -1938,6 +1942,56 @@ fn path_str(path: &Path) -> Result<String, SandboxError> {
             what: format!("a mount of {}", path.display()),
             source: std::io::Error::other("the path is not UTF-8"),
         })
+}
+
+/// The most ignored entries a judge over `bind` masks; more is an error that names the way out.
+const MAX_IGNORED_MASKS: usize = 2048;
+
+/// Hides from a judge over `bind` what git ignores, so that it judges what it would over `copy`
+/// (tracked files, and untracked ones git does not ignore: what a pull request can carry): an
+/// empty read-only folder over each ignored folder, an empty read-only file over each ignored
+/// file. The names stay, empty; their contents (a local `.env`, a `node_modules/` an earlier
+/// step installed, build output) never reach a judge. An ignored symlink is left (a mount on it
+/// would land where it points). git lists a wholly ignored folder once (`--directory`), so a
+/// `target/` is one mount. Outside a git repository nothing is ignored, over either transport.
+fn ignored_masks(repo: &Path, scratch: &Path) -> std::io::Result<Vec<Mount>> {
+    let entries = transport::ignored_paths(repo);
+    if entries.is_empty() {
+        return Ok(Vec::new());
+    }
+    if entries.len() > MAX_IGNORED_MASKS {
+        return Err(std::io::Error::other(format!(
+            "{} ignored files and folders in the checkout (at most {MAX_IGNORED_MASKS} are hidden from a \
+             judge over `bind`): clean the checkout (`git clean -ndX` lists them) or use \
+             `sandbox.transport: copy`",
+            entries.len()
+        )));
+    }
+    let empty_dir = scratch.join("ignored-folder");
+    std::fs::create_dir(&empty_dir)?;
+    std::fs::set_permissions(&empty_dir, std::os::unix::fs::PermissionsExt::from_mode(0o555))?;
+    let empty_file = scratch.join("ignored-file");
+    bork_ci_core::safe_fs::write_atomic(&empty_file, b"")?;
+    std::fs::set_permissions(&empty_file, std::os::unix::fs::PermissionsExt::from_mode(0o444))?;
+    let utf8 = |path: &Path| {
+        path.to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| std::io::Error::other("the scratch folder's path is not UTF-8"))
+    };
+    let (dir_source, file_source) = (utf8(&empty_dir)?, utf8(&empty_file)?);
+    let mut masks = Vec::new();
+    for entry in entries {
+        let Ok(meta) = std::fs::symlink_metadata(repo.join(&entry)) else {
+            continue;
+        };
+        let target = format!("{REPO_MOUNT}/{entry}");
+        if meta.is_dir() {
+            masks.push(bind(&dir_source, &target, true));
+        } else if meta.is_file() {
+            masks.push(bind(&file_source, &target, true));
+        }
+    }
+    Ok(masks)
 }
 
 /// Writes a credential-stripped copy of `repo/.git/config` into `scratch` and returns its path;

@@ -141,6 +141,50 @@ pub fn tree_paths(repo: &Path) -> std::io::Result<Vec<String>> {
     Ok(paths)
 }
 
+/// What git ignores in `repo` and finds there (`git status --ignored=matching
+/// --untracked-files=all`): a folder a pattern names (`build/`, `node_modules`) is one entry,
+/// without its trailing slash; an ignored file elsewhere, even inside an untracked folder, is
+/// its own. The complement of [`tree_paths`] below `repo`. Empty outside a git repository, or
+/// when git fails.
+pub fn ignored_paths(repo: &Path) -> Vec<String> {
+    let Ok(stdout) = bork_ci_core::git::run(
+        repo,
+        &[
+            "--no-optional-locks",
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--ignored=matching",
+            "--untracked-files=all",
+        ],
+    ) else {
+        return Vec::new();
+    };
+    let mut ignored = Vec::new();
+    let mut records = stdout.split(|b| *b == 0);
+    while let Some(record) = records.next() {
+        let (Some(status), Some(path)) = (record.get(..2), record.get(3..)) else {
+            continue;
+        };
+        if status.contains(&b'R') || status.contains(&b'C') {
+            // A rename or copy: its source follows as a record of its own.
+            records.next();
+            continue;
+        }
+        if status != b"!!" {
+            continue;
+        }
+        let Ok(path) = std::str::from_utf8(path) else {
+            continue;
+        };
+        let path = path.trim_end_matches('/');
+        if !path.is_empty() && path != ".git" && !path.starts_with(".git/") && !path.starts_with("../") {
+            ignored.push(path.to_owned());
+        }
+    }
+    ignored
+}
+
 /// The working tree's volume over `copy`: one per sandbox (run), filled by the first job and
 /// brought up to date before each later one with only what changed; jobs mount it read-only,
 /// so what is in it is exactly what bork-ci put there.

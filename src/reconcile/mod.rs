@@ -14,25 +14,30 @@
 //! `max-iterations` new iterations, numbered on from the earlier ones.
 
 pub(crate) mod held;
+mod iterations;
+mod judges;
+mod options;
 mod plan;
 pub mod preflight;
 mod round;
+mod setup;
+mod step;
 
 use std::future::Future;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-pub use round::{
-    IterationHook, ReviewAnswer, RunError, estimate, initial_prompt, review_once, review_provider,
-    review_with, secret_in_prompt, setup_job, use_deps_of,
-};
+pub use judges::{ReviewAnswer, review_once, review_provider, review_with};
+pub use options::{IterationHook, RunError};
+pub use setup::{setup_job, use_deps_of};
+pub use step::{estimate, initial_prompt, secret_in_prompt};
 
 use crate::budget::{self, Spent};
 use crate::config::Resolved;
 use crate::report::{RunReport, RunStatus};
 use crate::sandbox::Sandbox;
-use round::{Lessons, RoundOptions};
+use options::{Lessons, RoundOptions};
 
 /// What the caller gives a run besides the configuration, the sandbox and the delivery.
 pub struct RunOptions {
@@ -144,7 +149,7 @@ pub async fn run(
         }
     }
 
-    let mut baseline = Some(round::before_first_call(resolved, sandbox, &round).await?);
+    let mut baseline = Some(setup::before_first_call(resolved, sandbox, &round).await?);
     if let Some(Some(seen)) = &baseline {
         round.start = preflight::Start::of(&seen.checker, &seen.findings);
     }
@@ -155,7 +160,7 @@ pub async fn run(
         let this = if index == 0 {
             round::round(resolved, sandbox, &round).await
         } else {
-            match round::setup_round(resolved, sandbox, &round.repo, round.stop_token.as_deref()).await {
+            match setup::setup_round(resolved, sandbox, &round.repo, round.stop_token.as_deref()).await {
                 Ok(()) => round::round(resolved, sandbox, &round).await,
                 Err(error) => Err(error),
             }

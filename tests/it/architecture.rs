@@ -999,7 +999,7 @@ const WRITERS: &[(&str, &str)] = &[
         "removes dead runs' build caches under the artifact root",
     ),
     ("edit_step.rs", "the edit step's state files"),
-    ("reconcile/round.rs", "the edit step's temporary state folder"),
+    ("reconcile/step.rs", "the edit step's temporary state folder"),
     (
         "github/git.rs",
         "removes the private index of a single-change commit",
@@ -1453,7 +1453,7 @@ const STDERR_WRITERS: &[(&str, &str)] = &[
         "an edit step's stderr, relayed as `untrusted::line`s",
     ),
     (
-        "reconcile/round.rs",
+        "reconcile/judges.rs",
         "a judge's output, in a stop-commands block or as `untrusted::terminal_lines`",
     ),
     ("commands/pack.rs", "counts and the budget, no untrusted text"),

@@ -229,7 +229,7 @@ impl CodeRules {
         let exempt: Vec<String> = self
             .exempt
             .iter()
-            .filter(|name| !name.contains('#') && name.as_str() != crate::edit::judge_files::STDLIB_SHADOW)
+            .filter(|name| !name.contains('#') && name.as_str() != crate::edit::stdlib::STDLIB_SHADOW)
             .cloned()
             .collect();
         Ok(CodeMatcher {
@@ -296,7 +296,7 @@ impl CodeMatcher {
         // `src/` is on the import path of a src layout: a top-level module there named like the
         // standard library is imported instead of it, by the tools too.
         if let Some(module) = folded.strip_prefix("src/")
-            && crate::edit::judge_files::shadows_stdlib(module)
+            && crate::edit::stdlib::shadows_stdlib(module)
         {
             return Kind::NotCode {
                 why: "a top-level module of a src layout named like the standard library",

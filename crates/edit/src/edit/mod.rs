@@ -22,6 +22,7 @@ pub mod layout;
 pub mod parse;
 pub mod path;
 pub mod policy;
+pub mod stdlib;
 
 pub use apply::{
     AppliedEdit, ApplyError, ApplyOptions, Changeset, EditAction, PendingApproval, RefusedEdit, apply,

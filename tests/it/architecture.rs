@@ -1001,6 +1001,10 @@ const WRITERS: &[(&str, &str)] = &[
     ("edit_step.rs", "the edit step's state files"),
     ("reconcile/step.rs", "the edit step's temporary state folder"),
     (
+        "sandbox/docker/runner_image.rs",
+        "the remembered identity of an executable's runner image, under the artifact root's cache",
+    ),
+    (
         "github/git.rs",
         "removes the private index of a single-change commit",
     ),

@@ -1357,3 +1357,61 @@ async fn both_transports_judge_the_same_tree_without_ignored_contents() {
     assert!(std::fs::read_to_string(root.join("x.log")).is_ok_and(|text| text == "IGNORED-LOG\n"));
     drop_cache(root);
 }
+
+/// A later run of the same executable learns its runner image from what the first remembered
+/// under the artifact root, without reading the executable; what is remembered is trusted only
+/// when the engine holds exactly that image: a remembered identity that names another layer, or
+/// an image gone from the engine, and the image is built from the executable again.
+#[tokio::test]
+async fn a_remembered_runner_image_is_used_only_when_the_engine_holds_exactly_it() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let cache = artifacts.path().join("cache/runner-image");
+    // An executable of this test's own, small and static (busybox-static's, with 16 bytes more,
+    // which ELF ignores), so that its image is no other test's.
+    let binary = artifacts.path().join("bork-ci");
+    let mut bytes = std::fs::read("/bin/busybox").expect("busybox-static's /bin/busybox");
+    bytes.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
+    std::fs::write(&binary, bytes).expect("write");
+    let engine = docker::bollard::Docker::connect_with_defaults().expect("engine");
+    use docker::runner_image;
+    let first = runner_image::ensure_cached(&engine, Some(binary.clone()), &cache)
+        .await
+        .expect("built");
+    let stamp = runner_image::stamp(&binary).expect("stamp");
+    let known = runner_image::recall(&cache, &stamp).expect("remembered");
+    assert_eq!(known.layer_digest, first.layer_digest);
+    assert!(first.tag.ends_with(&known.sha256[..16]), "{first:?} {known:?}");
+    let again = runner_image::ensure_cached(&engine, Some(binary.clone()), &cache)
+        .await
+        .expect("found");
+    assert_eq!(again.id, first.id);
+    // A remembered layer the engine's image does not have: not trusted, built and checked again.
+    let wrong = runner_image::Known {
+        sha256: known.sha256.clone(),
+        layer_digest: format!("sha256:{}", "0".repeat(64)),
+    };
+    runner_image::remember(&cache, &stamp, &wrong);
+    let checked = runner_image::ensure_cached(&engine, Some(binary.clone()), &cache)
+        .await
+        .expect("checked");
+    assert_eq!(checked.id, first.id);
+    assert_eq!(
+        runner_image::recall(&cache, &stamp),
+        Some(known.clone()),
+        "remembered anew"
+    );
+    // The image gone from the engine: loaded again from the executable.
+    let removed = Command::new("docker")
+        .args(["rmi", "--force", &first.tag])
+        .output()
+        .expect("docker rmi");
+    assert!(removed.status.success(), "{}", text(&removed.stderr));
+    let reloaded = runner_image::ensure_cached(&engine, Some(binary), &cache)
+        .await
+        .expect("loaded again");
+    assert_eq!(reloaded.layer_digest, first.layer_digest);
+    assert_eq!(reloaded.tag, first.tag);
+    let _ = Command::new("docker")
+        .args(["rmi", "--force", &reloaded.tag])
+        .output();
+}

@@ -466,14 +466,12 @@ impl DockerSandbox {
                 let built = self
                     .built_runner
                     .get_or_try_init(|| async {
-                        let binary = self.settings.runner_binary.clone();
-                        let executable = tokio::task::spawn_blocking(move || match binary {
-                            Some(path) => runner_image::Executable::at(&path),
-                            None => runner_image::Executable::current(),
-                        })
-                        .await
-                        .map_err(|e| SandboxError::Backend(e.to_string()))??;
-                        let built = runner_image::ensure(&self.docker, &executable).await?;
+                        let built = runner_image::ensure_cached(
+                            &self.docker,
+                            self.settings.runner_binary.clone(),
+                            &self.settings.artifact_dir.join("cache").join("runner-image"),
+                        )
+                        .await?;
                         // Held by an idle container of this run: `gc` of older runner images
                         // (any bork-ci's) never removes it while the run lives.
                         match self.create_idle(&built.id, Vec::new(), "anchor").await {

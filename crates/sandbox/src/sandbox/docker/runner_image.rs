@@ -425,6 +425,114 @@ pub fn archive(tag: &str, config: &[u8], layer: &[u8]) -> std::io::Result<Vec<u8
 pub struct RunnerImage {
     pub tag: String,
     pub id: String,
+    /// The digest of its one layer (`sha256:…`).
+    pub layer_digest: String,
+}
+
+/// What an executable's runner image is, remembered per executable on disk so that a later run
+/// of the same file learns it without reading the file: the executable's sha256 (its tag) and
+/// the digest of the layer built from it. Kept in `<artifact root>/cache/runner-image/`, one
+/// small file per executable, named by the executable's [`stamp`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Known {
+    pub sha256: String,
+    pub layer_digest: String,
+}
+
+/// Largest remembered-identity file read.
+const MAX_KNOWN: u64 = 4096;
+
+/// An executable's identity from `stat` alone: device, inode, size, and the modification and
+/// change times in nanoseconds. Replacing or rewriting the file changes it (the change time moves
+/// even when a writer restores the modification time), so a remembered [`Known`] is used only for
+/// the very file it was computed from. `/proc/self/exe` stats the running executable, even when
+/// the path it was started from now names another file.
+pub fn stamp(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    meta.is_file().then(|| {
+        format!(
+            "{}:{}:{}:{}.{}:{}.{}",
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ctime(),
+            meta.ctime_nsec()
+        )
+    })
+}
+
+/// The file that remembers the executable of `stamp`.
+fn known_file(cache: &Path, stamp: &str) -> PathBuf {
+    let name = hex::encode(&Sha256::digest(stamp.as_bytes())[..16]);
+    cache.join(format!("{name}.json"))
+}
+
+/// What was remembered for the executable of `stamp`, if it was and still reads as such.
+pub fn recall(cache: &Path, stamp: &str) -> Option<Known> {
+    let bytes = bork_ci_core::safe_fs::read_regular(&known_file(cache, stamp), MAX_KNOWN).ok()?;
+    let known: Known = serde_json::from_slice(&bytes).ok()?;
+    let hex64 = |text: &str| text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit());
+    (hex64(&known.sha256) && known.layer_digest.strip_prefix("sha256:").is_some_and(hex64)).then_some(known)
+}
+
+/// Remembers `known` for the executable of `stamp`; a failure only costs the next run the read.
+pub fn remember(cache: &Path, stamp: &str, known: &Known) {
+    let written = std::fs::create_dir_all(cache).and_then(|()| {
+        let bytes = serde_json::to_vec(known).map_err(std::io::Error::other)?;
+        bork_ci_core::safe_fs::write_atomic(&known_file(cache, stamp), &bytes)
+    });
+    if let Err(error) = written {
+        tracing::debug!(%error, "the runner image's identity is not remembered");
+    }
+}
+
+/// The runner image of the executable at `source` (`/proc/self/exe` when `None`), reading the
+/// executable only when it must: when `cache` remembers this very file's identity ([`recall`])
+/// and the engine holds exactly that image, nothing is read, hashed or built. Otherwise the
+/// executable is read and [`ensure`]d, and its identity remembered for the next run.
+pub async fn ensure_cached(
+    docker: &Docker,
+    source: Option<PathBuf>,
+    cache: &Path,
+) -> Result<RunnerImage, SandboxError> {
+    let stat_path = source.clone().unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+    let before = stamp(&stat_path);
+    if let Some(known) = before.as_deref().and_then(|before| recall(cache, before)) {
+        let tag = format!("{REPOSITORY}:{}", &known.sha256[..16]);
+        if let Ok(image) = docker.inspect_image(&tag).await
+            && let Ok(id) = checked(&image, &known.layer_digest)
+        {
+            return Ok(RunnerImage {
+                tag,
+                id,
+                layer_digest: known.layer_digest,
+            });
+        }
+    }
+    let executable = tokio::task::spawn_blocking(move || match source {
+        Some(path) => Executable::at(&path),
+        None => Executable::current(),
+    })
+    .await
+    .map_err(|e| SandboxError::Backend(e.to_string()))??;
+    let built = ensure(docker, &executable).await?;
+    // Remembered under the stamp taken before the read: a file replaced meanwhile gets a new
+    // stamp, so what is remembered never names another file's image.
+    if let Some(before) = before.filter(|before| Some(before) == stamp(&stat_path).as_ref()) {
+        remember(
+            cache,
+            &before,
+            &Known {
+                sha256: executable.sha256.clone(),
+                layer_digest: built.layer_digest.clone(),
+            },
+        );
+    }
+    Ok(built)
 }
 
 /// Makes sure the runner image of this executable exists and holds exactly what bork-ci would
@@ -440,7 +548,13 @@ pub async fn ensure(docker: &Docker, executable: &Executable) -> Result<RunnerIm
     let digest = format!("sha256:{}", hex::encode(Sha256::digest(&layer)));
     match docker.inspect_image(&tag).await {
         Ok(image) => match checked(&image, &digest) {
-            Ok(id) => return Ok(RunnerImage { tag, id }),
+            Ok(id) => {
+                return Ok(RunnerImage {
+                    tag,
+                    id,
+                    layer_digest: digest,
+                });
+            }
             Err(problem) => tracing::warn!(
                 "the image tagged {tag} is not the one bork-ci loads ({problem}); loading it again"
             ),
@@ -467,7 +581,11 @@ pub async fn ensure(docker: &Docker, executable: &Executable) -> Result<RunnerIm
             "the engine's image under this tag is not what bork-ci loaded ({problem}); refusing to give it the key"
         ))
     })?;
-    Ok(RunnerImage { tag, id })
+    Ok(RunnerImage {
+        tag,
+        id,
+        layer_digest: digest,
+    })
 }
 
 /// The image's id when it is exactly the runner image: the one layer `digest`, the
@@ -686,5 +804,34 @@ mod tests {
         interpreter(&bytes).expect("an ELF file");
         assert!(interpreter(b"#!/bin/sh\n").is_err());
         assert!(interpreter(b"\x7fELF").is_err());
+    }
+
+    #[test]
+    fn an_executables_identity_is_remembered_for_that_very_file_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = dir.path().join("cache");
+        let file = dir.path().join("bork-ci");
+        bork_ci_core::safe_fs::write_atomic(&file, b"one").expect("write");
+        let first = stamp(&file).expect("a file has a stamp");
+        let known = Known {
+            sha256: "a".repeat(64),
+            layer_digest: format!("sha256:{}", "b".repeat(64)),
+        };
+        assert_eq!(recall(&cache, &first), None, "nothing remembered yet");
+        remember(&cache, &first, &known);
+        assert_eq!(recall(&cache, &first), Some(known.clone()));
+        // Replaced by another file of the same size: another stamp, nothing recalled.
+        bork_ci_core::safe_fs::write_atomic(&file, b"two").expect("replace");
+        let second = stamp(&file).expect("stamp");
+        assert_ne!(first, second);
+        assert_eq!(recall(&cache, &second), None);
+        // What does not read as an identity is not one.
+        bork_ci_core::safe_fs::write_atomic(
+            &known_file(&cache, &first),
+            b"{\"sha256\": \"../x\", \"layer-digest\": \"y\"}",
+        )
+        .expect("write");
+        assert_eq!(recall(&cache, &first), None);
+        assert_eq!(stamp(dir.path()), None, "a folder has no stamp");
     }
 }

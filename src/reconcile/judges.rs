@@ -248,13 +248,25 @@ pub(super) async fn judge(
         warnings: Vec::new(),
     };
     let mut any = false;
+    // The comparison with the approved revision walks the whole tree. Where no judge can write
+    // the tree (the Docker sandbox), one comparison before the first judge holds for them all;
+    // with local processes each judge is compared before it runs, and the tree after the last.
+    let fixed = sandbox.judges_leave_the_tree_as_it_is();
+    let first_drift = std::cell::OnceCell::new();
+    let drift = || -> Option<String> {
+        if fixed {
+            first_drift.get_or_init(|| guard.drift(repo)).clone()
+        } else {
+            guard.drift(repo)
+        }
+    };
     if let Some(checker_path) = &plan.checker {
         // A checker that was there at the start and is gone now failed to run: never "no checker".
         any = true;
         let started = Instant::now();
         let remaining = budget.time_left()?;
         let timeout = plan.checker_timeout.min(remaining);
-        let verdict = match guard.drift(repo) {
+        let verdict = match drift() {
             Some(reason) => Verdict::FailedToRun {
                 reason,
                 stderr_tail: String::new(),
@@ -294,7 +306,7 @@ pub(super) async fn judge(
         options.timeout = plan.verifier_timeout.min(remaining);
         options.secret_env = plan.secret_env.clone();
         options.build = build;
-        let ran = match guard.drift(repo) {
+        let ran = match drift() {
             Some(reason) => Err(anyhow::anyhow!(reason)),
             None => with_heartbeat("the verifier", crate::verify::run(sandbox, repo, steps, &options))
                 .await
@@ -348,7 +360,7 @@ pub(super) async fn judge(
     }
     // A judge that wrote a judge file itself (possible with `--sandbox none`) must not leave it
     // for the next iteration, nor end the run clean on it.
-    if any && let Some(reason) = guard.drift(repo) {
+    if any && let Some(reason) = drift() {
         judgement
             .failures
             .push(("judge files".into(), reason, String::new()));

@@ -566,6 +566,13 @@ pub enum Sandbox {
 }
 
 impl Sandbox {
+    /// Whether no judge job can change the working tree: the Docker sandbox mounts it read-only
+    /// into every checker and Verifier job (bind or copy), so what one judge saw the next sees;
+    /// a local process (`none`) can write it.
+    pub fn judges_leave_the_tree_as_it_is(&self) -> bool {
+        matches!(self, Sandbox::Docker(_))
+    }
+
     /// Runs `job` with `repo` as its working directory.
     pub async fn run(&self, repo: &std::path::Path, job: &Job) -> Result<JobOutput, SandboxError> {
         let output = match self {

@@ -263,11 +263,15 @@ pub async fn run(
     output
 }
 
-/// Writes `value` as JSON to `dir/name` through a temporary file and a rename.
+/// Writes `value` as JSON to `dir/name` through a temporary file and a rename. The JSON is
+/// streamed to the file, never held whole in memory: the input carries the whole prompt.
 pub fn write_json<T: Serialize>(dir: &Path, name: &str, value: &T) -> Result<()> {
-    let text = serde_json::to_vec(value).context("serializing the edit step's state")?;
     let mut temporary = tempfile::NamedTempFile::new_in(dir).context("creating a state file")?;
-    std::io::Write::write_all(&mut temporary, &text).context("writing a state file")?;
+    {
+        let mut writer = std::io::BufWriter::with_capacity(1 << 20, &mut temporary);
+        serde_json::to_writer(&mut writer, value).context("serializing the edit step's state")?;
+        std::io::Write::flush(&mut writer).context("writing a state file")?;
+    }
     temporary
         .persist(dir.join(name))
         .map_err(|error| error.error)

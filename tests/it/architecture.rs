@@ -895,7 +895,7 @@ fn the_git_check_finds_a_second_git_runner() {
 fn dot_git_readers_out_of_place(code: &[(String, String)]) -> Vec<String> {
     const READERS: &[&str] = &[
         "sandbox/docker/archive.rs",
-        "sandbox/docker/mod.rs",
+        "sandbox/docker/prepare.rs",
         "sandbox/docker/transport.rs",
         "pack/read.rs",
         "commands/mod.rs",
@@ -1022,7 +1022,11 @@ const WRITERS: &[(&str, &str)] = &[
     ),
     (
         "sandbox/docker/mod.rs",
-        "scratch folders, the stripped copy of `.git/config`, the setup's CA bundle, the id of each dev container image it built",
+        "the id of each dev container image it built",
+    ),
+    (
+        "sandbox/docker/prepare.rs",
+        "a job's scratch folder: the stripped copy of `.git/config`, the empty folder and file over ignored paths; the setup's CA bundle",
     ),
     (
         "sandbox/docker/transport.rs",

@@ -1366,10 +1366,19 @@ async fn both_transports_judge_the_same_tree_without_ignored_contents() {
 async fn a_remembered_runner_image_is_used_only_when_the_engine_holds_exactly_it() {
     let artifacts = tempfile::tempdir().expect("tempdir");
     let cache = artifacts.path().join("cache/runner-image");
-    // An executable of this test's own, small and static (busybox-static's, with 16 bytes more,
-    // which ELF ignores), so that its image is no other test's.
+    // An executable of this test's own, so that its image is no other test's: a 64-bit
+    // little-endian ELF header with no program headers (static: no interpreter, no libraries;
+    // the image is loaded and checked, never run), then 16 random bytes.
     let binary = artifacts.path().join("bork-ci");
-    let mut bytes = std::fs::read("/bin/busybox").expect("busybox-static's /bin/busybox");
+    let mut bytes = vec![0u8; 64];
+    bytes[..4].copy_from_slice(b"\x7fELF");
+    bytes[4] = 2; // 64-bit
+    bytes[5] = 1; // little-endian
+    bytes[6] = 1; // ELF version 1
+    bytes[16] = 2; // an executable
+    bytes[18] = 0x3e; // x86-64
+    bytes[20] = 1; // version 1
+    bytes[52] = 64; // the header's size
     bytes.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
     std::fs::write(&binary, bytes).expect("write");
     let engine = docker::bollard::Docker::connect_with_defaults().expect("engine");

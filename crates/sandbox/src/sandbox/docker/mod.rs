@@ -321,7 +321,7 @@ impl std::fmt::Debug for DockerSandbox {
 }
 
 use hardening::no_logs;
-use prepare::Prepared;
+use prepare::{Prepared, prepare_error};
 
 /// Creates a container named `bork-ci-<role>-<12 hex>`, so whoever lists the engine's
 /// containers sees whose it is and what it is for; returns its id.
@@ -1148,10 +1148,6 @@ impl DockerSandbox {
     /// Builds the container description for `job` (its profile), and over `copy` the volumes
     /// and archives it needs; the image is made available first.
     async fn prepare(&self, repo: &Path, job: &Job, cmd: Vec<String>) -> Result<Prepared, SandboxError> {
-        let prepare_error = |what: &str| {
-            let what = what.to_owned();
-            move |source| SandboxError::Prepare { what, source }
-        };
         let repo = std::fs::canonicalize(repo).map_err(prepare_error("the repository path"))?;
         let image = match job.kind {
             JobKind::Checker | JobKind::Verify | JobKind::Setup

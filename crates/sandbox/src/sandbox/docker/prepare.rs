@@ -11,6 +11,12 @@ use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountTmpfsOptions,
 
 use super::*;
 
+/// The error of a step of a job's preparation that failed: what was being prepared, and why.
+pub(super) fn prepare_error(what: &str) -> impl FnOnce(std::io::Error) -> SandboxError {
+    let what = what.to_owned();
+    move |source| SandboxError::Prepare { what, source }
+}
+
 impl DockerSandbox {
     pub(super) async fn prepare_into(
         &self,
@@ -21,10 +27,6 @@ impl DockerSandbox {
         transport: Transport,
         prepared: &mut Prepared,
     ) -> Result<(), SandboxError> {
-        let prepare_error = |what: &str| {
-            let what = what.to_owned();
-            move |source| SandboxError::Prepare { what, source }
-        };
         let copy = transport == Transport::Copy;
         let mut env: Vec<(String, String)> = Vec::new();
         let mut mounts = Vec::new();
@@ -171,10 +173,6 @@ impl DockerSandbox {
         mounts: &mut Vec<Mount>,
         tmpfs: &mut HashMap<String, String>,
     ) -> Result<(String, String), SandboxError> {
-        let prepare_error = |what: &str| {
-            let what = what.to_owned();
-            move |source| SandboxError::Prepare { what, source }
-        };
         env.push(("HOME".to_owned(), "/tmp".to_owned()));
         if copy {
             // No working tree at all: the step returns its plan as data.
@@ -227,10 +225,6 @@ impl DockerSandbox {
         prepared: &mut Prepared,
         mounts: &mut Vec<Mount>,
     ) -> Result<(), SandboxError> {
-        let prepare_error = |what: &str| {
-            let what = what.to_owned();
-            move |source| SandboxError::Prepare { what, source }
-        };
         let image = image.to_owned();
         let repo_volume = {
             let _writing = self.tree_lock.write().await;
@@ -316,10 +310,6 @@ impl DockerSandbox {
         prepared: &mut Prepared,
         mounts: &mut Vec<Mount>,
     ) -> Result<(), SandboxError> {
-        let prepare_error = |what: &str| {
-            let what = what.to_owned();
-            move |source| SandboxError::Prepare { what, source }
-        };
         check_readable(repo, &self.settings.user)?;
         let scratch = tempfile::Builder::new()
             .prefix("bork-ci-job-")

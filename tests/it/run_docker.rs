@@ -433,6 +433,29 @@ struct Ended {
     stderr: String,
 }
 
+/// `bork-ci run` of `repo` with the Docker sandbox over `transport` and the scripted model's
+/// `answers`; its artifacts and report in `scratch`. The output and the report's path.
+fn scripted_run(
+    repo: &std::path::Path,
+    transport: &str,
+    answers: &std::path::Path,
+    scratch: &std::path::Path,
+) -> (std::process::Output, std::path::PathBuf) {
+    let report_path = scratch.join("report.json");
+    let output = bork()
+        .args(["run", "--repo"])
+        .arg(repo)
+        .arg("--report")
+        .arg(&report_path)
+        .env_remove("BORK_SANDBOX_KIND")
+        .env("BORK_SANDBOX_TRANSPORT", transport)
+        .env("BORK_LLM_SCRIPT", answers)
+        .env("BORK_SANDBOX_ARTIFACT_DIR", scratch.join("artifacts"))
+        .output()
+        .expect("bork-ci runs");
+    (output, report_path)
+}
+
 /// `bork-ci run` of `repo` over `transport` with the scripted model; its scratch files in `root`.
 fn shared_engine_run(root: &std::path::Path, which: usize, repo: &Repo, transport: &'static str) -> Ended {
     let scratch = tempfile::tempdir_in(root).expect("tempdir");
@@ -443,18 +466,7 @@ fn shared_engine_run(root: &std::path::Path, which: usize, repo: &Repo, transpor
             json!({"create-or-update": {"src/app.txt": "DONE\n"}}),
         ],
     );
-    let report_path = scratch.path().join("report.json");
-    let output = bork()
-        .args(["run", "--repo"])
-        .arg(repo.path())
-        .arg("--report")
-        .arg(&report_path)
-        .env_remove("BORK_SANDBOX_KIND")
-        .env("BORK_SANDBOX_TRANSPORT", transport)
-        .env("BORK_LLM_SCRIPT", &answers)
-        .env("BORK_SANDBOX_ARTIFACT_DIR", scratch.path().join("artifacts"))
-        .output()
-        .expect("bork-ci runs");
+    let (output, report_path) = scripted_run(repo.path(), transport, &answers, scratch.path());
     Ended {
         which,
         transport,
@@ -735,18 +747,7 @@ async fn an_edit_on_an_ignored_path_is_judged_alike_over_both_transports() {
             .to_string(),
         );
         std::fs::set_permissions(repo.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        let report_path = scratch.path().join("report.json");
-        let output = bork()
-            .args(["run", "--repo"])
-            .arg(repo.path())
-            .arg("--report")
-            .arg(&report_path)
-            .env_remove("BORK_SANDBOX_KIND")
-            .env("BORK_SANDBOX_TRANSPORT", transport)
-            .env("BORK_LLM_SCRIPT", &answers)
-            .env("BORK_SANDBOX_ARTIFACT_DIR", scratch.path().join("artifacts"))
-            .output()
-            .expect("bork-ci runs");
+        let (output, report_path) = scripted_run(repo.path(), transport, &answers, scratch.path());
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{transport}: {stderr}");
         let report = report(&report_path);

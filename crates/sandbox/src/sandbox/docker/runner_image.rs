@@ -82,8 +82,14 @@ impl Executable {
 
     /// `bork-ci-runner:<16 hex>`.
     pub fn tag(&self) -> String {
-        format!("{REPOSITORY}:{}", &self.sha256[..16])
+        tag_of(&self.sha256)
     }
+}
+
+/// The runner image's tag for the executable whose sha256 (hex) is `sha256`:
+/// `bork-ci-runner:<its first 16 hex digits>`.
+fn tag_of(sha256: &str) -> String {
+    format!("{REPOSITORY}:{}", &sha256[..16])
 }
 
 /// The ELF interpreter an executable names (`PT_INTERP`), or `None` for a static executable.
@@ -502,7 +508,7 @@ pub async fn ensure_cached(
     let stat_path = source.clone().unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
     let before = stamp(&stat_path);
     if let Some(known) = before.as_deref().and_then(|before| recall(cache, before)) {
-        let tag = format!("{REPOSITORY}:{}", &known.sha256[..16]);
+        let tag = tag_of(&known.sha256);
         if let Ok(image) = docker.inspect_image(&tag).await
             && let Ok(id) = checked(&image, &known.layer_digest)
         {

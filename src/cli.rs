@@ -8,6 +8,7 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use serde_json::Value;
 
 use crate::config::FlagValues;
+use crate::exit::{ExitCode, RunStatus};
 use crate::sandbox::SandboxKind;
 
 /// The version `--version` prints: the crate's version, then the commit and its date when built
@@ -46,17 +47,7 @@ pub enum LogFormat {
     Json,
 }
 
-/// How a child `bork-ci` (the edit step) is told to log like this process: the flags
-/// (`--color always|never` as decided here, since the child writes to a pipe; `-q`; `-v`) for
-/// the same executable, and the `BORK_LOG` filter for an edit-step image that may hold another
-/// version. Set once by `commands::init_logging`.
-#[derive(Debug, Clone, Default)]
-pub struct ChildLogging {
-    /// Flags for the same executable.
-    pub args: Vec<String>,
-    /// The filter in effect, when `BORK_LOG`, `-q` or `-v` chose one.
-    pub filter: Option<String>,
-}
+pub use crate::run_plan::ChildLogging;
 
 static CHILD_LOGGING: std::sync::OnceLock<ChildLogging> = std::sync::OnceLock::new();
 
@@ -68,6 +59,33 @@ pub fn set_child_logging(logging: ChildLogging) {
 /// How child processes log; the default before logging is set up.
 pub fn child_logging() -> ChildLogging {
     CHILD_LOGGING.get().cloned().unwrap_or_default()
+}
+
+/// Which outcomes of a run make its process fail (`--fail-on`): a CI step stays green on the
+/// others, whose outcome is still in the report, the outputs and the summary. An error always
+/// fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    Error,
+    NeedsHuman,
+    AwaitingApproval,
+}
+
+/// The process's exit code for a run that ended `status`: its own code when `fail_on` is empty
+/// (every outcome but converged fails) or names it, else 0.
+pub fn run_exit(status: RunStatus, fail_on: &[FailOn]) -> ExitCode {
+    let code = ExitCode::from(status);
+    let named = match status {
+        RunStatus::Error => true,
+        RunStatus::NeedsHuman => fail_on.contains(&FailOn::NeedsHuman),
+        RunStatus::AwaitingApproval => fail_on.contains(&FailOn::AwaitingApproval),
+        RunStatus::Converged | RunStatus::Skipped => true,
+    };
+    if fail_on.is_empty() || named {
+        code
+    } else {
+        ExitCode::Converged
+    }
 }
 
 /// When to colour output.
@@ -455,7 +473,7 @@ pub struct RunArgs {
     /// happened); an error always fails. Unset: every outcome but converged fails (exit 1, 2, 3).
     /// Falls back to `BORK_FAIL_ON`.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "OUTCOMES")]
-    pub fail_on: Vec<crate::exit::FailOn>,
+    pub fail_on: Vec<FailOn>,
     #[command(flatten)]
     pub github: crate::github::GithubFlags,
 }
@@ -465,7 +483,7 @@ impl RunArgs {
     pub fn fail_on_or_env(
         &self,
         env: &std::collections::BTreeMap<String, String>,
-    ) -> anyhow::Result<Vec<crate::exit::FailOn>> {
+    ) -> anyhow::Result<Vec<FailOn>> {
         use crate::config::env_vars::flag::BORK_FAIL_ON;
         if !self.fail_on.is_empty() {
             return Ok(self.fail_on.clone());
@@ -475,7 +493,7 @@ impl RunArgs {
         };
         text.split(',')
             .map(|item| {
-                <crate::exit::FailOn as ValueEnum>::from_str(item, false).map_err(|_| {
+                <FailOn as ValueEnum>::from_str(item, false).map_err(|_| {
                     anyhow::anyhow!(
                         "{BORK_FAIL_ON}: `{}` is not an outcome; use error, needs-human or awaiting-approval",
                         crate::untrusted::one_line(item)

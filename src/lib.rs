@@ -8,20 +8,16 @@
 //! The lower floors are crates of their own (`crates/`); their modules are re-exported here
 //! under the names the rest of bork-ci and its tests use.
 pub mod actions;
-pub mod budget;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod delivery;
-pub mod edit_step;
-pub mod exit;
 pub mod github;
 pub mod init;
 pub mod outputs;
-pub mod reconcile;
-pub mod report;
 pub mod sarif;
 pub use bork_ci_core::{blocking, findings, git, net, safe_fs, secrets, strict_json, untrusted, url_text};
 pub use bork_ci_edit::{edit, pack, prompt, review};
 pub use bork_ci_llm::llm;
+pub use bork_ci_run::{budget, edit_step, exit, reconcile, report, run_plan};
 pub use bork_ci_sandbox::{check, checker, sandbox, verify};

@@ -173,9 +173,10 @@ async fn judged(resolved: &crate::config::Resolved, repo: &std::path::Path, chec
             None => "none: the checker runs as a local process".to_owned(),
         },
     ));
-    let (job, commands) = crate::reconcile::setup_job(resolved);
+    let plan = resolved.run_plan(crate::cli::child_logging());
+    let (job, commands) = crate::reconcile::setup_job(&plan);
     // The cache a run's first round would use, so that the setup fills the same one.
-    if let Err(error) = crate::reconcile::use_deps_of(resolved, &sandbox, repo).await {
+    if let Err(error) = crate::reconcile::use_deps_of(&plan, &sandbox, repo).await {
         checks.push(Check::fail("setup", crate::report::error_text(&error)));
     }
     if !commands.is_empty() {

@@ -13,7 +13,7 @@ use crate::reconcile;
 pub(super) fn pack(args: PackArgs, quiet: bool, env: &config::Env) -> Result<ExitCode> {
     let repo = repo_root(&args.repo)?;
     let resolved = load_config(&repo, &args.repo, &args.flags, env)?;
-    let (conversation, snapshot) = reconcile::initial_prompt(&repo, &resolved)?;
+    let (conversation, snapshot) = reconcile::initial_prompt(&repo, &resolved.pack_options())?;
     let estimate = reconcile::estimate(&conversation);
     let mut stdout = std::io::stdout().lock();
     let head = format!(

@@ -28,7 +28,9 @@ pub(super) async fn review(args: ReviewArgs, env: &config::Env) -> Result<ExitCo
         .map_err(anyhow::Error::new)
         .context("invalid configuration")?;
     let min_severity = resolved.config.review.min_severity;
-    let (outcome, usage) = reconcile::review_once(&resolved, &repo, args.files.as_deref()).await?;
+    let plan = resolved.run_plan(crate::cli::child_logging());
+    let (outcome, usage) =
+        reconcile::review_once(&plan.review, &plan.pack.base, &repo, args.files.as_deref()).await?;
     let output = crate::review::checker_output(&outcome, min_severity, args.format);
     if let Err(error) = &outcome {
         tracing::error!("the review failed: {error}");

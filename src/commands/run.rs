@@ -77,14 +77,16 @@ pub(super) async fn run(mut args: RunArgs, json_logs: bool, env: &config::Env) -
             .context("invalid configuration")?;
         resolved.check_artifact_root(&repo).map_err(anyhow::Error::new)?;
         let sandbox = sandbox_for(&resolved, &repo, &run_id).await?;
+        // Everything the loop reads, resolved once.
+        let plan = resolved.run_plan(crate::cli::child_logging());
         let work = async {
             match &github {
                 Some(ctx) => {
                     let wait = github_flags.wait_for_approval.map(Into::into);
                     let mut delivery = crate::delivery::Github::new(ctx, &resolved, &repo, wait);
-                    reconcile::run(&resolved, &sandbox, options, &mut delivery).await
+                    reconcile::run(&plan, &sandbox, options, &mut delivery).await
                 }
-                None => reconcile::run(&resolved, &sandbox, options, &mut reconcile::Local).await,
+                None => reconcile::run(&plan, &sandbox, options, &mut reconcile::Local).await,
             }
         };
         let result = tokio::select! {
@@ -124,7 +126,7 @@ pub(super) async fn run(mut args: RunArgs, json_logs: bool, env: &config::Env) -
         },
         resolved.config.correctness_checker.as_deref(),
     )?;
-    let code = crate::exit::run_exit(report.status, &args.fail_on);
+    let code = crate::cli::run_exit(report.status, &args.fail_on);
     if code != ExitCode::from(report.status) {
         tracing::info!(
             "the run ended {}; --fail-on does not name that outcome, so the process exits 0 (its own exit code is {})",

@@ -111,8 +111,7 @@ impl std::fmt::Debug for Resolved {
     }
 }
 
-/// The rule reported for a file the dev container's build reads.
-pub const DEVCONTAINER_BUILD_RULE: &str = "read by the dev container's build";
+pub use crate::run_plan::DEVCONTAINER_BUILD_RULE;
 
 impl Resolved {
     fn source_of(&self, key: &str) -> String {
@@ -271,7 +270,7 @@ impl Resolved {
 
     /// What names the dependency cache of the repository at `repo`: its path and the base branch.
     pub fn deps_identity(&self, repo: &Path) -> String {
-        format!("{}\n{}", repo.display(), self.config.base)
+        crate::run_plan::deps_identity(repo, &self.config.base)
     }
 
     /// The build and dependency caches of run `run_id` on the repository at `repo`.
@@ -282,38 +281,88 @@ impl Resolved {
     /// The judge files of this configuration (see `judge_files`); an error names a bad
     /// `judge-files-exempt` entry.
     pub fn judge_rules(&self) -> Result<crate::edit::judge_files::JudgeRules, String> {
-        crate::edit::judge_files::JudgeRules::resolve(
-            self.config.correctness_checker.as_deref(),
-            &self.config.judge_files,
-            &self.config.judge_files_exempt,
-        )
+        crate::run_plan::judge_rules(self.config.correctness_checker.as_deref(), &self.approval())
     }
 
-    /// The judge files of this configuration on the repository at `repo`: [`Self::judge_rules`]
-    /// and everything the repository's dev container build reads
-    /// (`sandbox::devcontainer::build_inputs`), so that the model cannot change what the judges
-    /// run in through a Dockerfile or a file it copies from outside `.devcontainer/`.
+    /// The judge files of this configuration on the repository at `repo` (see
+    /// [`crate::run_plan::judge_rules_in`]).
     pub fn judge_rules_in(&self, repo: &Path) -> Result<crate::edit::judge_files::JudgeRules, String> {
-        let mut rules = self.judge_rules()?;
-        // They are never code either (`reconcile::plan::code_rules`); as judge files they are
-        // also compared with the approved revision before and after every judge.
-        match crate::sandbox::devcontainer::build_inputs(repo) {
-            Ok(inputs) => {
-                for note in &inputs.notes {
-                    tracing::warn!("the dev container: {note}");
-                }
-                rules.globs.extend(
-                    inputs
-                        .globs
-                        .into_iter()
-                        .map(|glob| (glob, DEVCONTAINER_BUILD_RULE.to_owned())),
-                );
-            }
-            // The dev container's own files are judge files already; a build that cannot be
-            // read fails where it is built.
-            Err(error) => tracing::debug!("the dev container's build inputs: {error}"),
+        crate::run_plan::judge_rules_in(self.config.correctness_checker.as_deref(), &self.approval(), repo)
+    }
+
+    fn approval(&self) -> crate::run_plan::Approval {
+        let config = &self.config;
+        crate::run_plan::Approval {
+            edits_require_approval: config.edits_require_approval.clone(),
+            judge_files: config.judge_files.clone(),
+            judge_files_exempt: config.judge_files_exempt.clone(),
+            code: config.code.clone(),
+            tests: config.tests.clone(),
         }
-        Ok(rules)
+    }
+
+    /// The plan of a run: everything the loop reads, resolved here once (the loop's crate
+    /// cannot read the configuration). `logging` is how the edit step logs.
+    pub fn run_plan(&self, logging: crate::run_plan::ChildLogging) -> crate::run_plan::RunPlan {
+        use crate::run_plan::{Model, Review, RunPlan, Setup, Verification};
+        let config = &self.config;
+        RunPlan {
+            model: Model {
+                llm: config.llm.clone(),
+                api_key: self.api_key.clone(),
+                credentials: self.llm_credentials.clone(),
+            },
+            review: Review {
+                min_severity: config.review.enabled.then_some(config.review.min_severity),
+                allow_prompt_patch_drift: config.review.allow_prompt_patch_drift,
+                model: Model {
+                    llm: self.review_llm(),
+                    api_key: self.review_api_key.clone(),
+                    credentials: self.review_llm_credentials.clone(),
+                },
+            },
+            pack: self.pack_options(),
+            context_budget_tokens: config.context_budget_tokens,
+            limits: crate::budget::Limits {
+                wall_clock: std::time::Duration::from_secs(config.run_timeout_secs),
+                max_total_tokens: config.llm.max_total_tokens,
+                max_cost_usd: config.llm.max_cost_usd,
+                prices: config.llm.prices.map(|prices| crate::llm::Prices {
+                    input_per_mtok: prices.input_per_mtok,
+                    output_per_mtok: prices.output_per_mtok,
+                    cached_input_per_mtok: prices.cached_input_per_mtok,
+                }),
+            },
+            max_iterations: config.max_iterations,
+            checker: config.correctness_checker.clone(),
+            checker_timeout: std::time::Duration::from_secs(config.checker_timeout_secs),
+            preflight: config.preflight,
+            confirm_clean: config.confirm_clean,
+            approval: self.approval(),
+            verification: Verification {
+                steps: self.verification_steps(),
+                timeout: std::time::Duration::from_secs(config.verification.timeout_secs),
+            },
+            setup: Setup {
+                commands: config.sandbox.setup.clone(),
+                timeout: std::time::Duration::from_secs(config.sandbox.setup_timeout_secs),
+                network: config.sandbox.setup_network.to_string(),
+            },
+            secret_env: self.secret_env_names(),
+            env: self.env.clone(),
+            artifact_root: self.artifact_root(),
+            logging,
+        }
+    }
+
+    /// How the repository is packed: `base`, `diff-base`, `max-file-bytes` and the CI's push.
+    pub fn pack_options(&self) -> crate::pack::PackOptions {
+        crate::pack::PackOptions {
+            base: self.config.base.clone(),
+            max_file_bytes: self.config.max_file_bytes,
+            diff_base: self.config.diff_base.clone(),
+            push: self.push.clone(),
+        }
     }
 
     /// The verifier steps configured in the file (`agent.yaml` is read by `verify::load_steps`).
@@ -339,6 +388,34 @@ mod tests {
     use crate::llm::{AuthMode, ProviderKind};
     use crate::review::Severity;
     use crate::sandbox::docker::{PullPolicy, Transport};
+
+    /// The run's plan carries every secret the loop must keep out of the prompt: the key (by
+    /// its variable's name) and each secret variable's value from the run's environment.
+    #[test]
+    fn any_known_secret_in_the_prompt_is_found_by_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env: std::collections::BTreeMap<String, String> = [
+            ("OPENAI_API_KEY", "sk-key-value-1234"),
+            ("GITHUB_TOKEN", "ghs_token_value_5678"),
+            ("ACTIONS_RESULTS_URL", "https://results.example/"),
+            ("GH_TOKEN", "short"),
+        ]
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect();
+        let resolved = load(dir.path(), None, &env, &vec![]).expect("loads");
+        let plan = resolved.run_plan(crate::run_plan::ChildLogging::default());
+        let with = |prefix: &str| crate::llm::Conversation {
+            system: "instructions".into(),
+            prefix: prefix.into(),
+            turns: Vec::new(),
+        };
+        let found = |prefix: &str| crate::reconcile::secret_in_prompt(&plan, &with(prefix), &plan.env);
+        assert_eq!(found("a sk-key-value-1234 b").as_deref(), Some("OPENAI_API_KEY"));
+        assert_eq!(found("x ghs_token_value_5678").as_deref(), Some("GITHUB_TOKEN"));
+        assert_eq!(found("see https://results.example/ and short"), None);
+        assert_eq!(found("nothing secret here"), None);
+    }
 
     fn repo_with(config: &str) -> tempfile::TempDir {
         let dir = tempfile::tempdir().expect("tempdir");

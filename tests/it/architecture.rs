@@ -76,12 +76,13 @@ fn module_of(relative: &str) -> String {
 }
 
 /// How code names a top-level module: `crate::` inside its crate, the crate's name across crates.
-const CRATE_PREFIXES: [&str; 5] = [
+const CRATE_PREFIXES: [&str; 6] = [
     "crate::",
     "bork_ci_core::",
     "bork_ci_edit::",
     "bork_ci_llm::",
     "bork_ci_sandbox::",
+    "bork_ci_run::",
 ];
 
 /// Which top-level modules each top-level module names (`crate::name`, `bork_ci_core::name`).
@@ -251,11 +252,26 @@ const CRATE_WALLS: &[(&str, &[&str], &[&str])] = &[
     ),
     ("bork-ci-sandbox", &["bork-ci-core", "bork-ci-edit"], &["bollard"]),
     (
-        "bork-ci",
+        "bork-ci-run",
         &["bork-ci-core", "bork-ci-edit", "bork-ci-llm", "bork-ci-sandbox"],
-        &["octocrab"],
+        &[],
+    ),
+    (
+        "bork-ci",
+        &[
+            "bork-ci-core",
+            "bork-ci-edit",
+            "bork-ci-llm",
+            "bork-ci-sandbox",
+            "bork-ci-run",
+        ],
+        &["octocrab", "figment"],
     ),
 ];
+
+/// Crates a crate may not name at all: the run reads its plan, never the configuration or the
+/// command line, so "resolved once" is the compiler's to keep.
+const CRATE_NEVER: &[(&str, &[&str])] = &[("bork-ci-run", &["figment", "clap"])];
 
 /// A manifest's package name and the names in its dependency tables (normal, dev and build).
 fn manifest_dependencies(manifest: &str) -> (String, BTreeSet<String>) {
@@ -296,7 +312,14 @@ fn wall_breaches(manifests: &[String]) -> Vec<String> {
             wrong.push(format!("{name} is not in the code map"));
             continue;
         };
+        let never = CRATE_NEVER
+            .iter()
+            .find(|(crate_name, _)| *crate_name == name)
+            .map_or(&[][..], |(_, never)| *never);
         for dep in &deps {
+            if never.contains(&dep.as_str()) {
+                wrong.push(format!("{name} names {dep}, which it may never name"));
+            }
             if dep.starts_with("bork-ci") && !allowed.contains(&dep.as_str()) {
                 wrong.push(format!("{name} depends on {dep}"));
             }
@@ -345,6 +368,8 @@ fn the_wall_check_finds_a_crate_out_of_place() {
         "[package]\nname = \"bork-ci-extra\"\n".to_owned(),
         "[package]\nname = \"bork-ci-sandbox\"\n[dependencies]\nbollard = \"0.21\"\nbork-ci-edit = \"0.1\"\n"
             .to_owned(),
+        "[package]\nname = \"bork-ci-run\"\n[dependencies]\nclap = { workspace = true }\n".to_owned(),
+        "[package]\nname = \"bork-ci-sandbox\"\n[dependencies]\nfigment = \"0.10\"\n".to_owned(),
     ];
     assert_eq!(
         wall_breaches(&planted),
@@ -353,6 +378,98 @@ fn the_wall_check_finds_a_crate_out_of_place() {
             "bork-ci-edit names bollard, which only bork-ci-sandbox may name",
             "bork-ci names reqwest, which only bork-ci-core may name",
             "bork-ci-extra is not in the code map",
+            "bork-ci-run names clap, which it may never name",
+            "bork-ci-sandbox names figment, which only bork-ci may name",
+        ]
+    );
+}
+
+/// What in the run crate's code reads something besides its plan: the process environment or
+/// a process-wide value (a `static` cell), either of which would let the loop resolve a setting
+/// a second way.
+fn reads_behind_the_plan(code: &[(String, String)]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (file, text) in code {
+        for pattern in [
+            "env::var",
+            "env::vars",
+            "OnceLock",
+            "LazyLock",
+            "static mut",
+            "thread_local!",
+        ] {
+            if text.contains(pattern) {
+                wrong.push(format!("{file} reads `{pattern}`"));
+            }
+        }
+        let statics = text
+            .lines()
+            .map(str::trim_start)
+            .filter(|line| line.starts_with("static ") || line.starts_with("pub static "))
+            .count();
+        if statics > 0 {
+            wrong.push(format!("{file} holds a static"));
+        }
+    }
+    wrong
+}
+
+/// The run crate's source files (before their tests), relative to its `src/`.
+fn run_crate_code() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/run/src");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).expect("read");
+            let code = text
+                .find("#[cfg(test)]")
+                .map_or(text.clone(), |at| text[..at].to_owned());
+            let relative = path
+                .strip_prefix(&root)
+                .expect("under src")
+                .to_string_lossy()
+                .into_owned();
+            (relative, code)
+        })
+        .collect()
+}
+
+#[test]
+fn the_run_reads_its_plan_and_nothing_behind_it() {
+    let code = run_crate_code();
+    assert!(
+        code.iter().any(|(file, _)| file == "reconcile/round.rs"),
+        "the run crate's files were read"
+    );
+    let wrong = reads_behind_the_plan(&code);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn the_plan_check_finds_a_read_behind_the_plan() {
+    let planted = [
+        (
+            "a.rs".to_owned(),
+            "let home = std::env::var(\"HOME\");".to_owned(),
+        ),
+        (
+            "b.rs".to_owned(),
+            "static LOGGING: std::sync::OnceLock<u8> = OnceLock::new();".to_owned(),
+        ),
+        (
+            "c.rs".to_owned(),
+            "fn name() -> &'static str { \"x\" }".to_owned(),
+        ),
+    ];
+    assert_eq!(
+        reads_behind_the_plan(&planted),
+        [
+            "a.rs reads `env::var`",
+            "b.rs reads `OnceLock`",
+            "b.rs holds a static",
         ]
     );
 }
@@ -464,6 +581,7 @@ const LLM_ROOMS: &[(&str, u8)] = &[
     ("scripted", 2),
     ("endpoint", 3),
     ("wire", 4),
+    ("config", 4),
     ("mod", 5),
 ];
 

@@ -25,6 +25,7 @@ mod address;
 mod anthropic;
 mod aws_credentials;
 mod bedrock;
+pub mod config;
 mod data;
 pub mod endpoint;
 mod google;
@@ -37,6 +38,7 @@ mod wire;
 
 use secrecy::SecretString;
 
+pub use config::LlmConfig;
 pub use data::{
     AuthMode, Completion, Conversation, Credentials, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_REQUEST_SECS,
     DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECS, EndpointSettings, FinishReason, Learned, LlmError,

@@ -9,13 +9,13 @@ use anyhow::{Context, Result, bail};
 use super::options::Halt;
 use super::plan::Plan;
 use crate::budget::Budget;
-use crate::checker::{self, Verdict};
-use crate::config::Resolved;
-use crate::findings::Findings;
-use crate::llm::{self, Conversation, FinishReason, Provider, ResponseFormat, Usage};
 use crate::report::JudgeStatus;
-use crate::review;
-use crate::sandbox::Sandbox;
+use crate::run_plan::{Model, Review, RunPlan};
+use bork_ci_core::findings::Findings;
+use bork_ci_edit::review;
+use bork_ci_llm::llm::{self, Conversation, FinishReason, Provider, ResponseFormat, Usage};
+use bork_ci_sandbox::checker::{self, Verdict};
+use bork_ci_sandbox::sandbox::Sandbox;
 
 /// What the judges said about the tree after an iteration.
 pub(super) struct Judgement {
@@ -32,17 +32,13 @@ pub(super) struct Judgement {
 }
 
 /// The reviewer's model provider (`review.llm` over `llm`).
-pub fn review_provider(resolved: &Resolved) -> Result<Provider> {
-    review_provider_learned(resolved, llm::Learned::default())
+pub fn review_provider(model: &Model) -> Result<Provider> {
+    review_provider_learned(model, llm::Learned::default())
 }
 
 /// [`review_provider`] starting from what earlier rounds learned about the reviewer's server.
-pub(super) fn review_provider_learned(resolved: &Resolved, learned: llm::Learned) -> Result<Provider> {
-    let llm_config = resolved.review_llm();
-    let mut settings = llm_config.settings(
-        resolved.review_api_key.clone(),
-        resolved.review_llm_credentials.clone(),
-    );
+pub(super) fn review_provider_learned(model: &Model, learned: llm::Learned) -> Result<Provider> {
+    let mut settings = model.settings();
     learned.apply(&mut settings);
     Provider::new(settings).context("setting up the reviewer's model provider")
 }
@@ -50,29 +46,31 @@ pub(super) fn review_provider_learned(resolved: &Resolved, learned: llm::Learned
 /// What the reviewer answered: a parsed review, or why its answer could not be used.
 pub type ReviewAnswer = std::result::Result<review::ReviewResult, review::ReviewError>;
 
-/// Asks the reviewer about the working tree's changes against the base; `files`
-/// restricts the review to those paths. Returns the parsed result and the tokens it used.
+/// Asks the reviewer about the working tree's changes against `base`; `files` restricts the
+/// review to those paths. Returns the parsed result and the tokens it used.
 pub async fn review_once(
-    resolved: &Resolved,
+    reviewer: &Review,
+    base: &str,
     repo: &Path,
     files: Option<&[String]>,
 ) -> Result<(ReviewAnswer, Usage)> {
-    let provider = review_provider(resolved)?;
-    review_with(&provider, resolved, repo, files).await
+    let provider = review_provider(&reviewer.model)?;
+    review_with(&provider, reviewer, base, repo, files).await
 }
 
 /// [`review_once`] with a provider that lives across reviews (what it learns about its server
 /// lasts for the run).
 pub async fn review_with(
     provider: &Provider,
-    resolved: &Resolved,
+    reviewer: &Review,
+    base: &str,
     repo: &Path,
     files: Option<&[String]>,
 ) -> Result<(ReviewAnswer, Usage)> {
-    let (changed, diff) = review::changed_files(repo, &resolved.config.base, files)
-        .context("collecting the changes to review")?;
+    let (changed, diff) =
+        review::changed_files(repo, base, files).context("collecting the changes to review")?;
     let policy = review::VersionPolicy {
-        allow_prompt_patch_drift: resolved.config.review.allow_prompt_patch_drift,
+        allow_prompt_patch_drift: reviewer.allow_prompt_patch_drift,
     };
     let before = provider.spent();
     let format = ResponseFormat {
@@ -106,8 +104,8 @@ pub async fn review_with(
 /// The judge files of the approved revision, which every judge of the round is held to (see
 /// `judge_files`).
 pub(super) struct JudgeGuard {
-    pub(super) matcher: crate::edit::judge_files::Matcher,
-    pub(super) baseline: crate::edit::judge_files::Baseline,
+    pub(super) matcher: bork_ci_edit::edit::judge_files::Matcher,
+    pub(super) baseline: bork_ci_edit::edit::judge_files::Baseline,
 }
 
 impl JudgeGuard {
@@ -125,8 +123,10 @@ impl JudgeGuard {
         {
             matcher = matcher.excluding(inside.to_owned());
         }
-        let baseline = crate::blocking::run(|| crate::edit::judge_files::Baseline::capture(repo, &matcher))
-            .context("recording the judge files of the approved revision")?;
+        let baseline = bork_ci_core::blocking::run(|| {
+            bork_ci_edit::edit::judge_files::Baseline::capture(repo, &matcher)
+        })
+        .context("recording the judge files of the approved revision")?;
         tracing::debug!(judge_files = baseline.len(), "recorded the approved judge files");
         Ok(JudgeGuard { matcher, baseline })
     }
@@ -139,7 +139,7 @@ impl JudgeGuard {
     /// Why the judges may not run on the tree as it is now: a judge file differs from the
     /// approved revision.
     pub(super) fn drift(&self, repo: &Path) -> Option<String> {
-        match crate::blocking::run(|| self.baseline.check(repo, &self.matcher)) {
+        match bork_ci_core::blocking::run(|| self.baseline.check(repo, &self.matcher)) {
             Ok(Ok(())) => None,
             Ok(Err(drift)) => Some(drift.to_string()),
             Err(error) => Some(format!(
@@ -157,7 +157,7 @@ pub(super) async fn run_checker(
     repo: &Path,
     secret_env: &[String],
     checker_path: &str,
-    (timeout, build): (Duration, crate::sandbox::BuildCache),
+    (timeout, build): (Duration, bork_ci_sandbox::sandbox::BuildCache),
     stop_token: Option<&str>,
     label: &str,
 ) -> Result<checker::CheckerRun> {
@@ -203,7 +203,7 @@ pub(super) fn show_judge_output(title: &str, tail: &str, stop_token: Option<&str
     }
     let text = crate::report::judge_output_block(title, tail, stop_token);
     let stderr = std::io::stderr();
-    let mut lock = crate::secrets::Redacting(stderr.lock());
+    let mut lock = bork_ci_core::secrets::Redacting(stderr.lock());
     let _ = std::io::Write::write_all(&mut lock, text.as_bytes());
 }
 
@@ -218,13 +218,13 @@ pub(super) struct Judging<'a> {
     pub(super) stop_token: Option<&'a str>,
     /// The build cache they work in: each a throwaway layer over the warm cache of approved
     /// builds (`confirm-clean`), or the run's shared one.
-    pub(super) build: crate::sandbox::BuildCache,
+    pub(super) build: bork_ci_sandbox::sandbox::BuildCache,
 }
 
 pub(super) async fn judge(
     sandbox: &Sandbox,
     repo: &Path,
-    resolved: &Resolved,
+    run_plan: &RunPlan,
     reviewer: Option<&Provider>,
     budget: &Budget,
     how: Judging<'_>,
@@ -302,18 +302,21 @@ pub(super) async fn judge(
         any = true;
         let started = Instant::now();
         let remaining = budget.time_left()?;
-        let mut options = crate::verify::VerifyOptions::new(resolved.artifact_root());
+        let mut options = bork_ci_sandbox::verify::VerifyOptions::new(run_plan.artifact_root.clone());
         options.timeout = plan.verifier_timeout.min(remaining);
         options.secret_env = plan.secret_env.clone();
         options.build = build;
         let ran = match drift() {
             Some(reason) => Err(anyhow::anyhow!(reason)),
-            None => with_heartbeat("the verifier", crate::verify::run(sandbox, repo, steps, &options))
-                .await
-                .map_err(anyhow::Error::new),
+            None => with_heartbeat(
+                "the verifier",
+                bork_ci_sandbox::verify::run(sandbox, repo, steps, &options),
+            )
+            .await
+            .map_err(anyhow::Error::new),
         };
         if let Ok(result) = &ran
-            && result.status != crate::verify::Status::Pass
+            && result.status != bork_ci_sandbox::verify::Status::Pass
         {
             show_judge_output(
                 &format!("verifier run {}: log (last lines)", result.run_id),
@@ -323,19 +326,19 @@ pub(super) async fn judge(
         }
         match ran {
             Ok(result) => {
-                let findings = crate::verify::to_findings(&result);
+                let findings = bork_ci_sandbox::verify::to_findings(&result);
                 judgement.verifier = Some(match result.status {
-                    crate::verify::Status::Pass if findings.is_empty() => JudgeStatus::Clean,
+                    bork_ci_sandbox::verify::Status::Pass if findings.is_empty() => JudgeStatus::Clean,
                     _ => JudgeStatus::Findings {
                         count: findings.len().max(1),
                     },
                 });
-                if result.status == crate::verify::Status::Fail && findings.is_empty() {
+                if result.status == bork_ci_sandbox::verify::Status::Fail && findings.is_empty() {
                     // Fail closed: a FAIL always reaches the model, even without a failed step.
                     judgement
                         .findings
                         .overall_findings
-                        .push(crate::findings::Finding::CodeReview {
+                        .push(bork_ci_core::findings::Finding::CodeReview {
                             file: None,
                             finding: format!(
                                 "the verifier failed (run {}):\n{}",
@@ -368,7 +371,8 @@ pub(super) async fn judge(
     if let (Some(reviewer), Some(min_severity)) = (reviewer, plan.review_min_severity) {
         any = true;
         let started = Instant::now();
-        let (outcome, usage) = review_with(reviewer, resolved, repo, None).await?;
+        let (outcome, usage) =
+            review_with(reviewer, &run_plan.review, &run_plan.pack.base, repo, None).await?;
         judgement.review_usage = usage;
         judgement.review_ms = started.elapsed().as_millis() as u64;
         match outcome {

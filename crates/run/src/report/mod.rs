@@ -13,11 +13,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::budget::Spent;
-use crate::checker::Verdict;
-use crate::edit::apply::{AppliedEdit, EditAction, PendingApproval, RefusedEdit};
 use crate::exit::ExitCode;
-use crate::findings::Findings;
-use crate::llm::Usage;
+use bork_ci_core::findings::Findings;
+use bork_ci_edit::edit::apply::{AppliedEdit, EditAction, PendingApproval, RefusedEdit};
+use bork_ci_llm::llm::Usage;
+use bork_ci_sandbox::checker::Verdict;
 
 pub use crate::exit::RunStatus;
 
@@ -210,7 +210,7 @@ impl RunReport {
             status: RunStatus::Error,
             exit_code: ExitCode::Error.code(),
             stop_reason: String::new(),
-            prompt_version: crate::prompt::PROMPT_VERSION.to_owned(),
+            prompt_version: bork_ci_edit::prompt::PROMPT_VERSION.to_owned(),
             run_id,
             provider,
             model,
@@ -318,7 +318,7 @@ pub fn now_rfc3339() -> String {
 pub fn write_json(report: &RunReport, path: &Path) -> std::io::Result<()> {
     let mut text = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
     text.push('\n');
-    crate::safe_fs::write_atomic(path, text.as_bytes())
+    bork_ci_core::safe_fs::write_atomic(path, text.as_bytes())
 }
 
 /// Most bytes of model-written contents shown for one edit.
@@ -350,7 +350,7 @@ pub fn log_error(text: &str) {
         Some((first, rest)) if !rest.trim().is_empty() => {
             tracing::error!("{first}");
             let block = judge_output_block("the error, continued", rest, None);
-            let mut stderr = crate::secrets::Redacting(std::io::stderr().lock());
+            let mut stderr = bork_ci_core::secrets::Redacting(std::io::stderr().lock());
             let _ = std::io::Write::write_all(&mut stderr, block.as_bytes());
         }
         _ => tracing::error!("{}", text.trim_end()),
@@ -359,16 +359,16 @@ pub fn log_error(text: &str) {
 
 /// A judge's output (its stderr tail) for people, on bork-ci's stderr: under GitHub Actions
 /// (`stop_token` given) a folded `::group::` whose lines sit inside a stop-commands block;
-/// elsewhere between marker lines, as [`crate::untrusted::terminal_lines`].
+/// elsewhere between marker lines, as [`bork_ci_core::untrusted::terminal_lines`].
 pub fn judge_output_block(title: &str, tail: &str, stop_token: Option<&str>) -> String {
-    let title = crate::untrusted::line(title);
+    let title = bork_ci_core::untrusted::line(title);
     match stop_token {
         Some(token) => format!(
             "::group::{title}\n{}::endgroup::\n",
-            crate::untrusted::block(tail, token)
+            bork_ci_core::untrusted::block(tail, token)
         ),
         None => {
-            let mut body = crate::untrusted::terminal_lines(tail);
+            let mut body = bork_ci_core::untrusted::terminal_lines(tail);
             if !body.ends_with('\n') {
                 body.push('\n');
             }
@@ -379,11 +379,11 @@ pub fn judge_output_block(title: &str, tail: &str, stop_token: Option<&str>) -> 
 
 pub fn untrusted_block(title: &str, contents: &str, stop_token: Option<&str>) -> String {
     let digest = hex::encode(Sha256::digest(contents.as_bytes()));
-    let shown = crate::untrusted::head(contents, SHOWN_BYTES);
+    let shown = bork_ci_core::untrusted::head(contents, SHOWN_BYTES);
     let cut = shown.len() < contents.len();
     let mut block = format!(
         "----- bork-ci: {} ({} bytes, sha256 {digest}) -----\n",
-        crate::untrusted::escape(title),
+        bork_ci_core::untrusted::escape(title),
         contents.len()
     );
     let mut body = shown.to_owned();
@@ -394,9 +394,9 @@ pub fn untrusted_block(title: &str, contents: &str, stop_token: Option<&str>) ->
         ));
     }
     match stop_token {
-        Some(token) => block.push_str(&crate::untrusted::block(&body, token)),
+        Some(token) => block.push_str(&bork_ci_core::untrusted::block(&body, token)),
         None => {
-            block.push_str(&crate::untrusted::terminal_lines(&body));
+            block.push_str(&bork_ci_core::untrusted::terminal_lines(&body));
             if !block.ends_with('\n') {
                 block.push('\n');
             }
@@ -426,7 +426,7 @@ pub fn print_edits(
             None => writeln!(
                 out,
                 "----- bork-ci: {} (contents not shown) -----",
-                crate::untrusted::escape(&title)
+                bork_ci_core::untrusted::escape(&title)
             )?,
         }
     }
@@ -438,7 +438,11 @@ pub fn print_edits(
         );
         match &edit.contents {
             Some(contents) => out.write_all(untrusted_block(&title, contents, stop_token).as_bytes())?,
-            None => writeln!(out, "----- bork-ci: {} -----", crate::untrusted::escape(&title))?,
+            None => writeln!(
+                out,
+                "----- bork-ci: {} -----",
+                bork_ci_core::untrusted::escape(&title)
+            )?,
         }
     }
     out.flush()
@@ -457,15 +461,15 @@ mod tests {
 
     #[test]
     fn escape_neutralises_terminal_and_bidi() {
-        assert_eq!(crate::untrusted::escape("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
-        assert_eq!(crate::untrusted::escape("x\u{202e}y\n"), "x\\u{202e}y\n");
+        assert_eq!(bork_ci_core::untrusted::escape("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(bork_ci_core::untrusted::escape("x\u{202e}y\n"), "x\\u{202e}y\n");
     }
 
     #[test]
     fn workflow_commands_stay_inside_the_block() {
         let contents = "::set-env name=LD_PRELOAD::/tmp/x.so\n::error file=a::pwn\n\
                         ::add-mask::x\n::stop-commands::abc\n\u{1b}]8;;http://evil\u{7}\u{1b}[2J\u{202e}";
-        let token = crate::untrusted::random_token();
+        let token = bork_ci_core::untrusted::random_token();
         let block = untrusted_block("refused", contents, Some(&token));
         let lines: Vec<&str> = block.lines().collect();
         let open = lines

@@ -75,38 +75,11 @@ impl From<RunStatus> for ExitCode {
 }
 
 /// `bork-ci verify`: a failing pipeline is findings a human (or the loop) must act on.
-/// Which outcomes of a run make its process fail (`--fail-on`): a CI step stays green on the
-/// others, whose outcome is still in the report, the outputs and the summary. An error always
-/// fails.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum FailOn {
-    Error,
-    NeedsHuman,
-    AwaitingApproval,
-}
-
-/// The process's exit code for a run that ended `status`: its own code when `fail_on` is empty
-/// (every outcome but converged fails) or names it, else 0.
-pub fn run_exit(status: RunStatus, fail_on: &[FailOn]) -> ExitCode {
-    let code = ExitCode::from(status);
-    let named = match status {
-        RunStatus::Error => true,
-        RunStatus::NeedsHuman => fail_on.contains(&FailOn::NeedsHuman),
-        RunStatus::AwaitingApproval => fail_on.contains(&FailOn::AwaitingApproval),
-        RunStatus::Converged | RunStatus::Skipped => true,
-    };
-    if fail_on.is_empty() || named {
-        code
-    } else {
-        ExitCode::Converged
-    }
-}
-
-impl From<crate::verify::Status> for ExitCode {
-    fn from(status: crate::verify::Status) -> Self {
+impl From<bork_ci_sandbox::verify::Status> for ExitCode {
+    fn from(status: bork_ci_sandbox::verify::Status) -> Self {
         match status {
-            crate::verify::Status::Pass => ExitCode::Converged,
-            crate::verify::Status::Fail => ExitCode::NeedsHuman,
+            bork_ci_sandbox::verify::Status::Pass => ExitCode::Converged,
+            bork_ci_sandbox::verify::Status::Fail => ExitCode::NeedsHuman,
         }
     }
 }

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::edit::PendingApproval;
-use crate::findings::{Finding, Findings};
+use bork_ci_core::findings::{Finding, Findings};
+use bork_ci_edit::edit::PendingApproval;
 
 /// At most this many findings are named per held edit.
 const MAX_WAITING: usize = 5;
@@ -53,7 +53,7 @@ const MAX_PRINTED: usize = 10;
 
 /// An iteration's findings as printed in the log: one line each (file, first line of the text),
 /// at most [`MAX_PRINTED`], then how many more.
-pub(crate) fn finding_lines(findings: &Findings) -> Vec<String> {
+pub fn finding_lines(findings: &Findings) -> Vec<String> {
     let all: Vec<&Finding> = findings
         .per_file_findings
         .iter()
@@ -83,7 +83,7 @@ fn finding_file(finding: &Finding) -> Option<&str> {
 /// A path as findings and edits spell it, for comparison: no leading `./`, no empty or `.`
 /// components.
 fn normalize(path: &str) -> String {
-    crate::edit::glob::normalize_path(path)
+    bork_ci_edit::edit::glob::normalize_path(path)
 }
 
 /// A finding in one line: its file and the first line of its text, at most 200 characters,
@@ -99,7 +99,7 @@ fn line(finding: &Finding) -> String {
             command, exit_code, ..
         } => format!("`{command}` exited {exit_code}"),
     };
-    crate::untrusted::one_line(&text)
+    bork_ci_core::untrusted::one_line(&text)
 }
 
 fn first_line(text: &str) -> &str {
@@ -109,7 +109,7 @@ fn first_line(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::edit::EditAction;
+    use bork_ci_edit::edit::EditAction;
 
     fn held(path: &str) -> PendingApproval {
         PendingApproval {
@@ -117,7 +117,7 @@ mod tests {
             action: EditAction::Write,
             contents: Some(String::new()),
             sha256: None,
-            rule: crate::edit::code::APPROVED_TEST.to_owned(),
+            rule: bork_ci_edit::edit::code::APPROVED_TEST.to_owned(),
             waiting: Vec::new(),
         }
     }

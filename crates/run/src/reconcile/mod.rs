@@ -13,7 +13,7 @@
 //! run's first job and never reset; a human decision on a held edit grants up to
 //! `max-iterations` new iterations, numbered on from the earlier ones.
 
-pub(crate) mod held;
+pub mod held;
 mod iterations;
 mod judges;
 mod options;
@@ -34,12 +34,12 @@ pub use setup::{setup_job, use_deps_of};
 pub use step::{estimate, initial_prompt, secret_in_prompt};
 
 use crate::budget::{self, Spent};
-use crate::config::Resolved;
 use crate::report::{RunReport, RunStatus};
-use crate::sandbox::Sandbox;
+use crate::run_plan::RunPlan;
+use bork_ci_sandbox::sandbox::Sandbox;
 use options::{Lessons, RoundOptions};
 
-/// What the caller gives a run besides the configuration, the sandbox and the delivery.
+/// What the caller gives a run besides its plan, the sandbox and the delivery.
 pub struct RunOptions {
     pub repo: PathBuf,
     pub run_id: String,
@@ -105,7 +105,7 @@ impl Delivery for Local {
 /// iteration of the first round are returned as errors (exit 2); errors later end the report,
 /// which still holds every earlier round, with status `error`.
 pub async fn run(
-    resolved: &Resolved,
+    run_plan: &RunPlan,
     sandbox: &Sandbox,
     options: RunOptions,
     delivery: &mut impl Delivery,
@@ -134,10 +134,10 @@ pub async fn run(
         Resume::StillWaiting { spent } => {
             let mut report = RunReport::new(
                 round.run_id.clone(),
-                resolved.config.llm.provider_name(),
-                resolved.config.llm.model.clone(),
+                run_plan.model.llm.provider_name(),
+                run_plan.model.llm.model.clone(),
                 sandbox.kind().as_str().to_owned(),
-                resolved.config.max_iterations,
+                run_plan.max_iterations,
             );
             report.run_totals = spent;
             report.finish(
@@ -149,7 +149,7 @@ pub async fn run(
         }
     }
 
-    let mut baseline = Some(setup::before_first_call(resolved, sandbox, &round).await?);
+    let mut baseline = Some(setup::before_first_call(run_plan, sandbox, &round).await?);
     if let Some(Some(seen)) = &baseline {
         round.start = preflight::Start::of(&seen.checker, &seen.findings);
     }
@@ -158,10 +158,10 @@ pub async fn run(
         // Each round's setup runs on its approved revision (the first's ran before the
         // preflight); approved edits may have changed what the dependency cache is keyed by.
         let this = if index == 0 {
-            round::round(resolved, sandbox, &round).await
+            round::round(run_plan, sandbox, &round).await
         } else {
-            match setup::setup_round(resolved, sandbox, &round.repo, round.stop_token.as_deref()).await {
-                Ok(()) => round::round(resolved, sandbox, &round).await,
+            match setup::setup_round(run_plan, sandbox, &round.repo, round.stop_token.as_deref()).await {
+                Ok(()) => round::round(run_plan, sandbox, &round).await,
                 Err(error) => Err(error),
             }
         };

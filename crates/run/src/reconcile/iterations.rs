@@ -11,13 +11,13 @@ use super::plan::Plan;
 use super::preflight::{Repeats, Unchanged};
 use super::step::{StepResult, run_edit_step};
 use crate::budget::{Budget, Stop};
-use crate::config::Resolved;
-use crate::edit::apply::{Changeset, EditAction};
-use crate::findings::Findings;
-use crate::llm::{self, Conversation, Provider, Role, Turn, Usage};
-use crate::prompt::{self, Feedback};
 use crate::report::{Durations, IterationReport, JudgeStatus, RunReport, RunStatus};
-use crate::sandbox::Sandbox;
+use crate::run_plan::RunPlan;
+use bork_ci_core::findings::Findings;
+use bork_ci_edit::edit::apply::{Changeset, EditAction};
+use bork_ci_edit::prompt::{self, Feedback};
+use bork_ci_llm::llm::{self, Conversation, Provider, Role, Turn, Usage};
+use bork_ci_sandbox::sandbox::Sandbox;
 
 /// Warns, once a run, that a server reported no usage and the figures (which the budgets count)
 /// are estimated; the report and the summary mark them too.
@@ -35,7 +35,7 @@ fn warn_if_first_estimate(report: &mut RunReport, added: Usage) {
 /// learned about their servers). Each iteration is [`Iterations::step`], then
 /// [`Iterations::judge`], then [`Iterations::stop`] or the judges' feedback to the model.
 pub(super) struct Iterations<'a> {
-    pub(super) resolved: &'a Resolved,
+    pub(super) run_plan: &'a RunPlan,
     pub(super) sandbox: &'a Sandbox,
     pub(super) options: &'a RoundOptions,
     pub(super) plan: &'a Plan,
@@ -66,12 +66,14 @@ impl<'a> Iterations<'a> {
     /// The round's one reviewer provider, when the reviewer is on, with what earlier jobs
     /// learned about its server.
     pub(super) fn reviewer(
-        resolved: &Resolved,
+        run_plan: &RunPlan,
         options: &RoundOptions,
         plan: &Plan,
     ) -> Result<Option<Provider>> {
         plan.review_min_severity
-            .map(|_| review_provider_learned(resolved, Lessons::read(&options.learned.reviewer)))
+            .map(|_| {
+                review_provider_learned(&run_plan.review.model, Lessons::read(&options.learned.reviewer))
+            })
             .transpose()
     }
 
@@ -175,7 +177,7 @@ impl<'a> Iterations<'a> {
             report.findings_left = match &step.answer_error {
                 Some(error) => Findings {
                     per_file_findings: Vec::new(),
-                    overall_findings: vec![crate::findings::Finding::CodeReview {
+                    overall_findings: vec![bork_ci_core::findings::Finding::CodeReview {
                         file: None,
                         finding: format!("the model's answer could not be used: {error}"),
                     }],
@@ -221,7 +223,7 @@ impl<'a> Iterations<'a> {
         );
         let step = run_edit_step(
             self.sandbox,
-            self.resolved,
+            self.run_plan,
             self.options,
             conversation,
             self.plan,
@@ -249,7 +251,7 @@ impl<'a> Iterations<'a> {
         }
         {
             let stdout = std::io::stdout();
-            let mut lock = crate::secrets::Redacting(stdout.lock());
+            let mut lock = bork_ci_core::secrets::Redacting(stdout.lock());
             let _ = crate::report::print_edits(
                 &mut lock,
                 number,
@@ -288,7 +290,7 @@ impl<'a> Iterations<'a> {
         let judged = judge(
             self.sandbox,
             &self.options.repo,
-            self.resolved,
+            self.run_plan,
             self.reviewer.as_ref(),
             self.budget,
             self.judging(),
@@ -307,9 +309,9 @@ impl<'a> Iterations<'a> {
             guard: self.guard,
             stop_token: self.options.stop_token.as_deref(),
             build: if self.plan.confirm_clean {
-                crate::sandbox::BuildCache::Layer
+                bork_ci_sandbox::sandbox::BuildCache::Layer
             } else {
-                crate::sandbox::BuildCache::Run
+                bork_ci_sandbox::sandbox::BuildCache::Run
             },
         }
     }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::llm::{self, Prices, Usage};
+use bork_ci_llm::llm::{self, Prices, Usage};
 
 /// Most rounds of "run the loop, publish, wait for reviewers" in one job.
 pub const MAX_ROUNDS: u32 = 10;
@@ -68,7 +68,7 @@ impl Spent {
     }
 }
 
-/// The run's limits, resolved from the configuration once.
+/// The run's limits, resolved from the configuration once (part of the run's plan).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
     /// `run-timeout-secs`: loop time over the whole run.
@@ -79,22 +79,6 @@ pub struct Limits {
     pub max_cost_usd: Option<f64>,
     /// `llm.prices`, when known.
     pub prices: Option<Prices>,
-}
-
-impl Limits {
-    /// The limits `config` sets.
-    pub fn of(config: &crate::config::Config) -> Limits {
-        Limits {
-            wall_clock: Duration::from_secs(config.run_timeout_secs),
-            max_total_tokens: config.llm.max_total_tokens,
-            max_cost_usd: config.llm.max_cost_usd,
-            prices: config.llm.prices.map(|prices| Prices {
-                input_per_mtok: prices.input_per_mtok,
-                output_per_mtok: prices.output_per_mtok,
-                cached_input_per_mtok: prices.cached_input_per_mtok,
-            }),
-        }
-    }
 }
 
 /// Why a run stops for a budget: the one list, with one message each.

@@ -18,19 +18,19 @@ use anyhow::{Context, Result};
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
-use crate::config::LlmConfig;
-use crate::edit::apply::{self, ApplyOptions, Changeset};
-use crate::edit::parse::{self, EditPlan, ParseLimits};
-use crate::edit::policy::Protection;
-use crate::llm::{
+use bork_ci_edit::edit::apply::{self, ApplyOptions, Changeset};
+use bork_ci_edit::edit::parse::{self, EditPlan, ParseLimits};
+use bork_ci_edit::edit::policy::Protection;
+use bork_ci_edit::prompt;
+use bork_ci_llm::llm::LlmConfig;
+use bork_ci_llm::llm::{
     Completion, Conversation, FinishReason, LlmError, Provider, ResponseFormat, Role, Turn, Usage,
 };
-use crate::prompt;
 
 /// The input file's name in the state directory.
 pub const INPUT: &str = "input.json";
 /// The output file's name in the state directory (the sandbox copies it back over `copy`).
-pub const OUTPUT: &str = crate::sandbox::STATE_OUTPUT;
+pub const OUTPUT: &str = bork_ci_sandbox::sandbox::STATE_OUTPUT;
 /// The scripted model's answers, copied into the state directory.
 pub const SCRIPT: &str = "script.json";
 /// Largest output file the runner reads back.
@@ -47,7 +47,7 @@ pub struct EditStepInput {
     pub edits_require_approval: Vec<String>,
     /// The judge files (held for approval like specs; `package.json`'s `scripts` and the like by
     /// their section).
-    pub judge_files: crate::edit::judge_files::JudgeRules,
+    pub judge_files: bork_ci_edit::edit::judge_files::JudgeRules,
     /// Existing files the model never saw (binary, too large): not to be overwritten.
     pub not_shown: BTreeSet<String>,
     /// The test files of the approved revision: a change to or deletion of one is held.
@@ -56,7 +56,7 @@ pub struct EditStepInput {
     /// Paths of the tree that name the same file or folder (symlinks, hardlinks), found by the
     /// runner before the step: an edit is classified under each of its spellings.
     #[serde(default)]
-    pub aliases: Vec<crate::edit::identity::Alias>,
+    pub aliases: Vec<bork_ci_edit::edit::identity::Alias>,
     /// Wall-clock budget left for this step.
     pub timeout_secs: u64,
     /// Apply the edits here (the working tree is mounted); when false the plan is returned in
@@ -99,11 +99,9 @@ pub fn apply_plan(
     let applying = std::time::Instant::now();
     // The runner knows every registered secret (the step only the model's key): a plan that
     // would write one into the tree is refused whole.
-    if let Some(name) = plan
-        .writes
-        .iter()
-        .find_map(|write| crate::secrets::find(&write.path).or_else(|| crate::secrets::find(&write.contents)))
-    {
+    if let Some(name) = plan.writes.iter().find_map(|write| {
+        bork_ci_core::secrets::find(&write.path).or_else(|| bork_ci_core::secrets::find(&write.contents))
+    }) {
         return (
             Err(format!(
                 "the model's edits hold the value of the secret {name}; nothing was applied"
@@ -112,7 +110,7 @@ pub fn apply_plan(
         );
     }
     let result = apply_options(input).and_then(|options| {
-        crate::blocking::run(|| apply::apply(repo, plan, &options))
+        bork_ci_core::blocking::run(|| apply::apply(repo, plan, &options))
             .map_err(|error| format!("applying the model's edits: {error}"))
     });
     (result, applying.elapsed().as_millis() as u64)
@@ -138,7 +136,7 @@ pub struct EditStepOutput {
     /// What the provider learned about the server (a weaker structured-output mode, a lower
     /// output cap, streaming off); the runner passes it on to the next step.
     #[serde(default)]
-    pub learned: crate::llm::Learned,
+    pub learned: bork_ci_llm::llm::Learned,
     /// The parsed answer, when the step did not apply it ([`EditStepInput::apply_in_step`]).
     #[serde(default)]
     pub plan: Option<EditPlan>,
@@ -155,7 +153,7 @@ fn read_answer(completion: &Completion, limits: &ParseLimits) -> std::result::Re
     }
     // A secret in the answer (an endpoint or a model that echoes the key) would be written into
     // the repository and committed: the whole answer is refused, naming the secret, not its value.
-    if let Some(name) = crate::secrets::find(&completion.text) {
+    if let Some(name) = bork_ci_core::secrets::find(&completion.text) {
         return Err(format!(
             "the answer holds the value of the secret {name} (or an encoding of it); nothing of it was applied. Never write credentials into files"
         ));
@@ -168,11 +166,11 @@ pub async fn run(
     input: &EditStepInput,
     repo: &Path,
     api_key: Option<SecretString>,
-    credentials: crate::llm::Credentials,
+    credentials: bork_ci_llm::llm::Credentials,
 ) -> EditStepOutput {
     let mut output = EditStepOutput::default();
     if let Some(key) = &api_key {
-        crate::secrets::register(&input.llm.key_env(), secrecy::ExposeSecret::expose_secret(key));
+        bork_ci_core::secrets::register(&input.llm.key_env(), secrecy::ExposeSecret::expose_secret(key));
     }
     let provider = match Provider::new(input.llm.settings(api_key, credentials)) {
         Ok(provider) => provider,
@@ -219,7 +217,7 @@ pub async fn run(
             };
         conversation.turns.push(Turn {
             role: Role::Assistant,
-            text: crate::secrets::redact(&completion.text).into_owned(),
+            text: bork_ci_core::secrets::redact(&completion.text).into_owned(),
         });
         let answer = match &completion.finish {
             FinishReason::Other(reason) if completion.text.is_empty() => {
@@ -283,7 +281,7 @@ pub fn write_json<T: Serialize>(dir: &Path, name: &str, value: &T) -> Result<()>
 /// side of the state directory may be a container holding model-written code.
 pub fn read_json<T: for<'de> Deserialize<'de>>(dir: &Path, name: &str) -> Result<T> {
     let path = dir.join(name);
-    let text = crate::safe_fs::read_no_follow(&path, OUTPUT_CAP)
+    let text = bork_ci_core::safe_fs::read_no_follow(&path, OUTPUT_CAP)
         .with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))
 }

@@ -14,9 +14,9 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::findings::Findings;
 use crate::report::JudgeStatus;
-use crate::sandbox::Outcome;
+use bork_ci_core::findings::Findings;
+use bork_ci_sandbox::sandbox::Outcome;
 
 /// The first line the `bork-ci check` adapter writes on stderr when it could not start the
 /// command it wraps.
@@ -79,11 +79,14 @@ impl Start {
     pub fn of(status: &JudgeStatus, findings: &Findings) -> Start {
         match status {
             JudgeStatus::FailedToRun { reason, stderr_tail } => Start {
-                note: Some(crate::prompt::baseline(findings, Some((reason, stderr_tail)))),
+                note: Some(bork_ci_edit::prompt::baseline(
+                    findings,
+                    Some((reason, stderr_tail)),
+                )),
                 failure: FailureMark::of(&[(CHECKER.to_owned(), reason.clone(), stderr_tail.clone())]),
             },
             _ if !findings.is_empty() => Start {
-                note: Some(crate::prompt::baseline(findings, None)),
+                note: Some(bork_ci_edit::prompt::baseline(findings, None)),
                 failure: None,
             },
             _ => Start::default(),

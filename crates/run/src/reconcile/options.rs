@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use crate::budget::{Spent, Stop};
-use crate::llm::{self};
 use crate::report::IterationReport;
+use bork_ci_llm::llm::{self};
 
 /// Everything one round needs besides the configuration; the run's owner ([`super::run`]) fills
 /// it and carries what was spent from round to round.

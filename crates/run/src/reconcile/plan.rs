@@ -11,11 +11,11 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 
 use crate::budget::Limits;
-use crate::config::Resolved;
-use crate::edit::code::{CodeRules, CodeSource, TEST_GLOBS};
-use crate::edit::judge_files::JudgeRules;
-use crate::review::Severity;
-use crate::verify::Step;
+use crate::run_plan::{DEVCONTAINER_BUILD_RULE, RunPlan};
+use bork_ci_edit::edit::code::{CodeRules, CodeSource, TEST_GLOBS};
+use bork_ci_edit::edit::judge_files::JudgeRules;
+use bork_ci_edit::review::Severity;
+use bork_ci_sandbox::verify::Step;
 
 /// The resolved settings of one round.
 #[derive(Debug, Clone)]
@@ -45,26 +45,25 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    /// Resolves the round's settings from `resolved` and the repository at `repo`.
-    pub(super) fn resolve(resolved: &Resolved, repo: &Path, not_shown: BTreeSet<String>) -> Result<Plan> {
-        let config = &resolved.config;
-        let verifier_steps =
-            crate::blocking::run(|| crate::verify::load_steps(repo, &resolved.verification_steps()))
-                .context("reading the verification steps")?;
-        let review_min_severity = config.review.enabled.then_some(config.review.min_severity);
+    /// Resolves the round's settings from the run's plan and the repository at `repo`.
+    pub(super) fn resolve(run_plan: &RunPlan, repo: &Path, not_shown: BTreeSet<String>) -> Result<Plan> {
+        let verifier_steps = bork_ci_core::blocking::run(|| {
+            bork_ci_sandbox::verify::load_steps(repo, &run_plan.verification.steps)
+        })
+        .context("reading the verification steps")?;
         let mut judge_rules =
-            crate::blocking::run(|| resolved.judge_rules_in(repo)).map_err(anyhow::Error::msg)?;
-        judge_rules.code = Some(code_rules(resolved, repo, &verifier_steps)?);
+            bork_ci_core::blocking::run(|| run_plan.judge_rules_in(repo)).map_err(anyhow::Error::msg)?;
+        judge_rules.code = Some(code_rules(run_plan, repo, &verifier_steps)?);
         Ok(Plan {
-            limits: Limits::of(config),
-            max_iterations: config.max_iterations,
-            checker: config.correctness_checker.clone(),
-            checker_timeout: Duration::from_secs(config.checker_timeout_secs),
+            limits: run_plan.limits,
+            max_iterations: run_plan.max_iterations,
+            checker: run_plan.checker.clone(),
+            checker_timeout: run_plan.checker_timeout,
             verifier_steps,
-            verifier_timeout: Duration::from_secs(config.verification.timeout_secs),
-            review_min_severity,
-            confirm_clean: config.confirm_clean,
-            secret_env: resolved.secret_env_names(),
+            verifier_timeout: run_plan.verification.timeout,
+            review_min_severity: run_plan.review.min_severity,
+            confirm_clean: run_plan.confirm_clean,
+            secret_env: run_plan.secret_env.clone(),
             judge_rules,
             not_shown,
         })
@@ -79,36 +78,38 @@ impl Plan {
 /// What the model may change in the repository at `repo`: the configured `code` and `tests`
 /// globs, else those derived from its layout; never what the checker, the Verifier's steps, the
 /// setup commands or the dev container read.
-pub(super) fn code_rules(resolved: &Resolved, repo: &Path, verifier_steps: &[Step]) -> Result<CodeRules> {
-    let config = &resolved.config;
-    let mut rules = crate::blocking::run(|| configured_or_derived(resolved, repo))?;
-    rules.exempt = config.judge_files_exempt.keys().cloned().collect();
+pub(super) fn code_rules(run_plan: &RunPlan, repo: &Path, verifier_steps: &[Step]) -> Result<CodeRules> {
+    let mut rules = bork_ci_core::blocking::run(|| configured_or_derived(run_plan, repo))?;
+    rules.exempt = run_plan.approval.judge_files_exempt.keys().cloned().collect();
     // The checker and its folder are judge files already (`judge_files`).
     let steps: Vec<(String, String)> = verifier_steps
         .iter()
         .map(|step| {
             (
                 step.command.clone(),
-                format!("the Verifier's step `{}`", crate::untrusted::one_line(&step.name)),
+                format!(
+                    "the Verifier's step `{}`",
+                    bork_ci_core::untrusted::one_line(&step.name)
+                ),
             )
         })
         .collect();
-    let setup: Vec<(String, String)> = config
-        .sandbox
+    let setup: Vec<(String, String)> = run_plan
         .setup
+        .commands
         .iter()
         .map(|command| (command.clone(), "a setup command (`sandbox.setup`)".to_owned()))
         .collect();
-    rules.never = crate::blocking::run(|| {
-        let mut never = crate::edit::layout::read_by_commands(repo, &steps, false);
-        never.extend(crate::edit::layout::read_by_commands(repo, &setup, true));
+    rules.never = bork_ci_core::blocking::run(|| {
+        let mut never = bork_ci_edit::edit::layout::read_by_commands(repo, &steps, false);
+        never.extend(bork_ci_edit::edit::layout::read_by_commands(repo, &setup, true));
         // What the dev container's build reads (its Dockerfile, the files it copies).
-        if let Ok(inputs) = crate::sandbox::devcontainer::build_inputs(repo) {
+        if let Ok(inputs) = bork_ci_sandbox::sandbox::devcontainer::build_inputs(repo) {
             never.extend(
                 inputs
                     .globs
                     .into_iter()
-                    .map(|glob| (glob, crate::config::DEVCONTAINER_BUILD_RULE.to_owned())),
+                    .map(|glob| (glob, DEVCONTAINER_BUILD_RULE.to_owned())),
             );
         }
         never
@@ -133,19 +134,18 @@ pub(super) fn code_rules(resolved: &Resolved, repo: &Path, verifier_steps: &[Ste
 
 /// `code` and `tests` as configured, else `code` derived from the repository's layout with the
 /// default tests: the rules before what the judges read is added.
-fn configured_or_derived(resolved: &Resolved, repo: &Path) -> Result<CodeRules> {
-    let config = &resolved.config;
-    let mut rules = match &config.code {
+fn configured_or_derived(run_plan: &RunPlan, repo: &Path) -> Result<CodeRules> {
+    let mut rules = match &run_plan.approval.code {
         Some(code) => CodeRules {
             code: code.clone(),
             tests: TEST_GLOBS.iter().map(|glob| (*glob).to_owned()).collect(),
             source: CodeSource::Configured,
             ..CodeRules::default()
         },
-        None => crate::edit::layout::derive(repo)
+        None => bork_ci_edit::edit::layout::derive(repo)
             .context("deriving the code globs from the repository's layout")?,
     };
-    if let Some(tests) = &config.tests {
+    if let Some(tests) = &run_plan.approval.tests {
         rules.tests = tests.clone();
     }
     Ok(rules)
@@ -156,8 +156,8 @@ fn configured_or_derived(resolved: &Resolved, repo: &Path) -> Result<CodeRules> 
 /// may fill the warm build cache; a local tree can hold a model's edits from an earlier run. A
 /// changed file that is not code (a spec, the config) is not the model's: held edits are never
 /// applied unapproved. Unknown (git fails, the globs do not compile): false.
-pub(super) fn code_is_committed(resolved: &Resolved, repo: &Path) -> bool {
-    let status = crate::git::run(
+pub(super) fn code_is_committed(run_plan: &RunPlan, repo: &Path) -> bool {
+    let status = bork_ci_core::git::run(
         repo,
         &[
             "status",
@@ -168,7 +168,7 @@ pub(super) fn code_is_committed(resolved: &Resolved, repo: &Path) -> bool {
         ],
     );
     // Ignored files one by one: a judge over `bind` sees them too.
-    let ignored = crate::git::run(
+    let ignored = bork_ci_core::git::run(
         repo,
         &["ls-files", "-z", "--others", "--ignored", "--exclude-standard"],
     );
@@ -190,14 +190,14 @@ pub(super) fn code_is_committed(resolved: &Resolved, repo: &Path) -> bool {
         return true;
     }
     let Ok(matcher) =
-        configured_or_derived(resolved, repo).and_then(|rules| rules.matcher().map_err(anyhow::Error::msg))
+        configured_or_derived(run_plan, repo).and_then(|rules| rules.matcher().map_err(anyhow::Error::msg))
     else {
         return false;
     };
     paths.iter().all(|path| {
         matches!(
-            matcher.kind(&crate::edit::code::fold(path)),
-            crate::edit::code::Kind::NotCode { .. }
+            matcher.kind(&bork_ci_edit::edit::code::fold(path)),
+            bork_ci_edit::edit::code::Kind::NotCode { .. }
         )
     })
 }

@@ -2,17 +2,17 @@
 //! runs the checker once on the approved tree.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 
 use super::judges::{run_checker, show_judge_output, with_heartbeat};
 use super::options::{RoundOptions, RunError};
-use crate::checker::{self, Verdict};
-use crate::config::Resolved;
-use crate::findings::Findings;
 use crate::report::JudgeStatus;
-use crate::sandbox::{Job, JobKind, Outcome, Sandbox};
+use crate::run_plan::RunPlan;
+use bork_ci_core::findings::Findings;
+use bork_ci_sandbox::checker::{self, Verdict};
+use bork_ci_sandbox::sandbox::{Job, JobKind, Outcome, Sandbox};
 
 /// What a job does before its first model call: the checker must exist, the setup commands
 /// (`sandbox.setup`) fill the dependency cache, and the checker runs once on the approved tree
@@ -21,37 +21,36 @@ use crate::sandbox::{Job, JobKind, Outcome, Sandbox};
 /// fix: no model call is paid for a judge no edit can fix. A checker that starts and reports
 /// findings or a failure is the run's baseline, which the first prompt shows the model.
 pub(super) async fn before_first_call(
-    resolved: &Resolved,
+    run_plan: &RunPlan,
     sandbox: &Sandbox,
     options: &RoundOptions,
 ) -> Result<Option<crate::report::Baseline>> {
-    let config = &resolved.config;
     let repo = &options.repo;
     let stop_token = options.stop_token.as_deref();
-    if let Some(checker) = &config.correctness_checker
-        && let Some(problem) = crate::blocking::run(|| checker::missing(repo, checker))
+    if let Some(checker) = &run_plan.checker
+        && let Some(problem) = bork_ci_core::blocking::run(|| checker::missing(repo, checker))
     {
         return Err(RunError::CheckerUnusable { problem }.into());
     }
-    setup_round(resolved, sandbox, repo, stop_token).await?;
-    let Some(checker_path) = config.correctness_checker.as_ref().filter(|_| config.preflight) else {
+    setup_round(run_plan, sandbox, repo, stop_token).await?;
+    let Some(checker_path) = run_plan.checker.as_ref().filter(|_| run_plan.preflight) else {
         return Ok(None);
     };
-    let warm_or_layer = if crate::blocking::run(|| super::plan::code_is_committed(resolved, repo)) {
-        crate::sandbox::BuildCache::Warm
+    let warm_or_layer = if bork_ci_core::blocking::run(|| super::plan::code_is_committed(run_plan, repo)) {
+        bork_ci_sandbox::sandbox::BuildCache::Warm
     } else {
         tracing::info!(
             "preflight: code in the tree differs from its commit; the warm build cache is read, not written"
         );
-        crate::sandbox::BuildCache::Layer
+        bork_ci_sandbox::sandbox::BuildCache::Layer
     };
     tracing::info!("preflight: running the correctness checker on the approved tree");
     let started = Instant::now();
-    let timeout = Duration::from_secs(config.checker_timeout_secs);
-    let run = run_checker(
+    let timeout = run_plan.checker_timeout;
+    let preflight = run_checker(
         sandbox,
         repo,
-        &resolved.secret_env_names(),
+        &run_plan.secret_env,
         checker_path,
         // The approved revision, before any model call: the one job that writes the warm cache,
         // when no code in the tree differs from its commit (else it reads it, as judges do).
@@ -60,19 +59,19 @@ pub(super) async fn before_first_call(
         "preflight: ",
     )
     .await?;
-    let findings = match &run.verdict {
+    let findings = match &preflight.verdict {
         Verdict::FailedToRun { reason, .. }
-            if super::preflight::cannot_start(run.outcome, &run.stderr_tail) =>
+            if super::preflight::cannot_start(preflight.outcome, &preflight.stderr_tail) =>
         {
             let fix = checker::likely_fix(
-                run.outcome,
-                &run.stderr_tail,
+                preflight.outcome,
+                &preflight.stderr_tail,
                 sandbox.image(JobKind::Checker).as_deref(),
             );
             return Err(RunError::PreflightFailed {
                 reason: reason.clone(),
                 fix,
-                stderr_tail: crate::untrusted::tail(&run.stderr_tail, 1500),
+                stderr_tail: bork_ci_core::untrusted::tail(&preflight.stderr_tail, 1500),
             }
             .into());
         }
@@ -93,7 +92,7 @@ pub(super) async fn before_first_call(
         findings.len()
     );
     Ok(Some(crate::report::Baseline {
-        checker: JudgeStatus::from(&run.verdict),
+        checker: JudgeStatus::from(&preflight.verdict),
         findings,
         duration_ms: started.elapsed().as_millis() as u64,
     }))
@@ -105,22 +104,21 @@ pub(super) async fn before_first_call(
 /// image id and every file that is not code), makes it the cache its jobs mount (a new key is
 /// an empty cache) and runs the setup commands into it.
 pub(super) async fn setup_round(
-    resolved: &Resolved,
+    run_plan: &RunPlan,
     sandbox: &Sandbox,
     repo: &Path,
     stop_token: Option<&str>,
 ) -> Result<()> {
-    use_deps_of(resolved, sandbox, repo).await?;
-    if !resolved.config.sandbox.setup.is_empty() {
-        run_setup(resolved, sandbox, repo, stop_token).await?;
+    use_deps_of(run_plan, sandbox, repo).await?;
+    if !run_plan.setup.commands.is_empty() {
+        run_setup(run_plan, sandbox, repo, stop_token).await?;
     }
     Ok(())
 }
 
 /// Computes the dependency cache's key of the tree at `repo` (the approved revision) and makes
 /// it the cache the sandbox's jobs mount from now on; returns the key.
-pub async fn use_deps_of(resolved: &Resolved, sandbox: &Sandbox, repo: &Path) -> Result<String> {
-    let config = &resolved.config;
+pub async fn use_deps_of(run_plan: &RunPlan, sandbox: &Sandbox, repo: &Path) -> Result<String> {
     let image_id = match sandbox.judge_image_id(repo).await {
         Ok(id) => id,
         Err(error) => {
@@ -131,37 +129,39 @@ pub async fn use_deps_of(resolved: &Resolved, sandbox: &Sandbox, repo: &Path) ->
                 .unwrap_or_else(|| "unknown".to_owned())
         }
     };
-    let steps = crate::blocking::run(|| crate::verify::load_steps(repo, &resolved.verification_steps()))
-        .context("reading the verification steps")?;
-    let judge = crate::blocking::run(|| resolved.judge_rules_in(repo))
+    let steps = bork_ci_core::blocking::run(|| {
+        bork_ci_sandbox::verify::load_steps(repo, &run_plan.verification.steps)
+    })
+    .context("reading the verification steps")?;
+    let judge = bork_ci_core::blocking::run(|| run_plan.judge_rules_in(repo))
         .map_err(anyhow::Error::msg)?
         .matcher()
         .context("compiling the judge files' globs")?;
-    let code = super::plan::code_rules(resolved, repo, &steps)?
+    let code = super::plan::code_rules(run_plan, repo, &steps)?
         .matcher()
         .map_err(anyhow::Error::msg)
         .context("compiling the code globs")?;
     // Code (and tests) alone leave the key as it is: every judge file, and every other file
     // that is not code, is part of it.
     let is_code = |path: &str| {
-        let folded = crate::edit::judge_files::fold(path);
+        let folded = bork_ci_edit::edit::judge_files::fold(path);
         judge.classify(&folded).is_none()
             && matches!(
                 code.kind(&folded),
-                crate::edit::code::Kind::Code | crate::edit::code::Kind::Test
+                bork_ci_edit::edit::code::Kind::Code | bork_ci_edit::edit::code::Kind::Test
             )
     };
-    let identity = resolved.deps_identity(repo);
-    let inputs = crate::sandbox::deps::KeyInputs {
+    let identity = run_plan.deps_identity(repo);
+    let inputs = bork_ci_sandbox::sandbox::deps::KeyInputs {
         identity: &identity,
-        setup: &config.sandbox.setup,
+        setup: &run_plan.setup.commands,
         image_id: &image_id,
     };
-    let key = crate::blocking::run(|| crate::sandbox::deps::key(repo, &inputs, &is_code))
+    let key = bork_ci_core::blocking::run(|| bork_ci_sandbox::sandbox::deps::key(repo, &inputs, &is_code))
         .map_err(anyhow::Error::msg)
         .context("computing the dependency cache's key")?;
     let shared = sandbox.shared().clone();
-    crate::blocking::run(|| shared.use_deps_key(&key));
+    bork_ci_core::blocking::run(|| shared.use_deps_key(&key));
     tracing::info!("the dependency cache of this round: {key} (judges' image {image_id})");
     Ok(key)
 }
@@ -170,58 +170,51 @@ pub async fn use_deps_of(resolved: &Resolved, sandbox: &Sandbox, repo: &Path) ->
 /// approved revision, with `sandbox.setup-network`; they alone write the dependency cache.
 /// The setup commands (`sandbox.setup`) as one job of the judges' image: each command as
 /// `sh -c`, all within `sandbox.setup-timeout-secs`, no secret in their environment.
-pub fn setup_job(resolved: &Resolved) -> (Job, Vec<Vec<String>>) {
-    let commands = resolved
-        .config
-        .sandbox
+pub fn setup_job(run_plan: &RunPlan) -> (Job, Vec<Vec<String>>) {
+    let commands = run_plan
         .setup
+        .commands
         .iter()
         .map(|command| vec!["sh".to_owned(), "-c".to_owned(), command.clone()])
         .collect();
-    let mut job = Job::new(
-        JobKind::Setup,
-        Vec::new(),
-        Duration::from_secs(resolved.config.sandbox.setup_timeout_secs),
-        1 << 20,
-    );
-    job.secret_env = resolved.secret_env_names();
+    let mut job = Job::new(JobKind::Setup, Vec::new(), run_plan.setup.timeout, 1 << 20);
+    job.secret_env = run_plan.secret_env.clone();
     (job, commands)
 }
 
 pub(super) async fn run_setup(
-    resolved: &Resolved,
+    run_plan: &RunPlan,
     sandbox: &Sandbox,
     repo: &Path,
     stop_token: Option<&str>,
 ) -> Result<()> {
-    let config = &resolved.config;
-    let (job, commands) = setup_job(resolved);
+    let (job, commands) = setup_job(run_plan);
     tracing::info!(
         commands = commands.len(),
-        network = %config.sandbox.setup_network,
+        network = %run_plan.setup.network,
         "setup: running {} command(s) on the approved revision (network: {})",
         commands.len(),
-        config.sandbox.setup_network
+        run_plan.setup.network
     );
     let outputs = with_heartbeat("the setup commands", sandbox.run_sequence(repo, &job, &commands))
         .await
         .context("running the setup commands (`sandbox.setup`)")?;
-    for (command, output) in config.sandbox.setup.iter().zip(&outputs) {
-        let mut printed = crate::untrusted::tail_bytes(&output.stdout, 2048);
-        printed.push_str(&crate::untrusted::tail_bytes(&output.stderr, 4096));
+    for (command, output) in run_plan.setup.commands.iter().zip(&outputs) {
+        let mut printed = bork_ci_core::untrusted::tail_bytes(&output.stdout, 2048);
+        printed.push_str(&bork_ci_core::untrusted::tail_bytes(&output.stderr, 4096));
         show_judge_output(
             &format!(
                 "setup `{}`: output (last lines)",
-                crate::untrusted::one_line(command)
+                bork_ci_core::untrusted::one_line(command)
             ),
             &printed,
             stop_token,
         );
         if output.outcome != Outcome::Exited(0) {
             return Err(RunError::SetupFailed {
-                command: crate::untrusted::one_line(command),
+                command: bork_ci_core::untrusted::one_line(command),
                 outcome: output.outcome.to_string(),
-                tail: crate::untrusted::tail(&printed, 1500),
+                tail: bork_ci_core::untrusted::tail(&printed, 1500),
             }
             .into());
         }

@@ -16,39 +16,38 @@ use super::plan::Plan;
 use super::preflight::Unchanged;
 use super::step::{estimate, initial_prompt, secret_in_prompt};
 use crate::budget::Budget;
-use crate::checker::{self};
-use crate::config::Resolved;
-use crate::edit::policy::Protection;
-use crate::llm::Provider;
 use crate::report::{RunReport, RunStatus};
-use crate::sandbox::Sandbox;
+use crate::run_plan::RunPlan;
+use bork_ci_edit::edit::policy::Protection;
+use bork_ci_llm::llm::Provider;
+use bork_ci_sandbox::checker::{self};
+use bork_ci_sandbox::sandbox::Sandbox;
 
 /// Runs the loop to its end and returns the report; errors before the first iteration are
 /// returned as errors (exit 2), errors later end the report with status `error`.
 pub(super) async fn round(
-    resolved: &Resolved,
+    run_plan: &RunPlan,
     sandbox: &Sandbox,
     options: &RoundOptions,
 ) -> Result<RunReport> {
-    let config = &resolved.config;
     let started = Instant::now();
     let repo = &options.repo;
 
-    let swept = crate::blocking::run(|| crate::edit::apply::sweep_temp_files(repo));
+    let swept = bork_ci_core::blocking::run(|| bork_ci_edit::edit::apply::sweep_temp_files(repo));
     if swept > 0 {
         tracing::warn!("removed {swept} temporary file(s) an interrupted run left in the working tree");
     }
-    if let Some(checker) = &config.correctness_checker
-        && let Some(problem) = crate::blocking::run(|| checker::missing(repo, checker))
+    if let Some(checker) = &run_plan.checker
+        && let Some(problem) = bork_ci_core::blocking::run(|| checker::missing(repo, checker))
     {
         return Err(RunError::CheckerUnusable { problem }.into());
     }
     // What the judges are held to: the judge files as this round starts (the approved revision:
     // the commit the run started from, plus approved edits; an earlier round could only end
     // clean with the tree's judge files unchanged).
-    let (mut conversation, snapshot) = crate::blocking::run(|| initial_prompt(repo, resolved))?;
-    let plan = Plan::resolve(resolved, repo, snapshot.not_shown())?;
-    let guard = JudgeGuard::capture(&plan, repo, &resolved.artifact_root())?;
+    let (mut conversation, snapshot) = bork_ci_core::blocking::run(|| initial_prompt(repo, &run_plan.pack))?;
+    let plan = Plan::resolve(run_plan, repo, snapshot.not_shown())?;
+    let guard = JudgeGuard::capture(&plan, repo, &run_plan.artifact_root)?;
     let budget = Budget::start(plan.limits, options.spent, started);
     if let Some(preamble) = &options.preamble {
         conversation.prefix.push('\n');
@@ -58,30 +57,25 @@ pub(super) async fn round(
         conversation.prefix.push_str(note);
     }
     let estimate = estimate(&conversation);
-    if estimate > config.context_budget_tokens {
+    if estimate > run_plan.context_budget_tokens {
         return Err(RunError::ContextBudget {
             estimate,
-            budget: config.context_budget_tokens,
+            budget: run_plan.context_budget_tokens,
         }
         .into());
     }
-    if let Some(window) = config.llm.context_window
+    if let Some(window) = run_plan.model.llm.context_window
         && estimate > window
     {
         tracing::warn!(
             "the packed prompt is about {estimate} tokens, over the model's context window of {window} (`llm.context-window`); the server may refuse it or silently drop its start"
         );
     }
-    if let Some(name) = secret_in_prompt(resolved, &conversation, &resolved.env) {
+    if let Some(name) = secret_in_prompt(run_plan, &conversation, &run_plan.env) {
         return Err(RunError::SecretInPrompt { name }.into());
     }
-    let provider = Provider::new(
-        config
-            .llm
-            .settings(resolved.api_key.clone(), resolved.llm_credentials.clone()),
-    )
-    .context("setting up the model provider")?;
-    if config.llm.seed.is_some() && !provider.sends_seed() {
+    let provider = Provider::new(run_plan.model.settings()).context("setting up the model provider")?;
+    if run_plan.model.llm.seed.is_some() && !provider.sends_seed() {
         tracing::warn!(
             "llm.seed is set, but {} has no seed parameter; it is not sent",
             provider.describe()
@@ -89,8 +83,8 @@ pub(super) async fn round(
     }
     // Checked here so that bad globs end the run before any model call.
     Protection::new(
-        config.correctness_checker.as_deref(),
-        &config.edits_require_approval,
+        run_plan.checker.as_deref(),
+        &run_plan.approval.edits_require_approval,
         &plan.judge_rules,
     )
     .context("building the approval rules")?;
@@ -98,9 +92,9 @@ pub(super) async fn round(
     let mut report = RunReport::new(
         options.run_id.clone(),
         provider.describe(),
-        config.llm.model.clone(),
+        run_plan.model.llm.model.clone(),
         sandbox.kind().as_str().to_owned(),
-        config.max_iterations,
+        run_plan.max_iterations,
     );
     report.prompt_tokens_estimate = estimate;
     tracing::info!(
@@ -116,10 +110,10 @@ pub(super) async fn round(
         report.finish(RunStatus::NeedsHuman, stop.to_string());
         Ok(())
     } else {
-        match Iterations::reviewer(resolved, options, &plan).map_err(Halt::Error) {
+        match Iterations::reviewer(run_plan, options, &plan).map_err(Halt::Error) {
             Ok(reviewer) => {
                 let iterations = Iterations {
-                    resolved,
+                    run_plan,
                     sandbox,
                     options,
                     plan: &plan,

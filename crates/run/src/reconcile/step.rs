@@ -11,26 +11,18 @@ use super::judges::JudgeGuard;
 use super::options::{Halt, RoundOptions, RunError};
 use super::plan::Plan;
 use crate::budget::{Budget, Stop};
-use crate::config::Resolved;
-use crate::edit::apply::Changeset;
 use crate::edit_step::{self, EditStepInput, EditStepOutput};
-use crate::llm::{self, Conversation, Provider, Usage};
-use crate::pack::{self, PackOptions};
-use crate::prompt::{self};
-use crate::sandbox::{Job, JobKind, Outcome, Sandbox};
+use crate::run_plan::{Model, RunPlan};
+use bork_ci_edit::edit::apply::Changeset;
+use bork_ci_edit::pack::{self, PackOptions};
+use bork_ci_edit::prompt::{self};
+use bork_ci_llm::llm::{self, Conversation, Provider, Usage};
+use bork_ci_sandbox::sandbox::{Job, JobKind, Outcome, Sandbox};
 
 /// Packs the repository and renders the constant part of the conversation.
-pub fn initial_prompt(repo: &Path, resolved: &Resolved) -> Result<(Conversation, pack::RepoSnapshot)> {
-    let snapshot = pack::snapshot(
-        repo,
-        &PackOptions {
-            base: resolved.config.base.clone(),
-            max_file_bytes: resolved.config.max_file_bytes,
-            diff_base: resolved.config.diff_base.clone(),
-            push: resolved.push.clone(),
-        },
-    )
-    .with_context(|| format!("packing the repository at {}", repo.display()))?;
+pub fn initial_prompt(repo: &Path, options: &PackOptions) -> Result<(Conversation, pack::RepoSnapshot)> {
+    let snapshot = pack::snapshot(repo, options)
+        .with_context(|| format!("packing the repository at {}", repo.display()))?;
     let conversation = Conversation {
         system: prompt::system(),
         prefix: {
@@ -53,10 +45,11 @@ pub fn estimate(conversation: &Conversation) -> u64 {
 }
 
 /// The name of the first secret whose value the constant part of the conversation holds: the
-/// LLM key, or the value in `env` of any variable [`Resolved::secret_env_names`] lists (the
-/// `*_URL` ones are endpoints, not secrets). Values under 8 bytes are too short to match safely.
+/// LLM key, the model's or the reviewer's other credentials, or the value in `env` of any
+/// variable [`RunPlan::secret_env`] lists (the `*_URL` ones are endpoints, not secrets). Values
+/// under 8 bytes are too short to match safely.
 pub fn secret_in_prompt(
-    resolved: &Resolved,
+    run_plan: &RunPlan,
     conversation: &Conversation,
     env: &std::collections::BTreeMap<String, String>,
 ) -> Option<String> {
@@ -64,12 +57,12 @@ pub fn secret_in_prompt(
         let value = value.trim();
         value.len() >= 8 && (conversation.prefix.contains(value) || conversation.system.contains(value))
     };
-    if let Some(key) = &resolved.api_key
+    if let Some(key) = &run_plan.model.api_key
         && holds(key.expose_secret())
     {
-        return Some(resolved.config.llm.key_env());
+        return Some(run_plan.model.llm.key_env());
     }
-    for credentials in [&resolved.llm_credentials, &resolved.review_llm_credentials] {
+    for credentials in [&run_plan.model.credentials, &run_plan.review.model.credentials] {
         if let Some((name, _)) = credentials
             .secrets
             .iter()
@@ -78,11 +71,12 @@ pub fn secret_in_prompt(
             return Some(name.clone());
         }
     }
-    resolved
-        .secret_env_names()
-        .into_iter()
+    run_plan
+        .secret_env
+        .iter()
         .filter(|name| !name.ends_with("_URL"))
-        .find(|name| env.get(name).is_some_and(|value| holds(value)))
+        .find(|name| env.get(*name).is_some_and(|value| holds(value)))
+        .cloned()
 }
 
 /// What one edit step produced.
@@ -105,7 +99,7 @@ pub(super) struct StepResult {
 )]
 pub(super) async fn run_edit_step(
     sandbox: &Sandbox,
-    resolved: &Resolved,
+    run_plan: &RunPlan,
     options: &RoundOptions,
     conversation: &mut Conversation,
     plan: &Plan,
@@ -113,7 +107,6 @@ pub(super) async fn run_edit_step(
     budget: &Budget,
     learned: &mut llm::Learned,
 ) -> Result<StepResult, Halt> {
-    let config = &resolved.config;
     let remaining = budget.time_left()?;
     let state = tempfile::Builder::new()
         .prefix("bork-ci-step-")
@@ -124,14 +117,15 @@ pub(super) async fn run_edit_step(
         .edit_step_mode(&options.repo)
         .await
         .context("choosing how the edit step reaches the working tree")?;
-    let mut llm_config = config.llm.clone();
+    let mut llm_config = run_plan.model.llm.clone();
     llm_config.apply_learned(learned);
     if let Some(script) = &llm_config.script {
-        let bytes = crate::safe_fs::read_regular(Path::new(script), crate::llm::scripted::MAX_SCRIPT_BYTES)
-            .with_context(|| {
-            format!("reading the scripted model's answers from {script} (`llm.script`)")
-        })?;
-        crate::safe_fs::write_atomic(&state.path().join(edit_step::SCRIPT), &bytes)
+        let bytes = bork_ci_core::safe_fs::read_regular(
+            Path::new(script),
+            bork_ci_llm::llm::scripted::MAX_SCRIPT_BYTES,
+        )
+        .with_context(|| format!("reading the scripted model's answers from {script} (`llm.script`)"))?;
+        bork_ci_core::safe_fs::write_atomic(&state.path().join(edit_step::SCRIPT), &bytes)
             .context("copying the scripted model's answers")?;
         llm_config.script = Some(format!(
             "{}/{}",
@@ -143,7 +137,7 @@ pub(super) async fn run_edit_step(
         return Err(Halt::Error(RunError::SecretInPrompt { name }.into()));
     }
     let repo = options.repo.clone();
-    let aliases = tokio::task::spawn_blocking(move || crate::edit::identity::scan(&repo))
+    let aliases = tokio::task::spawn_blocking(move || bork_ci_edit::edit::identity::scan(&repo))
         .await
         .context("looking for symlinks and hardlinks in the working tree")?
         .context("looking for symlinks and hardlinks in the working tree")?;
@@ -153,21 +147,21 @@ pub(super) async fn run_edit_step(
         aliases,
         conversation: conversation.clone(),
         llm: llm_config,
-        checker: config.correctness_checker.clone(),
-        edits_require_approval: config.edits_require_approval.clone(),
+        checker: run_plan.checker.clone(),
+        edits_require_approval: run_plan.approval.edits_require_approval.clone(),
         judge_files: plan.judge_rules.clone(),
         not_shown: plan.not_shown.clone(),
         approved_tests: guard.approved_tests().clone(),
         timeout_secs: remaining.as_secs().max(1),
     };
     edit_step::write_json(state.path(), edit_step::INPUT, &input)?;
-    let key_env = config.llm.key_env();
+    let key_env = run_plan.model.llm.key_env();
     let program = sandbox.edit_step_program().map_err(anyhow::Error::from)?;
     let log_format = if options.json_logs { "json" } else { "text" };
     let mut argv = vec![program, "--log-format".into(), log_format.into()];
-    let logging = crate::cli::child_logging();
+    let logging = &run_plan.logging;
     if matches!(sandbox, Sandbox::None(_)) {
-        argv.extend(logging.args);
+        argv.extend(logging.args.iter().cloned());
     }
     argv.extend([
         "edit-step".into(),
@@ -184,13 +178,13 @@ pub(super) async fn run_edit_step(
     job.state_dir = Some(state.path().to_owned());
     // The step's log lines (progress during a long answer among them) appear as they come.
     job.live_stderr = true;
-    if let Some(filter) = logging.filter {
-        job.env.push(("BORK_LOG".to_owned(), filter));
+    if let Some(filter) = &logging.filter {
+        job.env.push(("BORK_LOG".to_owned(), filter.clone()));
     }
-    if let Some(key) = &resolved.api_key {
+    if let Some(key) = &run_plan.model.api_key {
         job.env.push((key_env.clone(), key.expose_secret().to_owned()));
     }
-    job.env.extend(edit_step_credentials(resolved).await?);
+    job.env.extend(edit_step_credentials(&run_plan.model).await?);
     job.secret_env = plan
         .secret_env
         .iter()
@@ -208,7 +202,7 @@ pub(super) async fn run_edit_step(
             return Err(Halt::Error(error.context(format!(
                 "the edit step ended ({}) without a result; its stderr: {}",
                 ran.outcome,
-                crate::untrusted::tail_bytes(&ran.stderr, 2000)
+                bork_ci_core::untrusted::tail_bytes(&ran.stderr, 2000)
             ))));
         }
     };
@@ -218,7 +212,7 @@ pub(super) async fn run_edit_step(
     conversation
         .turns
         .extend(output.turns.into_iter().map(|mut turn| {
-            turn.text = crate::secrets::redact(&turn.text).into_owned();
+            turn.text = bork_ci_core::secrets::redact(&turn.text).into_owned();
             turn
         }));
     // The step returned the plan as data: this process applies it, the one writer of the tree.
@@ -250,8 +244,8 @@ pub(super) async fn run_edit_step(
 /// The model credentials the edit step needs besides the key, as variables: those read from the
 /// environment, except credential files (they may not be reachable from the step), which are
 /// exchanged here for short-lived credentials instead.
-pub(super) async fn edit_step_credentials(resolved: &Resolved) -> Result<Vec<(String, String)>> {
-    let credentials = &resolved.llm_credentials;
+pub(super) async fn edit_step_credentials(model: &Model) -> Result<Vec<(String, String)>> {
+    let credentials = &model.credentials;
     let mut env: Vec<(String, String)> = credentials
         .secrets
         .iter()
@@ -272,13 +266,7 @@ pub(super) async fn edit_step_credentials(resolved: &Resolved) -> Result<Vec<(St
     let needs_exchange = credentials.plain.contains_key("AWS_WEB_IDENTITY_TOKEN_FILE")
         || credentials.plain.contains_key("GOOGLE_APPLICATION_CREDENTIALS");
     if needs_exchange {
-        let provider = Provider::new(
-            resolved
-                .config
-                .llm
-                .settings(resolved.api_key.clone(), credentials.clone()),
-        )
-        .context("setting up the model provider")?;
+        let provider = Provider::new(model.settings()).context("setting up the model provider")?;
         for (name, value) in provider
             .handoff_env()
             .await
@@ -289,34 +277,4 @@ pub(super) async fn edit_step_credentials(resolved: &Resolved) -> Result<Vec<(St
         }
     }
     Ok(env)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn any_known_secret_in_the_prompt_is_found_by_name() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let env: std::collections::BTreeMap<String, String> = [
-            ("OPENAI_API_KEY", "sk-key-value-1234"),
-            ("GITHUB_TOKEN", "ghs_token_value_5678"),
-            ("ACTIONS_RESULTS_URL", "https://results.example/"),
-            ("GH_TOKEN", "short"),
-        ]
-        .iter()
-        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
-        .collect();
-        let resolved = crate::config::load(dir.path(), None, &env, &vec![]).expect("loads");
-        let with = |prefix: &str| Conversation {
-            system: "instructions".into(),
-            prefix: prefix.into(),
-            turns: Vec::new(),
-        };
-        let found = |prefix: &str| secret_in_prompt(&resolved, &with(prefix), &env);
-        assert_eq!(found("a sk-key-value-1234 b").as_deref(), Some("OPENAI_API_KEY"));
-        assert_eq!(found("x ghs_token_value_5678").as_deref(), Some("GITHUB_TOKEN"));
-        assert_eq!(found("see https://results.example/ and short"), None);
-        assert_eq!(found("nothing secret here"), None);
-    }
 }

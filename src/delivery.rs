@@ -18,6 +18,52 @@ use crate::github::{
 use crate::reconcile::{Delivery, IterationHook, Resume};
 use crate::report::{IterationReport, PullPurpose, PullRequestRef, RunReport};
 
+/// `flags` with each one the command line left out taken from its variable in `env`
+/// (the process's snapshot; the names are `config::env_vars::FLAG_VARS`). A text variable
+/// set but empty is an empty value; an empty path or duration counts as unset.
+pub fn github_flags_from_env(
+    flags: &github::GithubFlags,
+    env: &BTreeMap<String, String>,
+) -> Result<github::GithubFlags, github::GithubError> {
+    let mut flags = flags.clone();
+    use crate::config::env_vars::flag;
+    let text = |slot: &mut Option<String>, name: &str| {
+        if slot.is_none() {
+            *slot = env.get(name).cloned();
+        }
+    };
+    text(&mut flags.github_repo, flag::GITHUB_REPOSITORY);
+    text(&mut flags.github_api_url, flag::GITHUB_API_URL);
+    text(&mut flags.github_server_url, flag::GITHUB_SERVER_URL);
+    text(&mut flags.github_sha, flag::GITHUB_SHA);
+    text(&mut flags.github_ref, flag::GITHUB_REF);
+    text(&mut flags.github_event_name, flag::GITHUB_EVENT_NAME);
+    text(&mut flags.github_label, flag::BORK_GITHUB_LABEL);
+    text(&mut flags.github_author_name, flag::BORK_GITHUB_AUTHOR_NAME);
+    text(&mut flags.github_author_email, flag::BORK_GITHUB_AUTHOR_EMAIL);
+    let set = |name: &str| env.get(name).filter(|value| !value.is_empty());
+    let path = |slot: &mut Option<PathBuf>, name: &str| {
+        if slot.is_none() {
+            *slot = set(name).map(PathBuf::from);
+        }
+    };
+    path(&mut flags.github_event_path, flag::GITHUB_EVENT_PATH);
+    path(&mut flags.github_step_summary, flag::GITHUB_STEP_SUMMARY);
+    path(&mut flags.github_output, flag::GITHUB_OUTPUT);
+    if flags.wait_for_approval.is_none()
+        && let Some(value) = set(flag::BORK_WAIT_FOR_APPROVAL)
+    {
+        flags.wait_for_approval = Some(value.parse().map_err(|error| {
+            github::GithubError::Config(format!(
+                "{} `{}` is not a duration (e.g. `30m`): {error}",
+                flag::BORK_WAIT_FOR_APPROVAL,
+                crate::untrusted::one_line(value)
+            ))
+        })?);
+    }
+    Ok(flags)
+}
+
 /// The GitHub flags with the repository's `github.*` settings filling what the command line
 /// left unset.
 pub fn github_flags(flags: &github::GithubFlags, config: &GithubConfig) -> github::GithubFlags {
@@ -329,5 +375,49 @@ fn attach_prs(report: &mut RunReport, session: &github::Session, approvals: &[(S
             url: pr.url.clone(),
             purpose: PullPurpose::Approval(path.clone()),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags() -> github::GithubFlags {
+        github::GithubFlags {
+            github_repo: Some("acme/widgets".into()),
+            github_api_url: Some("http://127.0.0.1:9/api/v3".into()),
+            github_ref: Some("refs/heads/main".into()),
+            ..github::GithubFlags::default()
+        }
+    }
+
+    #[test]
+    fn unset_flags_fall_back_to_their_variables() {
+        let env: BTreeMap<String, String> = [
+            ("GITHUB_REPOSITORY", "acme/other"),
+            ("GITHUB_SHA", ""),
+            ("GITHUB_EVENT_NAME", "push"),
+            ("GITHUB_STEP_SUMMARY", ""),
+            ("GITHUB_OUTPUT", "/tmp/out"),
+            ("BORK_WAIT_FOR_APPROVAL", "30m"),
+        ]
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect();
+        let filled = github_flags_from_env(&flags(), &env).expect("reads");
+        assert_eq!(filled.github_repo.as_deref(), Some("acme/widgets"), "a flag wins");
+        assert_eq!(filled.github_sha.as_deref(), Some(""), "empty text is a value");
+        assert_eq!(filled.github_event_name.as_deref(), Some("push"));
+        assert_eq!(filled.github_step_summary, None, "an empty path is unset");
+        assert_eq!(filled.github_output, Some(PathBuf::from("/tmp/out")));
+        assert_eq!(
+            filled.wait_for_approval.map(std::time::Duration::from),
+            Some(std::time::Duration::from_secs(1800))
+        );
+        let bad: BTreeMap<String, String> = [("BORK_WAIT_FOR_APPROVAL".to_owned(), "soon".to_owned())].into();
+        let error = github_flags_from_env(&flags(), &bad)
+            .expect_err("refuses")
+            .to_string();
+        assert!(error.contains("BORK_WAIT_FOR_APPROVAL"), "{error}");
     }
 }

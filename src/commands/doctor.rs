@@ -263,7 +263,7 @@ async fn judged(resolved: &crate::config::Resolved, repo: &std::path::Path, chec
 /// access (`contents: write`); what an App token grants beyond that (pull requests, workflows)
 /// GitHub does not say here, so the line says what to grant.
 async fn github(args: &crate::cli::DoctorArgs, resolved: &crate::config::Resolved) -> Option<Check> {
-    let flags = match args.github.clone().with_env(&resolved.env) {
+    let flags = match crate::delivery::github_flags_from_env(&args.github, &resolved.env) {
         Ok(flags) => crate::delivery::github_flags(&flags, &resolved.config.github),
         Err(error) => return Some(Check::fail("github", error.to_string())),
     };

@@ -12,9 +12,7 @@ use crate::report;
 pub(super) async fn run(mut args: RunArgs, json_logs: bool, env: &config::Env) -> Result<ExitCode> {
     // Flags left off the command line fall back to their variables (`config::env_vars::FLAG_VARS`).
     args.fail_on = args.fail_on_or_env(env)?;
-    args.github = args
-        .github
-        .with_env(env)
+    args.github = crate::delivery::github_flags_from_env(&args.github, env)
         .map_err(anyhow::Error::new)
         .context("reading the GitHub settings")?;
     let repo = repo_root(&args.repo)?;

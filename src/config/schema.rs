@@ -9,6 +9,7 @@ use figment::Figment;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::github::GithubConfig;
 pub use crate::llm::config::{LlmConfig, Prices};
 use crate::llm::{AuthMode, ProviderKind};
 use crate::review::Severity;
@@ -437,27 +438,6 @@ impl Default for ReviewConfig {
             min_severity: Severity::Medium,
             allow_prompt_patch_drift: false,
             llm: None,
-        }
-    }
-}
-
-/// How bork-ci appears on GitHub.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
-pub struct GithubConfig {
-    pub label: String,
-    pub author_name: String,
-    pub author_email: String,
-    pub branch_prefix: String,
-}
-
-impl Default for GithubConfig {
-    fn default() -> Self {
-        GithubConfig {
-            label: "bork:needs-human".into(),
-            author_name: "bork-ci".into(),
-            author_email: "bork-ci@users.noreply.github.com".into(),
-            branch_prefix: "bork/".into(),
         }
     }
 }

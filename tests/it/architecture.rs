@@ -76,13 +76,14 @@ fn module_of(relative: &str) -> String {
 }
 
 /// How code names a top-level module: `crate::` inside its crate, the crate's name across crates.
-const CRATE_PREFIXES: [&str; 6] = [
+const CRATE_PREFIXES: [&str; 7] = [
     "crate::",
     "bork_ci_core::",
     "bork_ci_edit::",
     "bork_ci_llm::",
     "bork_ci_sandbox::",
     "bork_ci_run::",
+    "bork_ci_github::",
 ];
 
 /// Which top-level modules each top-level module names (`crate::name`, `bork_ci_core::name`).
@@ -256,6 +257,7 @@ const CRATE_WALLS: &[(&str, &[&str], &[&str])] = &[
         &["bork-ci-core", "bork-ci-edit", "bork-ci-llm", "bork-ci-sandbox"],
         &[],
     ),
+    ("bork-ci-github", &["bork-ci-core", "bork-ci-run"], &["octocrab"]),
     (
         "bork-ci",
         &[
@@ -264,8 +266,9 @@ const CRATE_WALLS: &[(&str, &[&str], &[&str])] = &[
             "bork-ci-llm",
             "bork-ci-sandbox",
             "bork-ci-run",
+            "bork-ci-github",
         ],
-        &["octocrab", "figment"],
+        &["figment"],
     ),
 ];
 

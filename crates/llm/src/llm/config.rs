@@ -132,7 +132,11 @@ impl LlmConfig {
     /// The model provider's settings: these keys plus the key and the provider's other
     /// credentials (AWS, Google, extra headers). The one conversion from configuration to
     /// [`LlmSettings`].
-    pub fn settings(&self, api_key: Option<SecretString>, credentials: super::data::Credentials) -> LlmSettings {
+    pub fn settings(
+        &self,
+        api_key: Option<SecretString>,
+        credentials: super::data::Credentials,
+    ) -> LlmSettings {
         LlmSettings {
             provider: self.provider,
             model: self.model.clone(),

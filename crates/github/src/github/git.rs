@@ -21,9 +21,9 @@ pub struct Identity {
     pub email: String,
 }
 
-/// `git` in `repo` through `crate::git` (its hardening set).
+/// `git` in `repo` through `bork_ci_core::git` (its hardening set).
 fn base_command(repo: &Path) -> Command {
-    crate::git::command(repo)
+    bork_ci_core::git::command(repo)
 }
 
 fn with_identity(command: &mut Command, identity: &Identity) {
@@ -50,7 +50,7 @@ fn with_token(command: &mut Command, token: &SecretString) {
 }
 
 fn run(command: Command, action: &str) -> Result<String, GithubError> {
-    let output = crate::git::output(command, action).map_err(|error| GithubError::Git {
+    let output = bork_ci_core::git::output(command, action).map_err(|error| GithubError::Git {
         action: action.to_owned(),
         detail: error.detail,
     })?;
@@ -128,7 +128,7 @@ pub fn push(
         command.arg(format!("--force-with-lease=refs/heads/{branch}:{lease}"));
     }
     command.args(["--end-of-options", url, &format!("{commit}:refs/heads/{branch}")]);
-    let output = crate::git::output(command, "push").map_err(|error| GithubError::Git {
+    let output = bork_ci_core::git::output(command, "push").map_err(|error| GithubError::Git {
         action: "push".to_owned(),
         detail: error.detail,
     })?;
@@ -200,7 +200,7 @@ pub fn merge(repo: &Path, identity: &Identity, rev: &str, message: &str) -> Resu
 pub fn is_ancestor(repo: &Path, ancestor: &str, commit: &str) -> bool {
     let mut command = base_command(repo);
     command.args(["merge-base", "--is-ancestor", ancestor, commit]);
-    crate::git::output(command, "merge-base").is_ok_and(|output| output.status.success())
+    bork_ci_core::git::output(command, "merge-base").is_ok_and(|output| output.status.success())
 }
 
 /// Author emails of the commits in `from..to`.
@@ -251,7 +251,7 @@ pub fn commit_paths(
     }
     let mut staged = base_command(repo);
     staged.args(["diff", "--cached", "--quiet", "--"]);
-    let unchanged = crate::git::output(staged, "diff")
+    let unchanged = bork_ci_core::git::output(staged, "diff")
         .map_err(|error| GithubError::Git {
             action: "diff".into(),
             detail: error.detail,
@@ -264,12 +264,13 @@ pub fn commit_paths(
     let mut commit = base_command(repo);
     with_identity(&mut commit, identity);
     commit.args(["commit", "--quiet", "--no-verify", "--file", "-"]);
-    let output = crate::git::output_with_input(commit, message.as_bytes(), "commit").map_err(|error| {
-        GithubError::Git {
-            action: "commit".into(),
-            detail: error.detail,
-        }
-    })?;
+    let output =
+        bork_ci_core::git::output_with_input(commit, message.as_bytes(), "commit").map_err(|error| {
+            GithubError::Git {
+                action: "commit".into(),
+                detail: error.detail,
+            }
+        })?;
     if !output.status.success() {
         return Err(GithubError::Git {
             action: "commit".into(),
@@ -346,13 +347,12 @@ fn commit_tree(
     let mut command = base_command(repo);
     with_identity(&mut command, identity);
     command.args(["commit-tree", tree, "-p", parent, "-F", "-"]);
-    let output =
-        crate::git::output_with_input(command, message.as_bytes(), "commit-tree").map_err(|error| {
-            GithubError::Git {
-                action: "commit-tree".into(),
-                detail: error.detail,
-            }
-        })?;
+    let output = bork_ci_core::git::output_with_input(command, message.as_bytes(), "commit-tree").map_err(
+        |error| GithubError::Git {
+            action: "commit-tree".into(),
+            detail: error.detail,
+        },
+    )?;
     if !output.status.success() {
         return Err(GithubError::Git {
             action: "commit-tree".into(),
@@ -371,11 +371,12 @@ fn existing_mode(repo: &Path, commit: &str, path: &str) -> Option<String> {
 fn hash_object(repo: &Path, bytes: &[u8]) -> Result<String, GithubError> {
     let mut command = base_command(repo);
     command.args(["hash-object", "-w", "--stdin"]);
-    let output =
-        crate::git::output_with_input(command, bytes, "hash-object").map_err(|error| GithubError::Git {
+    let output = bork_ci_core::git::output_with_input(command, bytes, "hash-object").map_err(|error| {
+        GithubError::Git {
             action: "hash-object".into(),
             detail: error.detail,
-        })?;
+        }
+    })?;
     if !output.status.success() {
         return Err(GithubError::Git {
             action: "hash-object".into(),
@@ -393,7 +394,7 @@ pub fn file_at(repo: &Path, commit: &str, path: &str) -> Result<Option<Vec<u8>>,
     }
     let mut command = base_command(repo);
     command.args(["cat-file", "blob", &format!("{commit}:{path}")]);
-    let output = crate::git::output(command, "cat-file").map_err(|error| GithubError::Git {
+    let output = bork_ci_core::git::output(command, "cat-file").map_err(|error| GithubError::Git {
         action: "cat-file".into(),
         detail: error.detail,
     })?;

@@ -16,7 +16,7 @@ use crate::github::data::{GithubError, PendingEdit, PublishInput, PublishOutcome
 use crate::github::git;
 use crate::github::render;
 use crate::github::state::{ApprovalRecord, ApprovalState, SavedState};
-use crate::report::RunStatus;
+use bork_ci_run::report::RunStatus;
 
 /// Open pull requests from `head` (this repository) into `base`.
 pub(super) async fn find_open(

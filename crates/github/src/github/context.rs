@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use secrecy::SecretString;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::data::{GithubError, RetryPolicy, sanitize_branch};
 
 /// Command-line flags for GitHub delivery; the CLI flattens this into `bork-ci run`. Each flag
-/// falls back to the Actions variable of the same meaning ([`GithubFlags::with_env`]).
+/// falls back to the Actions variable of the same meaning (`delivery::github_flags_from_env`).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct GithubFlags {
     /// Repository as `owner/name`; without it the run stays local. Named without a token, or set
@@ -72,47 +72,25 @@ pub struct GithubFlags {
     pub wait_for_approval: Option<humantime::Duration>,
 }
 
-impl GithubFlags {
-    /// These flags with each one the command line left out taken from its variable in `env`
-    /// (the process's snapshot; the names are `config::env_vars::FLAG_VARS`). A text variable
-    /// set but empty is an empty value; an empty path or duration counts as unset.
-    pub fn with_env(mut self, env: &BTreeMap<String, String>) -> Result<Self, GithubError> {
-        use crate::config::env_vars::flag;
-        let text = |slot: &mut Option<String>, name: &str| {
-            if slot.is_none() {
-                *slot = env.get(name).cloned();
-            }
-        };
-        text(&mut self.github_repo, flag::GITHUB_REPOSITORY);
-        text(&mut self.github_api_url, flag::GITHUB_API_URL);
-        text(&mut self.github_server_url, flag::GITHUB_SERVER_URL);
-        text(&mut self.github_sha, flag::GITHUB_SHA);
-        text(&mut self.github_ref, flag::GITHUB_REF);
-        text(&mut self.github_event_name, flag::GITHUB_EVENT_NAME);
-        text(&mut self.github_label, flag::BORK_GITHUB_LABEL);
-        text(&mut self.github_author_name, flag::BORK_GITHUB_AUTHOR_NAME);
-        text(&mut self.github_author_email, flag::BORK_GITHUB_AUTHOR_EMAIL);
-        let set = |name: &str| env.get(name).filter(|value| !value.is_empty());
-        let path = |slot: &mut Option<PathBuf>, name: &str| {
-            if slot.is_none() {
-                *slot = set(name).map(PathBuf::from);
-            }
-        };
-        path(&mut self.github_event_path, flag::GITHUB_EVENT_PATH);
-        path(&mut self.github_step_summary, flag::GITHUB_STEP_SUMMARY);
-        path(&mut self.github_output, flag::GITHUB_OUTPUT);
-        if self.wait_for_approval.is_none()
-            && let Some(value) = set(flag::BORK_WAIT_FOR_APPROVAL)
-        {
-            self.wait_for_approval = Some(value.parse().map_err(|error| {
-                GithubError::Config(format!(
-                    "{} `{}` is not a duration (e.g. `30m`): {error}",
-                    flag::BORK_WAIT_FOR_APPROVAL,
-                    crate::untrusted::one_line(value)
-                ))
-            })?);
+/// How bork-ci appears on GitHub (the configuration's `github.*` section), each default stated
+/// once here.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct GithubConfig {
+    pub label: String,
+    pub author_name: String,
+    pub author_email: String,
+    pub branch_prefix: String,
+}
+
+impl Default for GithubConfig {
+    fn default() -> Self {
+        GithubConfig {
+            label: "bork:needs-human".into(),
+            author_name: "bork-ci".into(),
+            author_email: "bork-ci@users.noreply.github.com".into(),
+            branch_prefix: "bork/".into(),
         }
-        Ok(self)
     }
 }
 
@@ -152,8 +130,7 @@ impl std::fmt::Debug for GithubContext {
 }
 
 impl GithubContext {
-    /// Builds the context from flags (filled from the Actions variables by
-    /// [`GithubFlags::with_env`]) and the token variable in `env`, the process's snapshot.
+    /// Builds the context from flags (filled from the Actions variables by the caller) and the token variable in `env`, the process's snapshot.
     /// `Ok(None)` means a local run: neither a repository nor a token, or a token alone (said in
     /// one line). Half a setup is an error naming the missing setting: a repository without a
     /// token, or a token with a repository setting that is set but empty.
@@ -175,7 +152,7 @@ impl GithubContext {
         };
         for name in &names {
             if let Some(value) = lookup(name) {
-                crate::secrets::register(name, &value);
+                bork_ci_core::secrets::register(name, &value);
             }
         }
         let token = names.iter().find_map(|name| {
@@ -249,7 +226,7 @@ impl GithubContext {
             .filter(|url| !url.is_empty())
             .unwrap_or_else(|| server_from_api(&api_url));
         // Unset settings take the configuration's defaults (`github.*`), stated once there.
-        let defaults = crate::config::GithubConfig::default();
+        let defaults = GithubConfig::default();
         Ok(Some(Self {
             api_url,
             server_url,
@@ -304,7 +281,7 @@ impl GithubContext {
     /// The event payload, when there is one and it reads as one.
     fn event(&self) -> Option<Event> {
         let path = self.event_path.as_ref()?;
-        let bytes = crate::safe_fs::read_regular(std::path::Path::new(path), 64 << 20).ok()?;
+        let bytes = bork_ci_core::safe_fs::read_regular(std::path::Path::new(path), 64 << 20).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
@@ -433,34 +410,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn unset_flags_fall_back_to_their_variables() {
-        let env: BTreeMap<String, String> = [
-            ("GITHUB_REPOSITORY", "acme/other"),
-            ("GITHUB_SHA", ""),
-            ("GITHUB_EVENT_NAME", "push"),
-            ("GITHUB_STEP_SUMMARY", ""),
-            ("GITHUB_OUTPUT", "/tmp/out"),
-            ("BORK_WAIT_FOR_APPROVAL", "30m"),
-        ]
-        .iter()
-        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
-        .collect();
-        let filled = flags().with_env(&env).expect("reads");
-        assert_eq!(filled.github_repo.as_deref(), Some("acme/widgets"), "a flag wins");
-        assert_eq!(filled.github_sha.as_deref(), Some(""), "empty text is a value");
-        assert_eq!(filled.github_event_name.as_deref(), Some("push"));
-        assert_eq!(filled.github_step_summary, None, "an empty path is unset");
-        assert_eq!(filled.github_output, Some(PathBuf::from("/tmp/out")));
-        assert_eq!(
-            filled.wait_for_approval.map(std::time::Duration::from),
-            Some(std::time::Duration::from_secs(1800))
-        );
-        let bad: BTreeMap<String, String> = [("BORK_WAIT_FOR_APPROVAL".to_owned(), "soon".to_owned())].into();
-        let error = flags().with_env(&bad).expect_err("refuses").to_string();
-        assert!(error.contains("BORK_WAIT_FOR_APPROVAL"), "{error}");
-    }
-
     fn context(flags: &GithubFlags) -> GithubContext {
         GithubContext::from_flags_with(flags, |name| (name == "GITHUB_TOKEN").then(|| "t-1".to_owned()))
             .expect("ok")
@@ -473,7 +422,7 @@ mod tests {
         let ctx = context(&flags);
         assert_eq!(ctx.remote_url(), "http://127.0.0.1:9/acme/widgets.git");
         assert_eq!(ctx.base_branch().as_deref(), Some("main"));
-        assert_eq!(ctx.label, crate::config::GithubConfig::default().label);
+        assert_eq!(ctx.label, GithubConfig::default().label);
         assert!(!format!("{ctx:?}").contains("t-1"));
         let half = GithubContext::from_flags_with(&flags, |_| None).expect_err("no token");
         assert!(half.to_string().contains("no token is set"), "{half}");

@@ -154,7 +154,7 @@ mod tests {
     /// One example answer from the vendor's API description (`../shared/api/github-examples`).
     fn example(operation: &str) -> serde_json::Value {
         let path = format!(
-            "{}/../shared/api/github-examples/{operation}.json",
+            "{}/../../../shared/api/github-examples/{operation}.json",
             env!("CARGO_MANIFEST_DIR")
         );
         let text = std::fs::read_to_string(&path).expect("the vendor's example");

@@ -45,12 +45,12 @@ pub struct SavedState {
     pub version: u32,
     pub base: String,
     pub base_sha: String,
-    pub status: crate::report::RunStatus,
+    pub status: bork_ci_run::report::RunStatus,
     pub iterations: u32,
     pub approvals: Vec<ApprovalRecord>,
     /// What the run spent before this state was saved; a resumed run counts on from it.
     #[serde(default)]
-    pub spent: crate::budget::Spent,
+    pub spent: bork_ci_run::budget::Spent,
 }
 
 impl SavedState {
@@ -89,9 +89,9 @@ mod tests {
             version: 1,
             base: "main".into(),
             base_sha: "abc".into(),
-            status: crate::report::RunStatus::AwaitingApproval,
+            status: bork_ci_run::report::RunStatus::AwaitingApproval,
             iterations: 2,
-            spent: crate::budget::Spent {
+            spent: bork_ci_run::budget::Spent {
                 iterations: 2,
                 input_tokens: 100,
                 ..Default::default()

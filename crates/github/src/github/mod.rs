@@ -1,12 +1,12 @@
 //! GitHub delivery: the result pull request, one approval pull request per pending edit, the
 //! escalation label and findings comment, and resuming a run from state saved in the result pull
-//! request. This is the only module that imports octocrab.
+//! request. This is the only module that imports the GitHub REST client.
 //!
 //! It takes plain data from the loop ([`IterationSummary`], [`PublishInput`]) and never orders
 //! the loop's steps: the caller calls [`start`] before the first iteration,
 //! [`Committer::commit`] after each iteration that applied edits, [`Session::publish`] at the
 //! end, and [`Session::decide_approvals`] or [`Session::wait_for_approvals`] for pending edits.
-//! Rendering for the Actions log lives in `crate::actions`; SARIF in `crate::sarif`.
+//! Rendering for the Actions log and SARIF live in the root crate (`actions`, `sarif`).
 //!
 //! Pushing: git over HTTPS, with the token handed to git in the environment
 //! (`GIT_CONFIG_COUNT`/`http.extraheader`), never on the command line or in a remote URL.
@@ -44,7 +44,7 @@ mod session;
 mod state;
 
 pub use approval::{AccountKind, Decision, Permission, ReviewState, ReviewView, is_approved};
-pub use context::{GithubContext, GithubFlags};
+pub use context::{GithubConfig, GithubContext, GithubFlags};
 pub use data::{
     ApprovalDecision, GithubError, IterationSummary, MAX_BODY_BYTES, PendingEdit, PublishInput,
     PublishOutcome, PullRef, RetryPolicy, sanitize_branch,

@@ -136,9 +136,9 @@ impl PendingEdit {
 /// What the loop hands over at the end of a run.
 #[derive(Debug, Clone, Default)]
 pub struct PublishInput {
-    pub status: crate::report::RunStatus,
+    pub status: bork_ci_run::report::RunStatus,
     pub iterations: Vec<IterationSummary>,
-    pub findings_left: crate::findings::Findings,
+    pub findings_left: bork_ci_core::findings::Findings,
     pub pending: Vec<PendingEdit>,
     /// Refused edits: path and reason.
     pub refused: Vec<(String, String)>,
@@ -147,7 +147,7 @@ pub struct PublishInput {
     pub cost_usd: Option<f64>,
     pub prompt_version: String,
     /// What the whole run spent so far (every round and job), saved for a resume.
-    pub spent: crate::budget::Spent,
+    pub spent: bork_ci_run::budget::Spent,
 }
 
 /// A pull request bork-ci opened or updated.
@@ -198,7 +198,7 @@ impl ApprovalDecision {
     }
 
     /// A rejection as a finding for the next prompt, quoting the reviewer's words.
-    pub fn to_finding(&self) -> Option<crate::findings::Finding> {
+    pub fn to_finding(&self) -> Option<bork_ci_core::findings::Finding> {
         match self {
             ApprovalDecision::Rejected {
                 path,
@@ -211,12 +211,12 @@ impl ApprovalDecision {
                 } else {
                     comment.clone()
                 };
-                Some(crate::findings::Finding::CodeReview {
+                Some(bork_ci_core::findings::Finding::CodeReview {
                     file: Some(path.clone()),
                     finding: format!(
                         "The proposed change to `{path}` was rejected by {who}. The reviewer wrote \
                          (untrusted text, quoted):\n\n{}",
-                        crate::untrusted::markdown_block(&words)
+                        bork_ci_core::untrusted::markdown_block(&words)
                     ),
                 })
             }

@@ -3,7 +3,7 @@
 //! refused-push comments, and commit messages. No I/O: the session sends what this returns.
 //!
 //! Model, checker and reviewer text only ever appears inside code fences
-//! ([`crate::untrusted::markdown_block`]), paths and rules as code spans or one flattened line;
+//! ([`bork_ci_core::untrusted::markdown_block`]), paths and rules as code spans or one flattened line;
 //! no link or image is taken from it. Every body stays under [`MAX_BODY_BYTES`] with its markers
 //! intact.
 
@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use super::data::{IterationSummary, MAX_BODY_BYTES, PendingEdit, PublishInput, sanitize_branch};
 use super::state::{ApprovalRecord, ApprovalState, SavedState};
-use crate::findings::{Finding, Findings};
+use bork_ci_core::findings::{Finding, Findings};
 
 /// The hidden marker of the result pull request for `base`.
 pub fn result_marker(base: &str) -> String {
@@ -32,14 +32,14 @@ pub fn approval_marker(base: &str, sha256: &str) -> String {
 }
 
 /// Cuts `text` to at most `max` bytes at a character boundary, saying so (an open code fence
-/// closed, as [`crate::untrusted::cut_markdown`] does).
+/// closed, as [`bork_ci_core::untrusted::cut_markdown`] does).
 pub fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
     let note = "\n\n… (truncated: the full text is in the job log)\n";
     // Room for the note and a closing fence.
-    crate::untrusted::cut_markdown(text, max.saturating_sub(note.len() + 8), note)
+    bork_ci_core::untrusted::cut_markdown(text, max.saturating_sub(note.len() + 8), note)
 }
 
 fn finding_text(finding: &Finding) -> (Option<&str>, String) {
@@ -69,7 +69,7 @@ pub fn result_body(
     let _ = writeln!(
         out,
         "\nbork-ci brought this branch in line with the specs on {}.\n",
-        crate::untrusted::code_span(base)
+        bork_ci_core::untrusted::code_span(base)
     );
     let _ = writeln!(out, "| iteration | updated | deleted | findings left |");
     let _ = writeln!(out, "|---:|---:|---:|---:|");
@@ -91,7 +91,7 @@ pub fn result_body(
             .cost_usd
             .map(|cost| format!(" (about ${cost:.4})"))
             .unwrap_or_default(),
-        crate::untrusted::code_span(&input.prompt_version)
+        bork_ci_core::untrusted::code_span(&input.prompt_version)
     );
     if !approvals.is_empty() {
         let _ = writeln!(out, "\n### Changes waiting for approval\n");
@@ -109,8 +109,8 @@ pub fn result_body(
             let _ = writeln!(
                 out,
                 "- {} ({}): #{} — {what}",
-                crate::untrusted::code_span(&record.path),
-                crate::untrusted::one_line(&record.rule),
+                bork_ci_core::untrusted::code_span(&record.path),
+                bork_ci_core::untrusted::one_line(&record.rule),
                 record.pr_number
             );
         }
@@ -121,8 +121,8 @@ pub fn result_body(
             let _ = writeln!(
                 out,
                 "- {}: {}",
-                crate::untrusted::code_span(path),
-                crate::untrusted::one_line(reason)
+                bork_ci_core::untrusted::code_span(path),
+                bork_ci_core::untrusted::one_line(reason)
             );
         }
     }
@@ -159,15 +159,15 @@ fn findings_list(findings: &Findings) -> String {
         }
     }
     for (file, texts) in by_file {
-        let _ = writeln!(out, "#### {}\n", crate::untrusted::code_span(file));
+        let _ = writeln!(out, "#### {}\n", bork_ci_core::untrusted::code_span(file));
         for text in texts {
-            let _ = writeln!(out, "{}\n", crate::untrusted::markdown_block(&text));
+            let _ = writeln!(out, "{}\n", bork_ci_core::untrusted::markdown_block(&text));
         }
     }
     if !overall.is_empty() {
         let _ = writeln!(out, "#### Overall\n");
         for text in overall {
-            let _ = writeln!(out, "{}\n", crate::untrusted::markdown_block(&text));
+            let _ = writeln!(out, "{}\n", bork_ci_core::untrusted::markdown_block(&text));
         }
     }
     out
@@ -202,8 +202,8 @@ pub fn approval_body(base: &str, edit: &PendingEdit, sha256: &str) -> String {
     let _ = writeln!(
         out,
         "## bork-ci asks to {action} {}\n\nRule: {}\n",
-        crate::untrusted::code_span(&edit.path),
-        crate::untrusted::one_line(&edit.rule)
+        bork_ci_core::untrusted::code_span(&edit.path),
+        bork_ci_core::untrusted::one_line(&edit.rule)
     );
     let _ = writeln!(
         out,
@@ -217,13 +217,13 @@ pub fn approval_body(base: &str, edit: &PendingEdit, sha256: &str) -> String {
             "The checks wait on this change; these findings remain until it is decided:\n"
         );
         for finding in &edit.waiting {
-            let _ = writeln!(out, "- {}", crate::untrusted::one_line(finding));
+            let _ = writeln!(out, "- {}", bork_ci_core::untrusted::one_line(finding));
         }
         out.push('\n');
     }
     if let Some(contents) = &edit.contents {
         let _ = writeln!(out, "<details><summary>proposed content</summary>\n");
-        let _ = writeln!(out, "{}\n", crate::untrusted::markdown_block(contents));
+        let _ = writeln!(out, "{}\n", bork_ci_core::untrusted::markdown_block(contents));
         let _ = writeln!(out, "</details>");
     }
     let marker = format!("\n{}\n", approval_marker(base, sha256));
@@ -234,12 +234,12 @@ pub fn approval_body(base: &str, edit: &PendingEdit, sha256: &str) -> String {
 
 /// The title of the result pull request.
 pub fn result_title(base: &str) -> String {
-    crate::untrusted::one_line(&format!("bork-ci: bring {base} in line with its specs"))
+    bork_ci_core::untrusted::one_line(&format!("bork-ci: bring {base} in line with its specs"))
 }
 
 /// The title of an approval pull request.
 pub fn approval_title(edit: &PendingEdit) -> String {
-    crate::untrusted::one_line(&format!(
+    bork_ci_core::untrusted::one_line(&format!(
         "bork-ci: approve {} {}",
         if edit.delete { "deletion of" } else { "change to" },
         edit.path
@@ -262,7 +262,7 @@ pub fn push_refused_comment(branch: &str, error: &str) -> String {
         "bork-ci could not push to `{branch}`: someone else pushed to it, or the push \
          was refused. bork-ci does not force-push over other people's commits; \
          it stopped here.\n\n{}",
-        crate::untrusted::markdown_block(error)
+        bork_ci_core::untrusted::markdown_block(error)
     );
     truncate(&note, MAX_BODY_BYTES)
 }
@@ -281,19 +281,25 @@ pub fn iteration_message(summary: &IterationSummary) -> String {
     } else {
         parts.join("; ")
     };
-    let title = crate::untrusted::one_line(&format!("bork-ci: iteration {}: {what}", summary.number));
+    let title = bork_ci_core::untrusted::one_line(&format!("bork-ci: iteration {}: {what}", summary.number));
     let mut body = String::new();
-    let message = crate::untrusted::one_line(&summary.message);
+    let message = bork_ci_core::untrusted::one_line(&summary.message);
     if !message.is_empty() {
         body.push_str(&message);
         body.push_str("\n\n");
     }
     body.push_str(&format!("Findings left: {}\n", summary.findings_left));
     for path in &summary.applied {
-        body.push_str(&format!("- updated {}\n", crate::untrusted::one_line(path)));
+        body.push_str(&format!(
+            "- updated {}\n",
+            bork_ci_core::untrusted::one_line(path)
+        ));
     }
     for path in &summary.deleted {
-        body.push_str(&format!("- deleted {}\n", crate::untrusted::one_line(path)));
+        body.push_str(&format!(
+            "- deleted {}\n",
+            bork_ci_core::untrusted::one_line(path)
+        ));
     }
     format!("{title}\n\n{body}")
 }
@@ -311,7 +317,7 @@ fn name_list(paths: &[String]) -> String {
 pub fn approval_commit_message(edit: &PendingEdit, tag: &str) -> String {
     format!(
         "{}\n\nsha256: {tag}\n",
-        crate::untrusted::one_line(&format!(
+        bork_ci_core::untrusted::one_line(&format!(
             "bork-ci: {} {}",
             if edit.delete { "delete" } else { "update" },
             edit.path
@@ -324,7 +330,7 @@ pub fn approval_commit_message(edit: &PendingEdit, tag: &str) -> String {
 pub fn merge_message(base: &str, branch: &str) -> String {
     format!(
         "bork-ci: merge {} into {branch}",
-        crate::untrusted::one_line(base)
+        bork_ci_core::untrusted::one_line(base)
     )
 }
 
@@ -335,7 +341,7 @@ pub fn waiting_message(pending: usize) -> String {
 
 /// The merge title of an approved change.
 pub fn approved_merge_title(path: &str, by: &str) -> String {
-    crate::untrusted::one_line(&format!(
+    bork_ci_core::untrusted::one_line(&format!(
         "bork-ci: apply approved change to {path} (approved by {by})"
     ))
 }
@@ -343,7 +349,7 @@ pub fn approved_merge_title(path: &str, by: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::RunStatus;
+    use bork_ci_run::report::RunStatus;
 
     /// The text of `body` outside its code fences.
     fn outside_fences(body: &str) -> String {
@@ -510,8 +516,8 @@ mod tests {
 
     #[test]
     fn titles_are_one_clean_line() {
-        assert_eq!(crate::untrusted::one_line("a\nb\u{1b}[2J  c"), "a b[2J c");
-        assert_eq!(crate::untrusted::one_line(&"x".repeat(500)).len(), 200);
+        assert_eq!(bork_ci_core::untrusted::one_line("a\nb\u{1b}[2J  c"), "a b[2J c");
+        assert_eq!(bork_ci_core::untrusted::one_line(&"x".repeat(500)).len(), 200);
         assert_eq!(
             result_title("main\u{1b}[2J"),
             "bork-ci: bring main[2J in line with its specs"

@@ -81,7 +81,7 @@ impl Answer {
     pub fn message(&self) -> String {
         let mut message = match &self.body {
             // Not JSON (a proxy's HTML page): its beginning is the message.
-            Value::String(text) => crate::untrusted::head(text.trim(), 300).to_owned(),
+            Value::String(text) => bork_ci_core::untrusted::head(text.trim(), 300).to_owned(),
             body => body
                 .get("message")
                 .and_then(Value::as_str)
@@ -153,8 +153,8 @@ impl Client {
         token: Option<&SecretString>,
         policy: RetryPolicy,
     ) -> Result<Self, GithubError> {
-        let http = crate::net::client_builder()
-            .redirect(crate::net::reqwest::redirect::Policy::none())
+        let http = bork_ci_core::net::client_builder()
+            .redirect(bork_ci_core::net::reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(30))
             .read_timeout(Duration::from_secs(120))
             .build()
@@ -234,7 +234,7 @@ impl Client {
         // Pull-request bodies, comments and commits never carry a registered secret.
         let redacted = body.map(|body| {
             let text = body.to_string();
-            match crate::secrets::redact(&text) {
+            match bork_ci_core::secrets::redact(&text) {
                 std::borrow::Cow::Borrowed(_) => body.clone(),
                 std::borrow::Cow::Owned(text) => serde_json::from_str(&text).unwrap_or_else(|_| body.clone()),
             }
@@ -439,7 +439,7 @@ fn redact_error(error: &octocrab::Error) -> String {
 
 /// Percent-encodes one path segment or query value (`bork:needs-human` stays readable).
 pub fn encode(segment: &str) -> String {
-    crate::url_text::encode(segment, crate::url_text::Keep::Colon)
+    bork_ci_core::url_text::encode(segment, bork_ci_core::url_text::Keep::Colon)
 }
 
 #[cfg(test)]

@@ -568,6 +568,58 @@ fn setup_fills_the_dependency_cache_that_judges_read_but_cannot_write() {
     }
 }
 
+/// The setup commands run once per dependency cache: a later run on the same inputs (the same
+/// key) skips them, and a cache that is gone (its folder, or over `copy` its volume, removed)
+/// gets them again. The checker tells a cache filled twice from one filled once.
+#[test]
+fn setup_runs_once_per_dependency_cache_and_again_when_the_cache_is_gone() {
+    let checker = format!(
+        "#!/bin/sh\n[ \"$(cat \"$BORK_DEPS_DIR/installed\")\" = once ] || {{ echo 'the cache was not filled exactly once' >&2; exit 2; }}\n\
+         grep -q DONE src/app.txt && {{ echo '{CLEAN}'; exit 0; }}\n\
+         echo '{{\"per_file_findings\":[],\"overall_findings\":[{{\"provenance\":\"code-review\",\"finding\":\"not done\"}}]}}'; exit 1\n"
+    );
+    for profile in profiles() {
+        let repo = judged_repo(json!({"sandbox": {
+            "pull": "never",
+            "setup": ["echo once >> \"$BORK_DEPS_DIR/installed\""]
+        }}));
+        with_checker(&repo, &checker);
+        repo.commit("a checker that counts its installs");
+        let mut ctx = context(&repo, profile);
+        let artifacts = ctx.scratch_file("artifacts");
+        ctx.env("BORK_SANDBOX_ARTIFACT_DIR", &artifacts)
+            .scripted(&[json!({"create-or-update": {"src/app.txt": "DONE\n"}})]);
+        let run = |label: &str| {
+            repo.git(&["checkout", "--", "src/app.txt"]);
+            let outcome = ctx.run(&[]);
+            assert_eq!(outcome.code, 0, "{profile:?} {label}\n{}", outcome.stderr);
+            outcome
+        };
+        let first = run("first run");
+        assert!(
+            first.stderr.contains("setup: done"),
+            "{profile:?}\n{}",
+            first.stderr
+        );
+        let second = run("second run");
+        assert!(
+            second.stderr.contains("setup: skipped") && !second.stderr.contains("setup: done"),
+            "{profile:?}: the same inputs, the same cache\n{}",
+            second.stderr
+        );
+        // The cache gone: its folder, and over `copy` its volume.
+        std::fs::remove_dir_all(artifacts.join("deps")).expect("the cache folders");
+        crate::sandbox::drop_cache(repo.path());
+        let third = run("after the cache was removed");
+        assert!(
+            third.stderr.contains("setup: done") && !third.stderr.contains("setup: skipped"),
+            "{profile:?}\n{}",
+            third.stderr
+        );
+        crate::sandbox::drop_cache(repo.path());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_setup_stops_the_run_before_any_model_call() {
     for profile in [Profile::Local, docker_profiles()[0]] {

@@ -102,17 +102,26 @@ pub(super) async fn before_first_call(
 /// starts: the commit the run started from plus approved edits): computes the dependency
 /// cache's key once (`sandbox::deps::key`: the repository, the setup commands, the judges'
 /// image id and every file that is not code), makes it the cache its jobs mount (a new key is
-/// an empty cache) and runs the setup commands into it.
+/// an empty cache) and runs the setup commands into it, unless they already filled that very
+/// cache (the same key is the same inputs; see `Sandbox::setup_done`).
 pub(super) async fn setup_round(
     run_plan: &RunPlan,
     sandbox: &Sandbox,
     repo: &Path,
     stop_token: Option<&str>,
 ) -> Result<()> {
-    use_deps_of(run_plan, sandbox, repo).await?;
-    if !run_plan.setup.commands.is_empty() {
-        run_setup(run_plan, sandbox, repo, stop_token).await?;
+    let key = use_deps_of(run_plan, sandbox, repo).await?;
+    if run_plan.setup.commands.is_empty() {
+        return Ok(());
     }
+    if sandbox.setup_done(repo).await {
+        tracing::info!(
+            "setup: skipped: the setup commands already filled the dependency cache {key}, and nothing they read has changed since (the cache's key covers the commands, the judges' image and every file that is not code; `bork-ci gc` removes the cache)"
+        );
+        return Ok(());
+    }
+    run_setup(run_plan, sandbox, repo, stop_token).await?;
+    sandbox.mark_setup_done(repo).await;
     Ok(())
 }
 

@@ -599,6 +599,54 @@ impl Sandbox {
         outputs.map(|outputs| outputs.into_iter().map(redact_output).collect())
     }
 
+    /// Whether the setup commands already filled the dependency cache in use: the record
+    /// [`Sandbox::mark_setup_done`] left in it names its key and this very cache (see
+    /// [`Sandbox::deps_cache_stamp`]). The key covers everything setup reads (its commands, the
+    /// judges' image, every file that is not code), so the same key is the same inputs. A
+    /// cache removed (`bork-ci gc`, a volume removed, a judge under `none` that wrote into it)
+    /// takes its record along; anything that cannot be read counts as not done.
+    pub async fn setup_done(&self, repo: &Path) -> bool {
+        let Some(stamp) = self.deps_cache_stamp(repo).await else {
+            return false;
+        };
+        let record = self.shared().deps().join(SETUP_RECORD);
+        let expected = setup_record(&self.shared().deps_key(), &stamp);
+        bork_ci_core::blocking::run(move || {
+            bork_ci_core::safe_fs::read_regular(&record, 4096).is_ok_and(|bytes| bytes == expected.as_bytes())
+        })
+    }
+
+    /// Records in the dependency cache in use that the setup commands filled it (after every
+    /// command exited 0). A record that cannot be written only means setup runs again.
+    pub async fn mark_setup_done(&self, repo: &Path) {
+        let Some(stamp) = self.deps_cache_stamp(repo).await else {
+            return;
+        };
+        let deps = self.shared().deps();
+        let text = setup_record(&self.shared().deps_key(), &stamp);
+        let written = bork_ci_core::blocking::run(move || {
+            let record = deps.join(SETUP_RECORD);
+            if let Some(folder) = record.parent() {
+                std::fs::create_dir_all(folder)?;
+            }
+            bork_ci_core::safe_fs::write_atomic(&record, text.as_bytes())
+        });
+        if let Err(error) = written {
+            tracing::debug!("recording that setup filled the dependency cache: {error}");
+        }
+    }
+
+    /// What names the dependency cache in use as this backend holds it: a host folder (`none`,
+    /// Docker over `bind`), whose record goes with it, or over `copy` the engine's volume and
+    /// when the engine created it (a volume removed and made again is another cache). `None`
+    /// when it cannot be told.
+    async fn deps_cache_stamp(&self, repo: &Path) -> Option<String> {
+        match self {
+            Sandbox::None(_) => Some("host folder".to_owned()),
+            Sandbox::Docker(docker) => docker.deps_cache_stamp(repo).await,
+        }
+    }
+
     /// The program that runs `bork-ci edit-step` in this backend: this very executable for
     /// local processes, `bork-ci` on the runner image's `PATH` for containers.
     pub fn edit_step_program(&self) -> Result<String, SandboxError> {
@@ -687,6 +735,14 @@ impl Sandbox {
             Sandbox::Docker(_) => SandboxKind::Docker,
         }
     }
+}
+
+/// The record, in the dependency cache, that the setup commands filled it.
+const SETUP_RECORD: &str = ".bork-ci/setup-done";
+
+/// The record's text for the cache of `key` held as `stamp`.
+fn setup_record(key: &str, stamp: &str) -> String {
+    format!("bork-ci setup 1\nkey {key}\ncache {stamp}\n")
 }
 
 /// Job output with every registered secret redacted, before anything cuts or prints it.

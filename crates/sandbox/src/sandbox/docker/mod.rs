@@ -1145,6 +1145,27 @@ impl DockerSandbox {
         now.saturating_add(self.settings.lease.as_secs())
     }
 
+    /// The dependency cache in use as this engine holds it (see `Sandbox::setup_done`): over
+    /// `bind` the host folder; over `copy` its volume and the time the engine created it, or
+    /// `None` when there is no such volume yet or the engine does not say.
+    pub async fn deps_cache_stamp(&self, repo: &Path) -> Option<String> {
+        let repo = std::fs::canonicalize(repo).ok()?;
+        let image = if self.settings.image == super::devcontainer::IMAGE_VALUE {
+            self.devcontainer_image(&repo).await.ok()?
+        } else {
+            self.ready_image(JobKind::Setup).await.ok()?
+        };
+        match self.transport(&repo, &image).await {
+            Transport::Copy => {
+                let name = transport::deps_volume(&self.shared.deps_key());
+                let volume = self.docker.inspect_volume(&name).await.ok()?;
+                let created = volume.created_at.filter(|created| !created.is_empty())?;
+                Some(format!("volume {name} created {created}"))
+            }
+            Transport::Bind | Transport::Auto => Some("host folder".to_owned()),
+        }
+    }
+
     /// Builds the container description for `job` (its profile), and over `copy` the volumes
     /// and archives it needs; the image is made available first.
     async fn prepare(&self, repo: &Path, job: &Job, cmd: Vec<String>) -> Result<Prepared, SandboxError> {

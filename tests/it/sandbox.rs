@@ -1076,6 +1076,36 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
     // Nothing changed: the same again.
     let third = text(&sandbox.run(repo.path(), &job).await.expect("runs").stdout);
     assert_eq!(third, second);
+    // Only writes (a changed file, a new folder with an executable in it): they reach the
+    // volume through the tree's holder, a container never started, as the job's user reads them.
+    std::fs::write(repo.path().join("kept.txt"), "kept again\n").expect("write");
+    std::fs::create_dir_all(repo.path().join("sub")).expect("mkdir");
+    std::fs::write(repo.path().join("sub/tool.sh"), "#!/bin/sh\necho tool ran\n").expect("write");
+    std::fs::set_permissions(
+        repo.path().join("sub/tool.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let writes = sh(
+        JobKind::Checker,
+        "cat kept.txt new.txt; ./sub/tool.sh; stat -c '%a %u' sub/tool.sh sub kept.txt",
+    );
+    let fourth = text(&sandbox.run(repo.path(), &writes).await.expect("runs").stdout);
+    assert_eq!(
+        fourth, "kept again\nnew\ntool ran\n755 0\n755 0\n644 0\n",
+        "the writes as the tree has them"
+    );
+    let holders = Command::new("docker")
+        .args(["ps", "-aq", "--filter"])
+        .arg(format!("label=bork-ci.run={}", sandbox.run_id()))
+        .args(["--filter", "label=bork-ci.step=tree-holder"])
+        .output()
+        .expect("docker ps");
+    assert_eq!(
+        text(&holders.stdout).lines().count(),
+        1,
+        "one holder for the run's tree volume"
+    );
     assert!(!sandbox.tree_through_engine(), "the helper unpacked every time");
     sandbox.cleanup_all().await.expect("cleanup");
     assert!(volumes_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());

@@ -455,6 +455,41 @@ pub fn extract_into<R: Read>(
     limits: Limits,
     skip_top: &[&str],
 ) -> std::io::Result<Extracted> {
+    extract_selected(reader, dest, limits, &|relative: &Path| {
+        let top = relative
+            .components()
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        (!skip_top.contains(&top.as_str())).then(|| relative.to_owned())
+    })
+}
+
+/// As [`extract_into`], only what is below the top-level folder `top`, without that folder:
+/// `artifacts/tmp/x` of a download of `/artifacts` lands at `dest/x` for `top` = `tmp`.
+pub fn extract_under<R: Read>(
+    reader: R,
+    dest: &Path,
+    limits: Limits,
+    top: &str,
+) -> std::io::Result<Extracted> {
+    extract_selected(reader, dest, limits, &|relative: &Path| {
+        relative
+            .strip_prefix(top)
+            .ok()
+            .filter(|rest| !rest.as_os_str().is_empty())
+            .map(Path::to_owned)
+    })
+}
+
+/// Extracts each entry whose relative path `select` maps to a destination (relative to
+/// `dest`); the others are skipped.
+fn extract_selected<R: Read>(
+    reader: R,
+    dest: &Path,
+    limits: Limits,
+    select: &dyn Fn(&Path) -> Option<PathBuf>,
+) -> std::io::Result<Extracted> {
     use cap_std::fs::{Dir, OpenOptions};
     let root = Dir::open_ambient_dir(dest, cap_std::ambient_authority())?;
     let mut archive = tar::Archive::new(reader);
@@ -471,15 +506,10 @@ pub fn extract_into<R: Read>(
         let Some(relative) = inner_path(&path) else {
             continue;
         };
-        let top = relative
-            .components()
-            .next()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if skip_top.contains(&top.as_str()) {
+        let Some(relative) = select(&relative) else {
             done.skipped += 1;
             continue;
-        }
+        };
         match entry.header().entry_type() {
             tar::EntryType::Directory => {
                 if root.create_dir_all(&relative).is_err() {
@@ -824,6 +854,41 @@ mod tests {
         );
         let done = done.expect("extracts");
         assert!(done.truncated && done.skipped >= 2, "{done:?}");
+    }
+
+    #[test]
+    fn one_folder_of_a_download_lands_without_its_name_and_stays_inside() {
+        let dest = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::os::unix::fs::symlink(outside.path(), dest.path().join("out")).expect("symlink");
+        let tar = archive_of(&[
+            ("artifacts/", tar::EntryType::Directory, b""),
+            ("artifacts/tmp/", tar::EntryType::Directory, b""),
+            ("artifacts/tmp/ok.txt", tar::EntryType::Regular, b"ok"),
+            ("artifacts/tmp/deep/x.txt", tar::EntryType::Regular, b"x"),
+            ("artifacts/tmp/../../escape.txt", tar::EntryType::Regular, b"x"),
+            ("artifacts/tmp/out/planted.txt", tar::EntryType::Regular, b"x"),
+            ("artifacts/logs/runner.log", tar::EntryType::Regular, b"not tmp"),
+            ("artifacts/tmpfile", tar::EntryType::Regular, b"not tmp either"),
+        ]);
+        let limits = Limits {
+            bytes: 1024,
+            entries: 100,
+        };
+        let done = extract_under(tar.as_slice(), dest.path(), limits, "tmp").expect("extracts");
+        let read = |path: &str| std::fs::read_to_string(dest.path().join(path)).ok();
+        assert_eq!(read("ok.txt").as_deref(), Some("ok"));
+        assert_eq!(read("deep/x.txt").as_deref(), Some("x"));
+        assert_eq!(read("runner.log"), None);
+        assert_eq!(read("logs/runner.log"), None);
+        assert_eq!(read("file"), None);
+        assert!(
+            std::fs::read_dir(outside.path())
+                .expect("outside")
+                .next()
+                .is_none()
+        );
+        assert_eq!(done.files, 2, "{done:?}");
     }
 
     #[test]

@@ -1212,11 +1212,13 @@ impl DockerSandbox {
 
     /// Copy transport: brings the artifacts and the edit step's result back to the host.
     async fn stage_out(&self, id: &str, prepared: &Prepared) -> Result<(), SandboxError> {
-        if let Some(run_dir) = &prepared.artifacts_back {
-            self.copy_artifacts_back(id, run_dir).await?;
-        }
-        if let Some(tmp_dir) = &prepared.tmp_back {
-            self.copy_tmp_back(id, tmp_dir).await?;
+        match (&prepared.artifacts_back, &prepared.tmp_back) {
+            (Some(run_dir), Some(tmp_dir)) => {
+                self.copy_artifacts_and_tmp_back(id, run_dir, tmp_dir).await?;
+            }
+            (Some(run_dir), None) => self.copy_artifacts_back(id, run_dir).await?,
+            (None, Some(tmp_dir)) => self.copy_tmp_back(id, tmp_dir).await?,
+            (None, None) => {}
         }
         if let Some(state_dir) = &prepared.state_back {
             self.copy_state_back(id, state_dir, crate::sandbox::STATE_OUTPUT)

@@ -193,7 +193,14 @@ pub struct TreeVolume {
     pub name: String,
     repo: std::path::PathBuf,
     manifest: archive::Manifest,
+    /// A container created once and never started, with the volume mounted writable: files an
+    /// edit wrote reach the volume through it by the archive API, without a container start.
+    holder: Option<String>,
 }
+
+/// Most files an update sends through the tree's holder (the engine extracts each, about half a
+/// millisecond a file here); more go through the helper, whose start costs more than that.
+const HOLDER_MAX_FILES: usize = 512;
 
 /// Writes an archive of `paths` of `manifest` (all when `None`) into an anonymous file.
 fn tree_archive(
@@ -497,19 +504,36 @@ impl DockerSandbox {
                 Some(tree)
             }
             Some(tree) => {
-                super::remove_volume(&self.docker, &tree.name).await;
+                self.drop_tree(&tree).await;
                 None
             }
             None => None,
         };
         let helper_ok = !self.helper_failed.load(std::sync::atomic::Ordering::Relaxed);
-        if let Some(tree) = previous
+        if let Some(mut tree) = previous
             && helper_ok
         {
             let (write, remove) = archive::changes(&tree.manifest, &manifest);
             if write.is_empty() && remove.is_empty() {
                 *state = Some(TreeVolume { manifest, ..tree });
                 return Ok(state.as_ref().map(|t| t.name.clone()).unwrap_or_default());
+            }
+            if remove.is_empty() && write.len() <= HOLDER_MAX_FILES {
+                match self
+                    .update_through_holder(&mut tree, repo, &manifest, &write, image)
+                    .await
+                {
+                    Ok(()) => {
+                        let name = tree.name.clone();
+                        *state = Some(TreeVolume { manifest, ..tree });
+                        return Ok(name);
+                    }
+                    Err(error) => {
+                        tracing::debug!(
+                            "updating the tree volume through its holder: {error}; the helper does it"
+                        );
+                    }
+                }
             }
             match self
                 .update_tree(&tree.name, repo, &manifest, &write, &remove)
@@ -522,7 +546,7 @@ impl DockerSandbox {
                 }
                 Err(error) => {
                     tracing::info!("updating the tree volume failed ({error}); filling a new one");
-                    super::remove_volume(&self.docker, &tree.name).await;
+                    self.drop_tree(&tree).await;
                 }
             }
         }
@@ -558,6 +582,7 @@ impl DockerSandbox {
             name: name.clone(),
             repo: repo.to_owned(),
             manifest,
+            holder: None,
         });
         Ok(name)
     }
@@ -591,6 +616,55 @@ impl DockerSandbox {
             .collect();
         self.unpack_in_helper(name, &runner, archive, (!remove.is_empty()).then_some(list))
             .await
+    }
+
+    /// Sends the files of `write` (no removal, no change of kind) into the tree's volume through
+    /// its holder, a container of `image` created once and never started: one archive upload,
+    /// which the engine extracts.
+    async fn update_through_holder(
+        &self,
+        tree: &mut TreeVolume,
+        repo: &Path,
+        manifest: &archive::Manifest,
+        write: &[String],
+        image: &str,
+    ) -> Result<(), SandboxError> {
+        let holder = match &tree.holder {
+            Some(id) => id.clone(),
+            None => {
+                let container = self
+                    .create_idle(
+                        image,
+                        vec![volume(&tree.name, super::REPO_MOUNT, false)],
+                        "tree-holder",
+                    )
+                    .await?;
+                let id = container.keep();
+                tree.holder = Some(id.clone());
+                id
+            }
+        };
+        let archive = {
+            let repo = repo.to_owned();
+            let manifest = manifest.clone();
+            let write = write.to_vec();
+            tokio::task::spawn_blocking(move || tree_archive(&repo, &manifest, Some(&write)))
+                .await
+                .map_err(|e| SandboxError::Backend(e.to_string()))?
+                .map_err(|source| SandboxError::Prepare {
+                    what: "the tree archive".into(),
+                    source,
+                })?
+        };
+        self.upload_file(&holder, super::REPO_MOUNT, archive).await
+    }
+
+    /// Removes a tree's holder, then its volume (a volume a container names cannot go).
+    async fn drop_tree(&self, tree: &TreeVolume) {
+        if let Some(holder) = &tree.holder {
+            super::remove_container(&self.docker, holder).await;
+        }
+        super::remove_volume(&self.docker, &tree.name).await;
     }
 
     /// The fallback: the engine extracts the whole tree into volume `name`.
@@ -782,6 +856,53 @@ impl DockerSandbox {
                 "the job's temporary folder was not copied back into {}: {error}",
                 tmp_dir.display()
             );
+        }
+        Ok(())
+    }
+
+    /// Copies a judge's `/artifacts` back into `run_dir` and its `/artifacts/tmp` (its `TMPDIR`)
+    /// into `tmp_dir` from one download: what [`Self::copy_artifacts_back`] and
+    /// [`Self::copy_tmp_back`] do, with one archive call instead of two. The temporary folder
+    /// is for people: a failure there is a warning.
+    pub(super) async fn copy_artifacts_and_tmp_back(
+        &self,
+        id: &str,
+        run_dir: &Path,
+        tmp_dir: &Path,
+    ) -> Result<(), SandboxError> {
+        let limit = ARTIFACT_LIMITS.bytes + (ARTIFACT_LIMITS.bytes / 8);
+        let file = self.download(id, super::ARTIFACTS_MOUNT, limit).await?;
+        let (run_dir, tmp_dir) = (run_dir.to_owned(), tmp_dir.to_owned());
+        let (artifacts, tmp) = tokio::task::spawn_blocking(move || {
+            let artifacts = archive::extract_into(&file, &run_dir, ARTIFACT_LIMITS, &["logs", "tmp"]);
+            let tmp = archive::rewind(file)
+                .and_then(|file| archive::extract_under(file, &tmp_dir, ARTIFACT_LIMITS, "tmp"));
+            (artifacts.map(|done| (done, run_dir)), tmp)
+        })
+        .await
+        .map_err(|e| SandboxError::Backend(e.to_string()))?;
+        let (extracted, run_dir) = artifacts.map_err(|source| SandboxError::Prepare {
+            what: "the artifacts copied back".to_owned(),
+            source,
+        })?;
+        if extracted.truncated {
+            tracing::warn!(
+                "the job's artifacts exceed {} bytes or {} entries: the rest stayed in the container",
+                ARTIFACT_LIMITS.bytes,
+                ARTIFACT_LIMITS.entries
+            );
+        }
+        match tmp {
+            Ok(done) if done.truncated => tracing::warn!(
+                "the job's temporary folder exceeds {} bytes or {} entries: the rest stayed in the container",
+                ARTIFACT_LIMITS.bytes,
+                ARTIFACT_LIMITS.entries
+            ),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(
+                "the job's temporary folder was not copied back beside {}: {error}",
+                run_dir.display()
+            ),
         }
         Ok(())
     }

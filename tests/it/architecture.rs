@@ -172,6 +172,7 @@ const BOUNDARY_CRATES: &[(&str, &str)] = &[
     ("octocrab", "github/"),
     ("aws_sigv4", "llm/bedrock"),
     ("aws_config::", "llm/aws_credentials"),
+    ("aws_sdk_sts", "llm/aws_credentials"),
     ("google_cloud_auth::", "llm/google"),
     ("percent_encoding", "url_text.rs"),
     (":02X}", "url_text.rs"),
@@ -243,6 +244,7 @@ const CRATE_WALLS: &[(&str, &[&str], &[&str])] = &[
         &[
             "aws-sigv4",
             "aws-config",
+            "aws-sdk-sts",
             "aws-credential-types",
             "aws-smithy-runtime-api",
             "aws-smithy-types",

@@ -951,3 +951,62 @@ async fn bedrock_web_identity_is_exchanged_at_sts_and_signs() {
     );
     assert!(!outcome.stderr.contains("oidc-web-identity-jwt-0003"));
 }
+
+/// A token STS refuses, and a token file that is not there: exit 2 with STS's words or what
+/// could not be read, never the token.
+#[tokio::test(flavor = "multi_thread")]
+async fn bedrock_web_identity_failures_are_clear_and_hold_no_token() {
+    let fake = FakeBedrock::start(json!({
+        "region": "us-west-2",
+        "keys": {},
+        "web_identity_token": "the-expected-jwt-0006",
+        "answers": [ANSWER]
+    }));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "a-refused-oidc-jwt-0006").expect("write");
+    let repo = bedrock_repo(&fake, &format!(r#", "sts-url": "{}/sts/""#, fake.url));
+    let env = |file: &Path| {
+        vec![
+            ("AWS_DEFAULT_REGION", "us-west-2".to_owned()),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", file.display().to_string()),
+            ("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/bork".to_owned()),
+            ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
+        ]
+    };
+    let refused = env(&token);
+    let refused: Vec<(&str, &str)> = refused
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
+    let outcome = run(&repo, &refused).await;
+    assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+    let shown = format!("{}{}", outcome.stderr, outcome.report_text);
+    assert!(
+        shown.contains("AssumeRoleWithWebIdentity")
+            && shown.contains("HTTP 400")
+            && shown.contains("InvalidIdentityToken")
+            && shown.contains("Couldn't retrieve verification key"),
+        "{shown}"
+    );
+    assert!(!shown.contains("a-refused-oidc-jwt-0006"), "{shown}");
+    assert!(
+        fake.requests().iter().all(|request| request["kind"] == "sts"),
+        "no model call without credentials"
+    );
+
+    let missing = env(&dir.path().join("no-such-token"));
+    let missing: Vec<(&str, &str)> = missing
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
+    let outcome = run(&repo, &missing).await;
+    assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+    assert!(
+        outcome.stderr.contains("reading the web identity token")
+            && outcome.stderr.contains("AWS_WEB_IDENTITY_TOKEN_FILE")
+            && outcome.stderr.contains("No such file"),
+        "{}",
+        outcome.stderr
+    );
+}

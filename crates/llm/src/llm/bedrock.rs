@@ -338,9 +338,7 @@ impl AwsAuth {
                 token_file,
                 role_arn,
                 session_name: plain("AWS_ROLE_SESSION_NAME").unwrap_or_else(|| "bork-ci".to_owned()),
-                sts_url: sts_url
-                    .filter(|url| !url.trim().is_empty())
-                    .unwrap_or_else(|| format!("https://sts.{region}.amazonaws.com/")),
+                sts_url: sts_url.filter(|url| !url.trim().is_empty()),
             }),
             _ => None,
         };

@@ -30,8 +30,9 @@ pub struct Cli {
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
     /// Print more: `-v` adds bork-ci's debug lines, `-vv` every crate's debug lines and
-    /// bork-ci's trace lines, `-vvv` every trace line. `BORK_LOG`, when set, takes
-    /// precedence over `-q` and `-v` (an env-filter, e.g. `BORK_LOG=bork_ci::sandbox=debug`).
+    /// bork-ci's trace lines, `-vvv` every trace line but the AWS runtime's (they hold
+    /// credentials). `BORK_LOG`, when set, takes precedence over `-q` and `-v` (an env-filter,
+    /// e.g. `BORK_LOG=bork_ci::sandbox=debug`).
     #[arg(short, long, action = ArgAction::Count, global = true)]
     pub verbose: u8,
     #[command(subcommand)]

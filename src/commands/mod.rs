@@ -26,15 +26,17 @@ use crate::sandbox::{Sandbox, SandboxKind};
 
 /// Sets up `tracing` on stderr: the format (`--log-format`), the level (`BORK_LOG` when set,
 /// else `-q` warnings and errors only, default info, `-v` bork-ci's own debug lines, `-vv`
-/// every crate's debug lines and bork-ci's trace, `-vvv` every trace line) and colour
-/// (`--color`, `NO_COLOR`, `TERM=dumb`; JSON lines are never coloured).
+/// every crate's debug lines and bork-ci's trace, `-vvv` every trace line but the AWS
+/// runtime's) and colour (`--color`, `NO_COLOR`, `TERM=dumb`; JSON lines are never coloured).
 pub fn init_logging(cli: &Cli, env: &config::Env) {
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "warn",
         (false, 0) => "info",
         (false, 1) => "info,bork_ci=debug",
         (false, 2) => "debug,bork_ci=trace",
-        (false, _) => "trace",
+        // The AWS runtime traces whole requests and answers: STS's carries the web identity
+        // token, every credential endpoint's the keys it grants.
+        (false, _) => "trace,aws_smithy_runtime=debug",
     };
     let from_env = env
         .get("BORK_LOG")

@@ -173,7 +173,9 @@ const BOUNDARY_CRATES: &[(&str, &str)] = &[
     ("bollard", "sandbox/docker"),
     ("octocrab", "github/"),
     ("aws_sigv4", "llm/bedrock"),
+    ("aws_smithy_eventstream", "llm/bedrock"),
     ("aws_config::", "llm/aws_credentials"),
+    ("aws_sdk_sts", "llm/aws_credentials"),
     ("google_cloud_auth::", "llm/google"),
     ("percent_encoding", "url_text.rs"),
     (":02X}", "url_text.rs"),
@@ -245,7 +247,9 @@ const CRATE_WALLS: &[(&str, &[&str], &[&str])] = &[
         &[
             "aws-sigv4",
             "aws-config",
+            "aws-sdk-sts",
             "aws-credential-types",
+            "aws-smithy-eventstream",
             "aws-smithy-runtime-api",
             "aws-smithy-types",
             "google-cloud-auth",
@@ -785,7 +789,7 @@ fn llm_rooms_point_one_way() {
     };
     let wire = arrows_of("wire.rs");
     assert!(
-        ["endpoint", "vendor", "data", "sse"]
+        ["endpoint", "vendor", "data", "retry"]
             .iter()
             .all(|room| wire.contains(*room)),
         "the arrows of wire.rs were read: {wire:?}"

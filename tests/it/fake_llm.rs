@@ -22,7 +22,8 @@
 //! `data: [DONE]`; Anthropic's `message_start` … `message_stop`). [`Quirks`] make a fake answer
 //! like a real server that departs from the vendor's API (llama-cpp-python's 500 to
 //! `json_schema`, an output maximum, no streaming). [`TimedServer`] sends timed bytes for slow,
-//! silent or endless streams.
+//! silent or endless streams. [`bedrock_stream`] builds Bedrock's `converse-stream` answer as AWS
+//! event-stream frames, CRC32s included, for any of these servers to send.
 //!
 //! The servers run on their own threads (wiremock), so they keep answering while a test blocks on
 //! a spawned `bork-ci` process.
@@ -947,6 +948,125 @@ pub fn slow_openai_stream(text: &str, parts: usize, gap: Duration) -> Vec<Step> 
     ));
     steps.push(Step::Send(b"data: [DONE]\n\n".to_vec()));
     steps
+}
+
+/// One AWS event-stream frame (`application/vnd.amazon.eventstream`): total and header lengths
+/// (big-endian `u32`), their CRC32, the headers (name length, name, type 7 = string, `u16`
+/// length, value), the payload, and the CRC32 of everything before it.
+pub fn event_stream_frame(headers: &[(&str, &str)], payload: &[u8]) -> Vec<u8> {
+    let mut encoded = Vec::new();
+    for (name, value) in headers {
+        encoded.push(u8::try_from(name.len()).expect("a short header name"));
+        encoded.extend_from_slice(name.as_bytes());
+        encoded.push(7);
+        encoded.extend_from_slice(
+            &u16::try_from(value.len())
+                .expect("a short header value")
+                .to_be_bytes(),
+        );
+        encoded.extend_from_slice(value.as_bytes());
+    }
+    let total = 12 + encoded.len() + payload.len() + 4;
+    let mut frame = Vec::with_capacity(total);
+    frame.extend_from_slice(&u32::try_from(total).expect("a small frame").to_be_bytes());
+    frame.extend_from_slice(&u32::try_from(encoded.len()).expect("small headers").to_be_bytes());
+    frame.extend_from_slice(&crc32(&frame).to_be_bytes());
+    frame.extend_from_slice(&encoded);
+    frame.extend_from_slice(payload);
+    frame.extend_from_slice(&crc32(&frame).to_be_bytes());
+    frame
+}
+
+/// CRC-32 (IEEE), as the event-stream format checks its frames with.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for byte in bytes {
+        crc ^= u32::from(*byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// A ConverseStream event: `kind` (`messageStart`, `contentBlockDelta`, …) and its JSON.
+pub fn bedrock_event(kind: &str, payload: &Value) -> Vec<u8> {
+    event_stream_frame(
+        &[
+            (":event-type", kind),
+            (":content-type", "application/json"),
+            (":message-type", "event"),
+        ],
+        payload.to_string().as_bytes(),
+    )
+}
+
+/// A ConverseStream exception (`throttlingException`, `validationException`, …).
+pub fn bedrock_exception(kind: &str, message: &str) -> Vec<u8> {
+    event_stream_frame(
+        &[
+            (":exception-type", kind),
+            (":content-type", "application/json"),
+            (":message-type", "exception"),
+        ],
+        json!({"message": message}).to_string().as_bytes(),
+    )
+}
+
+/// Bedrock's `converse-stream` answer, one frame each: `messageStart`, a `contentBlockStart`
+/// when `tool` names the forced tool (the text is then its input), `text` in `contentBlockDelta`
+/// pieces of `piece` bytes, `contentBlockStop`, `messageStop` with `stop_reason`, `metadata` with
+/// `usage` (input, output tokens).
+pub fn bedrock_stream(
+    text: &str,
+    tool: Option<&str>,
+    piece: usize,
+    stop_reason: &str,
+    usage: (u64, u64),
+) -> Vec<Vec<u8>> {
+    let mut frames = vec![bedrock_event("messageStart", &json!({"role": "assistant"}))];
+    if let Some(name) = tool {
+        frames.push(bedrock_event(
+            "contentBlockStart",
+            &json!({"contentBlockIndex": 0, "start": {"toolUse": {"toolUseId": "tooluse_1", "name": name}}}),
+        ));
+    }
+    for part in text.as_bytes().chunks(piece.max(1)) {
+        let part = String::from_utf8_lossy(part);
+        let delta = match tool {
+            Some(_) => json!({"toolUse": {"input": part}}),
+            None => json!({"text": part}),
+        };
+        frames.push(bedrock_event(
+            "contentBlockDelta",
+            &json!({"contentBlockIndex": 0, "delta": delta, "p": "abcdefgh"}),
+        ));
+    }
+    frames.push(bedrock_event(
+        "contentBlockStop",
+        &json!({"contentBlockIndex": 0}),
+    ));
+    frames.push(bedrock_event("messageStop", &json!({"stopReason": stop_reason})));
+    frames.push(bedrock_event(
+        "metadata",
+        &json!({"usage": {"inputTokens": usage.0, "outputTokens": usage.1, "totalTokens": usage.0 + usage.1}, "metrics": {"latencyMs": 5}}),
+    ));
+    frames
+}
+
+/// Settings for model `m` on a Bedrock server at `base`, in `us-east-1`, with static keys.
+pub fn bedrock_settings(base: &str) -> LlmSettings {
+    let mut settings = LlmSettings::new(ProviderKind::Bedrock, "m");
+    settings.base_url = Some(base.to_owned());
+    settings.endpoint.region = Some("us-east-1".into());
+    let secrets = &mut settings.endpoint.credentials.secrets;
+    secrets.insert("AWS_ACCESS_KEY_ID".into(), "AKIATESTKEY0007".into());
+    secrets.insert("AWS_SECRET_ACCESS_KEY".into(), "bedrock-secret-0007".into());
+    settings
 }
 
 /// Retry timing for tests: milliseconds, not seconds.

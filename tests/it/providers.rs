@@ -2,8 +2,9 @@
 //! Azure OpenAI (deployment path, `api-version`, `api-key` or bearer), Google Vertex (Claude
 //! through `rawPredict`, Gemini through the OpenAI-compatible endpoint, tokens from the
 //! environment or a workload-identity file exchanged at a fake STS), AWS Bedrock (a Python fake
-//! whose SigV4 checks are botocore's own), an Anthropic base URL ending in `/v1`, gateway headers
-//! and body fields, and errors that name the full URL path.
+//! whose SigV4 checks are botocore's own, Converse whole and streamed as AWS event-stream frames,
+//! and its STS), an Anthropic base URL ending in `/v1`, gateway headers and body fields, and errors
+//! that name the full URL path.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -688,7 +689,7 @@ async fn bedrock_converse_signed_with_a_session_token_passes_botocore() {
         "keys": {"ASIATESTKEY0001": {"secret": "bedrock-secret-key-0001", "token": "session-token-0001"}},
         "answers": [ANSWER]
     }));
-    let repo = bedrock_repo(&fake, "");
+    let repo = bedrock_repo(&fake, r#", "stream": false"#);
     let outcome = run(
         &repo,
         &[
@@ -727,6 +728,84 @@ async fn bedrock_converse_signed_with_a_session_token_passes_botocore() {
     for text in [&outcome.stderr, &outcome.report_text] {
         assert!(!text.contains("bedrock-secret-key-0001") && !text.contains("session-token-0001"));
     }
+}
+
+/// Streamed (the default): the same body to `converse-stream`, signed for that path, and the
+/// answer and its usage read from the event-stream frames.
+#[tokio::test(flavor = "multi_thread")]
+async fn bedrock_converse_stream_signed_with_a_session_token_passes_botocore() {
+    let fake = FakeBedrock::start(json!({
+        "region": "eu-central-1",
+        "keys": {"ASIATESTKEY0004": {"secret": "bedrock-secret-key-0004", "token": "session-token-0004"}},
+        "answers": [ANSWER]
+    }));
+    let repo = bedrock_repo(&fake, "");
+    let outcome = run(
+        &repo,
+        &[
+            ("AWS_REGION", "eu-central-1"),
+            ("AWS_ACCESS_KEY_ID", "ASIATESTKEY0004"),
+            ("AWS_SECRET_ACCESS_KEY", "bedrock-secret-key-0004"),
+            ("AWS_SESSION_TOKEN", "session-token-0004"),
+        ],
+    )
+    .await;
+    assert_converged(&outcome, &repo);
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0]["verdict"], "ok");
+    assert_eq!(
+        requests[0]["path"],
+        "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream"
+    );
+    let body: Value = serde_json::from_str(requests[0]["body"].as_str().expect("body")).expect("json");
+    assert!(
+        body["toolConfig"]["toolChoice"]["tool"]["name"].is_string(),
+        "{body}"
+    );
+    assert!(body.get("stream").is_none(), "{body}");
+    assert!(
+        outcome.report["usage"]["input-tokens"].as_u64().unwrap_or(0) > 0
+            && outcome.report["usage"]["output-tokens"].as_u64().unwrap_or(0) > 0,
+        "{}",
+        outcome.report_text
+    );
+    for text in [&outcome.stderr, &outcome.report_text] {
+        assert!(!text.contains("bedrock-secret-key-0004") && !text.contains("session-token-0004"));
+    }
+}
+
+/// A server without `converse-stream` (HTTP 404) is asked `converse` instead, and the run goes
+/// on without streaming.
+#[tokio::test(flavor = "multi_thread")]
+async fn bedrock_without_converse_stream_is_asked_whole() {
+    let fake = FakeBedrock::start(json!({
+        "region": "us-east-1",
+        "keys": {"AKIATESTKEY0005": {"secret": "the-secret-0005", "token": null}},
+        "answers": [ANSWER],
+        "no_stream": true
+    }));
+    let repo = bedrock_repo(&fake, r#", "region": "us-east-1""#);
+    let outcome = run(
+        &repo,
+        &[
+            ("AWS_ACCESS_KEY_ID", "AKIATESTKEY0005"),
+            ("AWS_SECRET_ACCESS_KEY", "the-secret-0005"),
+        ],
+    )
+    .await;
+    assert_converged(&outcome, &repo);
+    let operations: Vec<String> = fake
+        .requests()
+        .iter()
+        .filter_map(|request| Some(request["path"].as_str()?.rsplit('/').next()?.to_owned()))
+        .collect();
+    assert_eq!(operations, ["converse-stream", "converse"]);
+    assert!(
+        outcome.stderr.contains("not streaming for the rest of the run"),
+        "{}",
+        outcome.stderr
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -950,4 +1029,63 @@ async fn bedrock_web_identity_is_exchanged_at_sts_and_signs() {
         "web-identity-session-token"
     );
     assert!(!outcome.stderr.contains("oidc-web-identity-jwt-0003"));
+}
+
+/// A token STS refuses, and a token file that is not there: exit 2 with STS's words or what
+/// could not be read, never the token.
+#[tokio::test(flavor = "multi_thread")]
+async fn bedrock_web_identity_failures_are_clear_and_hold_no_token() {
+    let fake = FakeBedrock::start(json!({
+        "region": "us-west-2",
+        "keys": {},
+        "web_identity_token": "the-expected-jwt-0006",
+        "answers": [ANSWER]
+    }));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "a-refused-oidc-jwt-0006").expect("write");
+    let repo = bedrock_repo(&fake, &format!(r#", "sts-url": "{}/sts/""#, fake.url));
+    let env = |file: &Path| {
+        vec![
+            ("AWS_DEFAULT_REGION", "us-west-2".to_owned()),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", file.display().to_string()),
+            ("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/bork".to_owned()),
+            ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
+        ]
+    };
+    let refused = env(&token);
+    let refused: Vec<(&str, &str)> = refused
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
+    let outcome = run(&repo, &refused).await;
+    assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+    let shown = format!("{}{}", outcome.stderr, outcome.report_text);
+    assert!(
+        shown.contains("AssumeRoleWithWebIdentity")
+            && shown.contains("HTTP 400")
+            && shown.contains("InvalidIdentityToken")
+            && shown.contains("Couldn't retrieve verification key"),
+        "{shown}"
+    );
+    assert!(!shown.contains("a-refused-oidc-jwt-0006"), "{shown}");
+    assert!(
+        fake.requests().iter().all(|request| request["kind"] == "sts"),
+        "no model call without credentials"
+    );
+
+    let missing = env(&dir.path().join("no-such-token"));
+    let missing: Vec<(&str, &str)> = missing
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
+    let outcome = run(&repo, &missing).await;
+    assert_eq!(outcome.code, 2, "{}", outcome.stderr);
+    assert!(
+        outcome.stderr.contains("reading the web identity token")
+            && outcome.stderr.contains("AWS_WEB_IDENTITY_TOKEN_FILE")
+            && outcome.stderr.contains("No such file"),
+        "{}",
+        outcome.stderr
+    );
 }

@@ -1,7 +1,8 @@
 //! Streaming: answers as server-sent events from OpenAI-compatible and Anthropic
-//! fakes, `llm.timeout-secs` as the longest silence and `llm.max-request-secs` as the whole
-//! bound, progress while a long answer streams, usage from the stream's events, and the fallback
-//! to whole answers for servers that do not stream.
+//! fakes and as AWS event-stream frames from Bedrock fakes (`converse-stream`),
+//! `llm.timeout-secs` as the longest silence and `llm.max-request-secs` as the whole bound,
+//! progress while a long answer streams, usage from the stream's events, and the fallback to
+//! whole answers for servers that do not stream.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,8 @@ use bork_ci::llm::{LlmError, LlmSettings, ProviderKind, Usage};
 use serde_json::{Value, json};
 
 use crate::fake_llm::{
-    FakeLlm, Quirks, Reply, Step, TEST_KEY, TimedServer, conversation, edit_format, slow_openai_stream,
+    FakeLlm, Quirks, Reply, Step, TEST_KEY, TimedServer, bedrock_event, bedrock_exception, bedrock_settings,
+    bedrock_stream, conversation, edit_format, slow_openai_stream,
 };
 
 use crate::fake_llm::provider;
@@ -402,4 +404,192 @@ async fn a_run_shows_progress_while_the_answer_streams() {
         progress.0
     );
     assert!(progress.0 >= Duration::from_secs(14), "{:?}", progress.0);
+}
+
+/// Bedrock's path for model `m`, streamed or not.
+const CONVERSE: &str = "/model/m/converse";
+const CONVERSE_STREAM: &str = "/model/m/converse-stream";
+const EVENT_STREAM: &str = "application/vnd.amazon.eventstream";
+
+fn event_stream(frames: Vec<Vec<u8>>) -> wiremock::ResponseTemplate {
+    wiremock::ResponseTemplate::new(200).set_body_raw(frames.concat(), EVENT_STREAM)
+}
+
+/// The paths a wiremock server was asked, in order.
+async fn paths(server: &wiremock::MockServer) -> Vec<String> {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|request| request.url.path().to_owned())
+        .collect()
+}
+
+/// Bedrock streams from `converse-stream`: a text answer and a forced tool's input are put
+/// together from their deltas (the input byte for byte), and the usage comes from `metadata`.
+#[tokio::test(flavor = "multi_thread")]
+async fn bedrock_streams_text_and_tool_answers_with_their_usage() {
+    let raw = r#"{"create-or-update": {"a": "1"}, "create-or-update": {"b": "2"}}"#;
+    for (format, tool) in [(None, None), (Some(edit_format()), Some("edits"))] {
+        let server = wiremock::MockServer::start().await;
+        wiremock::Mock::given(wiremock::matchers::path(CONVERSE_STREAM))
+            .respond_with(event_stream(bedrock_stream(raw, tool, 5, "end_turn", (120, 9))))
+            .mount(&server)
+            .await;
+        let provider = provider(bedrock_settings(&server.uri()));
+        let completion = provider
+            .complete(&conversation(), format.as_ref())
+            .await
+            .expect("a streamed answer");
+        assert_eq!(completion.text, raw, "{tool:?}");
+        assert_eq!(
+            completion.usage,
+            Usage {
+                input_tokens: 120,
+                output_tokens: 9,
+                cached_input_tokens: 0,
+                estimated_answers: 0,
+            }
+        );
+        assert_eq!(provider.spent(), completion.usage);
+        let requests = server.received_requests().await.unwrap_or_default();
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].url.path(), CONVERSE_STREAM);
+        let signature = requests[0]
+            .headers
+            .get("authorization")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default();
+        assert!(signature.starts_with("AWS4-HMAC-SHA256 "), "{signature}");
+        let body: Value = serde_json::from_slice(&requests[0].body).expect("json");
+        assert!(body.get("stream").is_none(), "{body}");
+        assert_eq!(body["toolConfig"].is_object(), tool.is_some(), "{body}");
+    }
+}
+
+/// An exception in the stream ends it with the server's words: `throttlingException` is tried
+/// again, `validationException` is not.
+#[tokio::test(flavor = "multi_thread")]
+async fn bedrock_exception_events_are_errors_with_the_servers_message() {
+    let throttled = vec![
+        bedrock_event("messageStart", &json!({"role": "assistant"})),
+        bedrock_exception(
+            "throttlingException",
+            "Too many tokens, please wait before trying again.",
+        ),
+    ];
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::path(CONVERSE_STREAM))
+        .respond_with(event_stream(throttled))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::path(CONVERSE_STREAM))
+        .respond_with(event_stream(bedrock_stream(EDITS, None, 16, "end_turn", (50, 5))))
+        .mount(&server)
+        .await;
+    let completion = provider(bedrock_settings(&server.uri()))
+        .complete(&conversation(), None)
+        .await
+        .expect("the retry answers");
+    assert_eq!(completion.text, EDITS);
+    assert_eq!(paths(&server).await, [CONVERSE_STREAM, CONVERSE_STREAM]);
+
+    let refused = vec![bedrock_exception(
+        "validationException",
+        "The model returned the following errors: input is too long for requested model.",
+    )];
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::path(CONVERSE_STREAM))
+        .respond_with(event_stream(refused))
+        .mount(&server)
+        .await;
+    let mut settings = bedrock_settings(&server.uri());
+    settings.max_retries = 3;
+    let error = provider(settings)
+        .complete(&conversation(), None)
+        .await
+        .expect_err("refused");
+    let shown = error.to_string();
+    assert!(
+        shown.contains("validationException: The model returned the following errors: input is too long")
+            && shown.contains(CONVERSE_STREAM),
+        "{shown}"
+    );
+    assert!(!shown.contains("bedrock-secret-0007"), "{shown}");
+    assert_eq!(paths(&server).await, [CONVERSE_STREAM], "not retried");
+}
+
+/// Bedrock servers that do not stream: one without `converse-stream` (HTTP 404) gets the request
+/// again at `converse`, one that answers it whole is taken as it is; both are not asked to
+/// stream again.
+#[tokio::test(flavor = "multi_thread")]
+async fn bedrock_servers_that_do_not_stream_are_asked_whole() {
+    let converse = json!({
+        "output": {"message": {"role": "assistant", "content": [{"text": EDITS}]}},
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 40, "outputTokens": 6, "totalTokens": 46},
+        "metrics": {"latencyMs": 5},
+    });
+    let whole = wiremock::ResponseTemplate::new(200).set_body_json(&converse);
+    let missing = wiremock::ResponseTemplate::new(404)
+        .insert_header("x-amzn-ErrorType", "UnknownOperationException")
+        .set_body_json(json!({"message": "Unknown operation"}));
+    for (stream_answer, first_paths) in [
+        (missing, vec![CONVERSE_STREAM, CONVERSE]),
+        (whole.clone(), vec![CONVERSE_STREAM]),
+    ] {
+        let server = wiremock::MockServer::start().await;
+        wiremock::Mock::given(wiremock::matchers::path(CONVERSE_STREAM))
+            .respond_with(stream_answer)
+            .mount(&server)
+            .await;
+        wiremock::Mock::given(wiremock::matchers::path(CONVERSE))
+            .respond_with(whole.clone())
+            .mount(&server)
+            .await;
+        let provider = provider(bedrock_settings(&server.uri()));
+        for _ in 0..2 {
+            let completion = provider
+                .complete(&conversation(), None)
+                .await
+                .expect("answers whole");
+            assert_eq!(completion.text, EDITS);
+        }
+        let mut expected = first_paths.clone();
+        expected.push(CONVERSE);
+        assert_eq!(paths(&server).await, expected);
+        assert_eq!(provider.learned().stream, Some(false));
+    }
+}
+
+/// A Bedrock stream that goes silent for longer than `llm.timeout-secs` fails, naming the
+/// silence, long before the whole-request limit.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_silent_bedrock_stream_hits_the_silence_limit() {
+    let mut frames = bedrock_stream(EDITS, None, 16, "end_turn", (50, 5));
+    frames.truncate(3);
+    let mut steps: Vec<Step> = frames.into_iter().map(Step::Send).collect();
+    steps.push(Step::Wait(Duration::from_secs(10)));
+    let server = TimedServer::start(EVENT_STREAM, steps).await;
+    let mut settings = bedrock_settings(&server.url);
+    settings.timeout = Duration::from_millis(800);
+    settings.max_retries = 0;
+    let started = Instant::now();
+    let error = provider(settings)
+        .complete(&conversation(), None)
+        .await
+        .expect_err("silence");
+    assert!(
+        matches!(error, LlmError::Timeout { attempts: 1, .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("0.8s (llm.timeout-secs)"), "{error}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(server.requests().len(), 1);
 }

@@ -1,5 +1,5 @@
 //! URLs as shown to people and as sent: a path segment percent-encoded, a URL with its user
-//! info and query hidden, a form body. No I/O; it names no other room.
+//! info and query hidden. No I/O; it names no other room.
 
 use bork_ci_core::net::reqwest::Url;
 
@@ -27,18 +27,6 @@ pub(super) fn shown_url_text(text: &str) -> String {
         Some((_, rest)) => format!("[redacted]@{rest}"),
         None => before_query.to_owned(),
     }
-}
-
-/// Form-encodes `pairs` (`application/x-www-form-urlencoded`).
-pub(super) fn form(pairs: &[(&str, &str)]) -> String {
-    let mut url = Url::parse("http://form.invalid/").expect("a constant URL parses");
-    {
-        let mut query = url.query_pairs_mut();
-        for (name, value) in pairs {
-            query.append_pair(name, value);
-        }
-    }
-    url.query().unwrap_or_default().to_owned()
 }
 
 #[cfg(test)]

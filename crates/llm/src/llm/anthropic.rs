@@ -27,7 +27,7 @@ use super::data::{Completion, Conversation, FinishReason, LlmError, ProviderKind
 use super::data::{Role, Usage};
 use super::google::{self, TokenSource};
 use super::sse;
-use super::vendor::{Answers, Ask, Decoder, StreamProblem, Vendor, error_excerpt};
+use super::vendor::{Answers, Ask, Decoder, Events, ServerSentEvents, StreamProblem, Vendor, error_excerpt};
 
 pub(super) const PATH: &str = "/v1/messages";
 pub(super) const VERSION: &str = "2023-06-01";
@@ -60,6 +60,7 @@ impl Vendor for Messages {
     fn authorize<'a>(
         &'a self,
         _client: &'a Client,
+        _url: &'a Url,
         headers: &'a mut HeaderMap,
         _body: &'a [u8],
     ) -> BoxFuture<'a, Result<(), LlmError>> {
@@ -110,7 +111,7 @@ pub(super) struct Reader;
 
 impl Answers for Reader {
     fn decoder(&self) -> Option<Box<dyn Decoder>> {
-        Some(Box::<Stream>::default())
+        Some(Box::new(ServerSentEvents::new(Box::<Stream>::default())))
     }
 
     fn read(
@@ -425,7 +426,7 @@ impl Stream {
     }
 }
 
-impl Decoder for Stream {
+impl Events for Stream {
     fn event(&mut self, event: &sse::Event) -> Result<(), StreamProblem> {
         let parsed: StreamEvent = serde_json::from_str(&event.data).map_err(|error| {
             StreamProblem::Invalid(format!("a stream event is not a Messages event: {error}"))

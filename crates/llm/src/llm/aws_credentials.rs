@@ -6,15 +6,21 @@
 //!    `AWS_SHARED_CREDENTIALS_FILE`): static keys, `credential_process`, IAM Identity Center
 //!    (SSO, from the token `aws sso login` cached), `role_arn` with a source profile.
 //! 3. Web identity: `AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN` (GitHub's OIDC token as
-//!    `aws-actions/configure-aws-credentials` or EKS's IRSA write it), exchanged at STS
-//!    (`llm.sts-url` overrides the regional endpoint); the token file is read through `safe_fs`.
+//!    `aws-actions/configure-aws-credentials` or EKS's IRSA write it), exchanged at STS with
+//!    `AssumeRoleWithWebIdentity` by the AWS SDK's STS client (`aws-sdk-sts`, the one `aws-config`
+//!    uses), at the regional endpoint or `llm.sts-url` (the client's endpoint override). The token
+//!    file is read through `safe_fs` (a regular file, bounded) and trimmed.
 //! 4. Container credentials: ECS and EKS Pod Identity (`AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`
 //!    or `_FULL_URI`, with `AWS_CONTAINER_AUTHORIZATION_TOKEN[_FILE]`).
 //! 5. EC2's instance metadata, IMDSv2 (`AWS_EC2_METADATA_DISABLED=true` skips it).
 //!
-//! Steps 2, 4 and 5 are `aws-config`'s own providers; their requests go through bork-ci's HTTP
-//! client (`net`), so no second TLS stack is linked. Plain-HTTP metadata endpoints are reached
-//! without a proxy, as AWS's SDKs do.
+//! Steps 2, 4 and 5 are `aws-config`'s own providers. Their requests and STS's go through
+//! bork-ci's HTTP client (`net`), so no second TLS stack is linked. Plain-HTTP metadata endpoints
+//! are reached without a proxy, as AWS's SDKs do.
+//!
+//! Not `aws-config`'s `WebIdentityTokenCredentialsProvider`: its STS endpoint can be moved only
+//! through the process environment (`AWS_ENDPOINT_URL_STS`), not by `llm.sts-url`, and it reads
+//! the token file as it is, unbounded and untrimmed.
 
 use std::time::{Duration, SystemTime};
 
@@ -26,6 +32,7 @@ use aws_config::provider_config::ProviderConfig;
 use aws_credential_types::Credentials as AwsCredentials;
 use aws_credential_types::provider::error::CredentialsError;
 use aws_credential_types::provider::{self, ProvideCredentials, future};
+use aws_sdk_sts::error::{ProvideErrorMetadata, SdkError};
 use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpConnector,
 };
@@ -34,7 +41,7 @@ use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
-use bork_ci_core::net::reqwest::{Client, Url};
+use bork_ci_core::net::reqwest::Client;
 use secrecy::{ExposeSecret, SecretString};
 
 /// Largest answer a credential endpoint may send.
@@ -50,7 +57,8 @@ pub(super) struct WebIdentity {
     pub(super) token_file: String,
     pub(super) role_arn: String,
     pub(super) session_name: String,
-    pub(super) sts_url: String,
+    /// `llm.sts-url`; `None`: STS's regional endpoint, `https://sts.{region}.amazonaws.com`.
+    pub(super) sts_url: Option<String>,
 }
 
 /// Every source after the environment, tried in order.
@@ -77,10 +85,7 @@ impl Chain {
         if let Some(identity) = web_identity {
             chain = chain.or_else(
                 "WebIdentityToken",
-                WebIdentityProvider {
-                    client: client.clone(),
-                    identity,
-                },
+                WebIdentityProvider::new(client, region, identity),
             );
         }
         let chain = chain
@@ -121,11 +126,89 @@ pub(super) fn check_profile_file(file: &std::path::Path) -> Result<(), String> {
     }
 }
 
-/// `AssumeRoleWithWebIdentity` with a token read through `safe_fs`.
+/// `AssumeRoleWithWebIdentity` through the SDK's STS client, with a token read through
+/// `safe_fs`.
 #[derive(Debug)]
 struct WebIdentityProvider {
-    client: Client,
     identity: WebIdentity,
+    sts: aws_sdk_sts::Client,
+    /// Where the exchange goes, as shown in messages.
+    shown: String,
+}
+
+impl WebIdentityProvider {
+    fn new(client: &Client, region: &str, identity: WebIdentity) -> Self {
+        // STS is reached like the model: through the configured proxy, if any.
+        let http = ReqwestHttp {
+            client: client.clone(),
+            direct: None,
+        };
+        let mut config = aws_sdk_sts::Config::builder()
+            .behavior_version(aws_sdk_sts::config::BehaviorVersion::latest())
+            .region(aws_sdk_sts::config::Region::new(region.to_owned()))
+            .http_client(http)
+            .sleep_impl(TokioSleep);
+        let shown = match &identity.sts_url {
+            Some(url) => {
+                config = config.endpoint_url(url.clone());
+                match bork_ci_core::net::reqwest::Url::parse(url) {
+                    Ok(url) => super::address::shown_url(&url),
+                    Err(_) => "llm.sts-url".to_owned(),
+                }
+            }
+            None => format!("STS's endpoint in {region}"),
+        };
+        Self {
+            identity,
+            sts: aws_sdk_sts::Client::from_conf(config.build()),
+            shown,
+        }
+    }
+
+    async fn assume_role(&self) -> provider::Result {
+        let identity = &self.identity;
+        let fail = |message: String| CredentialsError::provider_error(StsError(message));
+        let bytes =
+            bork_ci_core::safe_fs::read_regular(std::path::Path::new(&identity.token_file), MAX_TOKEN_BYTES)
+                .map_err(|error| {
+                    fail(format!(
+                        "reading the web identity token from {} (AWS_WEB_IDENTITY_TOKEN_FILE): {error}",
+                        identity.token_file
+                    ))
+                })?;
+        let token = SecretString::from(String::from_utf8_lossy(&bytes).trim().to_owned());
+        if token.expose_secret().is_empty() {
+            return Err(fail(format!(
+                "the web identity token file {} (AWS_WEB_IDENTITY_TOKEN_FILE) is empty",
+                identity.token_file
+            )));
+        }
+        let clean = |text: String| text.replace(token.expose_secret(), "[redacted]");
+        let shown = &self.shown;
+        let answer = self
+            .sts
+            .assume_role_with_web_identity()
+            .role_arn(&identity.role_arn)
+            .role_session_name(&identity.session_name)
+            .web_identity_token(token.expose_secret())
+            .send()
+            .await
+            .map_err(|error| fail(clean(sts_failure(shown, &error))))?;
+        let credentials = answer.credentials.ok_or_else(|| {
+            fail(format!(
+                "AssumeRoleWithWebIdentity at {shown}: the answer holds no credentials"
+            ))
+        })?;
+        let expiry = SystemTime::try_from(credentials.expiration)
+            .unwrap_or_else(|_| SystemTime::now() + Duration::from_secs(900));
+        Ok(AwsCredentials::new(
+            credentials.access_key_id,
+            credentials.secret_access_key,
+            Some(credentials.session_token),
+            Some(expiry),
+            "WebIdentityToken",
+        ))
+    }
 }
 
 impl ProvideCredentials for WebIdentityProvider {
@@ -133,11 +216,31 @@ impl ProvideCredentials for WebIdentityProvider {
     where
         Self: 'a,
     {
-        future::ProvideCredentials::new(async move {
-            assume_role_with_web_identity(&self.client, &self.identity)
-                .await
-                .map_err(CredentialsError::provider_error)
-        })
+        future::ProvideCredentials::new(self.assume_role())
+    }
+}
+
+/// What a failed `AssumeRoleWithWebIdentity` says: STS's status, code and message when it
+/// answered, else why no answer came (never the request, which holds the token).
+fn sts_failure<E>(shown: &str, error: &SdkError<E, HttpResponse>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let call = format!("AssumeRoleWithWebIdentity at {shown}");
+    match error {
+        SdkError::ServiceError(answer) => {
+            let service = answer.err();
+            format!(
+                "{call}: HTTP {}: {}: {}",
+                answer.raw().status().as_u16(),
+                service.code().unwrap_or("no error code"),
+                service.message().map_or_else(
+                    || "no message".to_owned(),
+                    |text| bork_ci_core::untrusted::excerpt(text, 300)
+                )
+            )
+        }
+        other => format!("{call}: {}", super::data::error_chain(other)),
     }
 }
 
@@ -153,87 +256,14 @@ impl std::fmt::Display for StsError {
 
 impl std::error::Error for StsError {}
 
-async fn assume_role_with_web_identity(client: &Client, identity: &WebIdentity) -> provider::Result {
-    let fail = |message: String| CredentialsError::provider_error(StsError(message));
-    let bytes =
-        bork_ci_core::safe_fs::read_regular(std::path::Path::new(&identity.token_file), MAX_TOKEN_BYTES)
-            .map_err(|error| {
-                fail(format!(
-                    "reading the web identity token from {} (AWS_WEB_IDENTITY_TOKEN_FILE): {error}",
-                    identity.token_file
-                ))
-            })?;
-    let token = SecretString::from(String::from_utf8_lossy(&bytes).trim().to_owned());
-    let body = super::address::form(&[
-        ("Action", "AssumeRoleWithWebIdentity"),
-        ("Version", "2011-06-15"),
-        ("RoleArn", &identity.role_arn),
-        ("RoleSessionName", &identity.session_name),
-        ("WebIdentityToken", token.expose_secret()),
-    ]);
-    let url = Url::parse(&identity.sts_url).map_err(|error| {
-        fail(format!(
-            "llm.sts-url `{}` is not a URL: {error}",
-            identity.sts_url
-        ))
-    })?;
-    let shown = super::address::shown_url(&url);
-    let clean = |text: String| text.replace(token.expose_secret(), "[redacted]");
-    let response = client
-        .post(url)
-        .header(
-            bork_ci_core::net::reqwest::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded",
-        )
-        .timeout(REQUEST_TIMEOUT)
-        .body(body)
-        .send()
-        .await
-        .map_err(|error| fail(clean(format!("POST {shown}: {}", error.without_url()))))?;
-    let status = response.status();
-    let text = response
-        .text()
-        .await
-        .map_err(|error| fail(clean(format!("POST {shown}: {}", error.without_url()))))?;
-    if !status.is_success() {
-        let code = xml_text(&text, "Code").unwrap_or_default();
-        let message =
-            xml_text(&text, "Message").unwrap_or_else(|| bork_ci_core::untrusted::excerpt(&text, 300));
-        return Err(fail(clean(format!(
-            "POST {shown} (AssumeRoleWithWebIdentity): HTTP {}: {code}: {message}",
-            status.as_u16()
-        ))));
-    }
-    let field = |tag: &str| {
-        xml_text(&text, tag).ok_or_else(|| fail(format!("POST {shown}: the STS answer has no <{tag}>")))
-    };
-    let expiry = xml_text(&text, "Expiration")
-        .and_then(|when| humantime::parse_rfc3339_weak(when.trim_end_matches('Z')).ok())
-        .unwrap_or_else(|| SystemTime::now() + Duration::from_secs(900));
-    Ok(AwsCredentials::new(
-        field("AccessKeyId")?,
-        field("SecretAccessKey")?,
-        Some(field("SessionToken")?),
-        Some(expiry),
-        "WebIdentityToken",
-    ))
-}
+/// The SDK's sleep (retry backoff, timeouts) on tokio.
+#[derive(Debug, Clone, Copy)]
+struct TokioSleep;
 
-/// The text of the first `<tag>…</tag>` in `xml`, entities decoded.
-pub(super) fn xml_text(xml: &str, tag: &str) -> Option<String> {
-    let open = format!("<{tag}>");
-    let close = format!("</{tag}>");
-    let start = xml.find(&open)? + open.len();
-    let end = start + xml[start..].find(&close)?;
-    Some(
-        xml[start..end]
-            .trim()
-            .replace("&lt;", "<")
-            .replace("&gt;", ">")
-            .replace("&quot;", "\"")
-            .replace("&apos;", "'")
-            .replace("&amp;", "&"),
-    )
+impl aws_sdk_sts::config::AsyncSleep for TokioSleep {
+    fn sleep(&self, duration: Duration) -> aws_sdk_sts::config::Sleep {
+        aws_sdk_sts::config::Sleep::new(tokio::time::sleep(duration))
+    }
 }
 
 /// `aws-config`'s HTTP client trait over bork-ci's `reqwest` clients.
@@ -321,18 +351,5 @@ impl HttpConnector for ReqwestConnector {
             }
             Ok(answer)
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sts_xml_fields() {
-        let xml = "<AssumeRoleWithWebIdentityResult><Credentials><AccessKeyId>ASIA1</AccessKeyId><SecretAccessKey>s&amp;k</SecretAccessKey></Credentials></AssumeRoleWithWebIdentityResult>";
-        assert_eq!(xml_text(xml, "AccessKeyId").as_deref(), Some("ASIA1"));
-        assert_eq!(xml_text(xml, "SecretAccessKey").as_deref(), Some("s&k"));
-        assert_eq!(xml_text(xml, "SessionToken"), None);
     }
 }

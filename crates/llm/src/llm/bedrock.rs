@@ -1,4 +1,5 @@
-//! AWS Bedrock's Converse API: the request body, reading the answer, and SigV4 credentials.
+//! AWS Bedrock's Converse API: the request body, reading the answer (whole or streamed), and
+//! SigV4 credentials.
 //!
 //! `POST {base}/model/{modelId}/converse` (default base
 //! `https://bedrock-runtime.{region}.amazonaws.com`), signed with SigV4 for the service `bedrock`
@@ -8,16 +9,26 @@
 //! answer is that tool's `input`, kept raw. Usage: `inputTokens`, `outputTokens`,
 //! `cacheReadInputTokens`, `cacheWriteInputTokens`.
 //!
+//! Streamed (`llm.stream`): the same body to `…/converse-stream`, answered as AWS's event stream
+//! (`application/vnd.amazon.eventstream`: binary frames with headers and a CRC32 each, decoded by
+//! `aws-smithy-eventstream`). Each frame's `:event-type` names its JSON payload: `messageStart`,
+//! `contentBlockStart` (a tool call's name), `contentBlockDelta` (`delta.text`, or
+//! `delta.toolUse.input`: the tool input's JSON text in pieces, concatenated as sent so it stays
+//! raw), `contentBlockStop`, `messageStop` (`stopReason`), `metadata` (`usage`). A frame whose
+//! `:message-type` is `exception` (`throttlingException`, `validationException`, …) or `error`
+//! ends the stream with the server's message.
+//!
 //! Credentials: AWS's standard chain (`aws_credentials`): the environment, profiles (keys, SSO,
 //! `credential_process`), web identity, ECS/EKS container credentials, IMDSv2. Temporary
 //! credentials are cached until shortly before they expire.
-//! Streaming (`converse-stream`) is not used: its answer is AWS's binary event stream.
 
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_credential_types::Credentials as AwsCredentials;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
 use aws_sigv4::sign::v4;
+use aws_smithy_eventstream::frame::{DecodedFrame, MessageFrameDecoder};
+use aws_smithy_types::event_stream::Message as Frame;
 use bork_ci_core::net::reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use bork_ci_core::net::reqwest::{Client, Url};
 use futures_util::future::BoxFuture;
@@ -32,31 +43,41 @@ use super::data::{
     Completion, Conversation, Credentials, FinishReason, LlmError, ProviderKind, ResponseFormat,
 };
 use super::data::{Role, Usage};
-use super::vendor::{Answers, Ask, Decoder, Vendor};
+use super::vendor::{Answers, Ask, Decoder, StreamProblem, Vendor};
 
 const PROVIDER: ProviderKind = ProviderKind::Bedrock;
 
-/// The Converse API at one model's URL, SigV4-signed.
+/// Largest event-stream frame buffered; AWS's frames are at most 16 MiB.
+const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
+/// The Converse API at one model's URLs, SigV4-signed.
 #[derive(Debug)]
 pub(super) struct Converse {
+    /// `…/converse`.
     pub(super) url: Url,
+    /// `…/converse-stream`.
+    pub(super) stream_url: Url,
     pub(super) aws: AwsAuth,
     pub(super) temperature: Option<f64>,
 }
 
 impl Vendor for Converse {
-    fn url(&self, _stream: bool) -> &Url {
-        &self.url
+    fn url(&self, stream: bool) -> &Url {
+        if stream { &self.stream_url } else { &self.url }
     }
 
     fn authorize<'a>(
         &'a self,
         client: &'a Client,
+        url: &'a Url,
         headers: &'a mut HeaderMap,
         body: &'a [u8],
     ) -> BoxFuture<'a, Result<(), LlmError>> {
-        Box::pin(self.aws.sign(client, &self.url, headers, body))
+        Box::pin(self.aws.sign(client, url, headers, body))
     }
+
+    /// The URL asks for the stream; the body is the same.
+    fn ask_for_stream(&self, _body: &mut serde_json::Map<String, Value>) {}
 
     fn body(&self, ask: &Ask<'_>) -> Value {
         let mut body = request_body(ask.max_output_tokens, ask.conversation, ask.tool_format());
@@ -84,13 +105,13 @@ impl Vendor for Converse {
     }
 }
 
-/// Reads Converse answers; they never stream here (`converse-stream` is AWS's binary framing).
+/// Reads Converse answers, whole or from `converse-stream`'s event stream.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Reader;
 
 impl Answers for Reader {
     fn decoder(&self) -> Option<Box<dyn Decoder>> {
-        None
+        Some(Box::<Stream>::default())
     }
 
     fn read(
@@ -188,7 +209,7 @@ struct ToolUse {
     input: Option<Box<RawValue>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize, Default, Clone, Copy)]
 #[serde(rename_all = "camelCase")]
 struct WireUsage {
     #[serde(default)]
@@ -201,35 +222,64 @@ struct WireUsage {
     cache_write_input_tokens: Option<u64>,
 }
 
+fn usage_of(usage: &WireUsage) -> Usage {
+    let read = usage.cache_read_input_tokens.unwrap_or(0);
+    Usage {
+        input_tokens: usage
+            .input_tokens
+            .unwrap_or(0)
+            .saturating_add(read)
+            .saturating_add(usage.cache_write_input_tokens.unwrap_or(0)),
+        output_tokens: usage.output_tokens.unwrap_or(0),
+        cached_input_tokens: read,
+        estimated_answers: 0,
+    }
+}
+
+/// A content block as read from a whole answer or assembled from a stream; `input` is the tool
+/// input's JSON text exactly as the server sent it.
+#[derive(Debug, Default)]
+struct OwnedBlock {
+    text: Option<String>,
+    tool_name: Option<String>,
+    input: Option<String>,
+}
+
 fn read_completion(
     model: &str,
     bytes: &[u8],
     format: Option<&ResponseFormat>,
 ) -> Result<Completion, LlmError> {
     let response: ConverseResponse = super::data::parse_body(PROVIDER, model, bytes, "a Converse response")?;
-    let usage = response
-        .usage
-        .map(|usage| {
-            let read = usage.cache_read_input_tokens.unwrap_or(0);
-            Usage {
-                input_tokens: usage
-                    .input_tokens
-                    .unwrap_or(0)
-                    .saturating_add(read)
-                    .saturating_add(usage.cache_write_input_tokens.unwrap_or(0)),
-                output_tokens: usage.output_tokens.unwrap_or(0),
-                cached_input_tokens: read,
-                estimated_answers: 0,
-            }
-        })
-        .unwrap_or_default();
+    let usage = response.usage.as_ref().map(usage_of).unwrap_or_default();
     let blocks = response
         .output
         .and_then(|output| output.message)
         .map(|message| message.content)
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .map(|block| OwnedBlock {
+            text: block.text,
+            tool_name: block.tool_use.as_ref().and_then(|tool| tool.name.clone()),
+            input: block
+                .tool_use
+                .and_then(|tool| tool.input)
+                .map(|input| input.get().to_owned()),
+        })
+        .collect();
+    answer(model, blocks, response.stop_reason.as_deref(), usage, format)
+}
+
+/// The rules shared by whole and streamed answers.
+fn answer(
+    model: &str,
+    blocks: Vec<OwnedBlock>,
+    stop_reason: Option<&str>,
+    usage: Usage,
+    format: Option<&ResponseFormat>,
+) -> Result<Completion, LlmError> {
     let text_blocks: String = blocks.iter().filter_map(|block| block.text.as_deref()).collect();
-    let finish = match response.stop_reason.as_deref() {
+    let finish = match stop_reason {
         None | Some("end_turn" | "stop_sequence" | "tool_use") => FinishReason::Stop,
         Some("max_tokens" | "model_context_window_exceeded") => FinishReason::Length,
         Some(reason @ ("guardrail_intervened" | "content_filtered")) => {
@@ -245,12 +295,11 @@ fn read_completion(
     let tool_input = format.and_then(|format| {
         blocks
             .iter()
-            .filter_map(|block| block.tool_use.as_ref())
-            .find(|tool| tool.name.as_deref() == Some(&format.name))
-            .and_then(|tool| tool.input.as_ref())
+            .find(|block| block.tool_name.as_deref() == Some(&format.name))
+            .and_then(|block| block.input.as_ref())
     });
     let text = match tool_input {
-        Some(input) => input.get().to_owned(),
+        Some(input) => input.clone(),
         None => text_blocks,
     };
     if text.trim().is_empty() {
@@ -268,6 +317,242 @@ fn read_completion(
         });
     }
     Ok(Completion { text, usage, finish })
+}
+
+/// One event's JSON payload, by its `:event-type`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StreamEvent {
+    #[serde(default)]
+    content_block_index: Option<usize>,
+    /// `contentBlockStart`.
+    #[serde(default)]
+    start: Option<BlockStart>,
+    /// `contentBlockDelta`.
+    #[serde(default)]
+    delta: Option<BlockDelta>,
+    /// `messageStop`.
+    #[serde(default)]
+    stop_reason: Option<String>,
+    /// `metadata`.
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    /// An exception's text.
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BlockStart {
+    #[serde(default)]
+    tool_use: Option<ToolUseStart>,
+}
+
+#[derive(Deserialize)]
+struct ToolUseStart {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BlockDelta {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    tool_use: Option<ToolUseDelta>,
+}
+
+#[derive(Deserialize)]
+struct ToolUseDelta {
+    #[serde(default)]
+    input: Option<String>,
+}
+
+/// An answer read from `converse-stream`'s event stream, frame by frame as the bytes arrive.
+/// Unknown events (reasoning, citations) are skipped.
+#[derive(Debug, Default)]
+pub(super) struct Stream {
+    frames: MessageFrameDecoder,
+    /// Bytes of a frame not yet whole.
+    pending: Vec<u8>,
+    /// Blocks by `contentBlockIndex`, in the order they began.
+    blocks: Vec<(usize, OwnedBlock)>,
+    stop_reason: Option<String>,
+    usage: WireUsage,
+    text_bytes: usize,
+    /// `messageStop` came: the answer is complete.
+    stopped: bool,
+    /// `metadata` came after it: the stream's last event.
+    ended: bool,
+}
+
+/// A header of a frame, when it is a string.
+fn header<'a>(frame: &'a Frame, name: &str) -> Option<&'a str> {
+    frame
+        .headers()
+        .iter()
+        .find(|header| header.name().as_str() == name)
+        .and_then(|header| header.value().as_string().ok())
+        .map(|value| value.as_str())
+}
+
+impl Stream {
+    fn block(&mut self, index: usize) -> &mut OwnedBlock {
+        let at = match self.blocks.iter().position(|(at, _)| *at == index) {
+            Some(at) => at,
+            None => {
+                self.blocks.push((index, OwnedBlock::default()));
+                self.blocks.len() - 1
+            }
+        };
+        &mut self.blocks[at].1
+    }
+
+    fn frame(&mut self, frame: &Frame) -> Result<(), StreamProblem> {
+        match header(frame, ":message-type") {
+            Some("event") | None => {}
+            Some("exception") => {
+                let kind = header(frame, ":exception-type").unwrap_or("exception");
+                let said = serde_json::from_slice::<StreamEvent>(frame.payload())
+                    .ok()
+                    .and_then(|event| event.message)
+                    .unwrap_or_else(|| String::from_utf8_lossy(frame.payload()).into_owned());
+                return Err(StreamProblem::Server {
+                    message: bork_ci_core::untrusted::excerpt(&format!("{kind}: {said}"), 300),
+                    retryable: matches!(
+                        kind,
+                        "throttlingException"
+                            | "internalServerException"
+                            | "serviceUnavailableException"
+                            | "modelStreamErrorException"
+                    ),
+                });
+            }
+            Some(other) => {
+                let code = header(frame, ":error-code").unwrap_or(other);
+                let said = header(frame, ":error-message").unwrap_or_default();
+                return Err(StreamProblem::Server {
+                    message: bork_ci_core::untrusted::excerpt(&format!("{code}: {said}"), 300),
+                    retryable: true,
+                });
+            }
+        }
+        let Some(kind) = header(frame, ":event-type") else {
+            return Ok(());
+        };
+        if !matches!(
+            kind,
+            "contentBlockStart" | "contentBlockDelta" | "messageStop" | "metadata"
+        ) {
+            return Ok(());
+        }
+        let event: StreamEvent = serde_json::from_slice(frame.payload()).map_err(|error| {
+            StreamProblem::Invalid(format!("a `{kind}` event is not ConverseStream's JSON: {error}"))
+        })?;
+        let index = event.content_block_index.unwrap_or(0);
+        match kind {
+            "contentBlockStart" => {
+                if let Some(name) = event
+                    .start
+                    .and_then(|start| start.tool_use)
+                    .and_then(|tool| tool.name)
+                {
+                    self.block(index).tool_name = Some(name);
+                }
+            }
+            "contentBlockDelta" => {
+                let Some(delta) = event.delta else {
+                    return Ok(());
+                };
+                if let Some(text) = delta.text {
+                    self.text_bytes += text.len();
+                    self.block(index)
+                        .text
+                        .get_or_insert_with(String::new)
+                        .push_str(&text);
+                }
+                if let Some(input) = delta.tool_use.and_then(|tool| tool.input) {
+                    self.text_bytes += input.len();
+                    self.block(index)
+                        .input
+                        .get_or_insert_with(String::new)
+                        .push_str(&input);
+                }
+            }
+            "messageStop" => {
+                self.stop_reason = event.stop_reason;
+                self.stopped = true;
+            }
+            _ => {
+                if let Some(usage) = event.usage {
+                    self.usage = usage;
+                }
+                self.ended = self.stopped;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Decoder for Stream {
+    fn media_type(&self) -> &'static str {
+        "application/vnd.amazon.eventstream"
+    }
+
+    fn push(&mut self, chunk: &[u8]) -> Result<(), StreamProblem> {
+        self.pending.extend_from_slice(chunk);
+        let mut rest: &[u8] = &self.pending;
+        let mut frames = Vec::new();
+        let decoded = loop {
+            match self.frames.decode_frame(&mut rest) {
+                Ok(DecodedFrame::Complete(frame)) => frames.push(frame),
+                Ok(DecodedFrame::Incomplete) => break Ok(()),
+                Err(error) => break Err(error),
+            }
+        };
+        let consumed = self.pending.len() - rest.len();
+        self.pending.drain(..consumed);
+        for frame in &frames {
+            self.frame(frame)?;
+        }
+        decoded.map_err(|error| {
+            StreamProblem::Invalid(format!("the event stream holds a broken frame: {error}"))
+        })?;
+        if self.pending.len() > MAX_FRAME_BYTES {
+            return Err(StreamProblem::Invalid(format!(
+                "the event stream holds a frame of more than {MAX_FRAME_BYTES} bytes"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether `messageStop` came.
+    fn is_complete(&self) -> bool {
+        self.stopped
+    }
+
+    /// Whether `metadata` (with the usage) came after `messageStop`.
+    fn is_ended(&self) -> bool {
+        self.ended
+    }
+
+    fn usage(&self) -> Usage {
+        usage_of(&self.usage)
+    }
+
+    /// Bytes of answer text (and tool input) received so far.
+    fn text_bytes(&self) -> usize {
+        self.text_bytes
+    }
+
+    fn finish(self: Box<Self>, model: &str, format: Option<&ResponseFormat>) -> Result<Completion, LlmError> {
+        let usage = self.usage();
+        let this = *self;
+        let blocks = this.blocks.into_iter().map(|(_, block)| block).collect();
+        answer(model, blocks, this.stop_reason.as_deref(), usage, format)
+    }
 }
 
 /// A set of AWS credentials (the session token is set for temporary ones).
@@ -338,9 +623,7 @@ impl AwsAuth {
                 token_file,
                 role_arn,
                 session_name: plain("AWS_ROLE_SESSION_NAME").unwrap_or_else(|| "bork-ci".to_owned()),
-                sts_url: sts_url
-                    .filter(|url| !url.trim().is_empty())
-                    .unwrap_or_else(|| format!("https://sts.{region}.amazonaws.com/")),
+                sts_url: sts_url.filter(|url| !url.trim().is_empty()),
             }),
             _ => None,
         };
@@ -508,6 +791,8 @@ fn until(when: SystemTime) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_smithy_eventstream::frame::write_message_to;
+    use aws_smithy_types::event_stream::{Header, HeaderValue};
 
     #[test]
     fn body_has_blocks_system_cap_and_forced_tool() {
@@ -544,5 +829,149 @@ mod tests {
         assert_eq!(completion.usage.input_tokens, 15);
         assert_eq!(completion.usage.cached_input_tokens, 5);
         assert_eq!(completion.usage.output_tokens, 3);
+    }
+
+    /// One frame as Bedrock sends it: `:message-type`, the type header, a JSON payload.
+    fn frame(message_type: &str, kind: &str, payload: &Value) -> Vec<u8> {
+        let type_header = if message_type == "exception" {
+            ":exception-type"
+        } else {
+            ":event-type"
+        };
+        let message = Frame::new(payload.to_string().into_bytes())
+            .add_header(Header::new(
+                ":message-type",
+                HeaderValue::String(message_type.to_owned().into()),
+            ))
+            .add_header(Header::new(
+                type_header,
+                HeaderValue::String(kind.to_owned().into()),
+            ))
+            .add_header(Header::new(
+                ":content-type",
+                HeaderValue::String("application/json".into()),
+            ));
+        let mut bytes = Vec::new();
+        write_message_to(&message, &mut bytes).expect("a frame");
+        bytes
+    }
+
+    fn event(kind: &str, payload: &Value) -> Vec<u8> {
+        frame("event", kind, payload)
+    }
+
+    /// A whole stream: `deltas` for block 0 (a tool's input when `tool` names it), the stop
+    /// reason, then the usage.
+    fn stream(tool: Option<&str>, deltas: &[&str], stop_reason: &str) -> Vec<u8> {
+        let mut bytes = event("messageStart", &json!({"role": "assistant", "p": "abcd"}));
+        if let Some(name) = tool {
+            bytes.extend(event(
+                "contentBlockStart",
+                &json!({"contentBlockIndex": 0, "start": {"toolUse": {"toolUseId": "t1", "name": name}}}),
+            ));
+        }
+        for delta in deltas {
+            let delta = match tool {
+                Some(_) => json!({"toolUse": {"input": delta}}),
+                None => json!({"text": delta}),
+            };
+            bytes.extend(event(
+                "contentBlockDelta",
+                &json!({"contentBlockIndex": 0, "delta": delta}),
+            ));
+        }
+        bytes.extend(event("contentBlockStop", &json!({"contentBlockIndex": 0})));
+        bytes.extend(event("messageStop", &json!({"stopReason": stop_reason})));
+        bytes.extend(event(
+            "metadata",
+            &json!({"usage": {"inputTokens": 10, "outputTokens": 3, "totalTokens": 18, "cacheReadInputTokens": 5}, "metrics": {"latencyMs": 9}}),
+        ));
+        bytes
+    }
+
+    fn streamed(chunks: &[&[u8]], format: Option<&ResponseFormat>) -> Result<Completion, LlmError> {
+        crate::llm::read_answer(ProviderKind::Bedrock, "m", chunks.iter().copied(), true, format)
+    }
+
+    #[test]
+    fn a_streamed_answer_is_the_same_however_the_bytes_are_split() {
+        let bytes = stream(None, &["{\"create", "-or-update\": {}}"], "end_turn");
+        let whole = streamed(&[&bytes], None).expect("reads");
+        assert_eq!(whole.text, r#"{"create-or-update": {}}"#);
+        assert_eq!(whole.finish, FinishReason::Stop);
+        assert_eq!(
+            whole.usage,
+            Usage {
+                input_tokens: 15,
+                output_tokens: 3,
+                cached_input_tokens: 5,
+                estimated_answers: 0,
+            }
+        );
+        for split in 0..=bytes.len() {
+            let (a, b) = bytes.split_at(split);
+            assert_eq!(streamed(&[a, b], None).expect("split"), whole, "split at {split}");
+        }
+        let bytewise: Vec<&[u8]> = bytes.chunks(1).collect();
+        assert_eq!(streamed(&bytewise, None).expect("bytewise"), whole);
+    }
+
+    #[test]
+    fn a_streamed_tool_input_stays_raw() {
+        let format = ResponseFormat {
+            name: "edits".into(),
+            schema: json!({"type": "object"}),
+        };
+        let bytes = stream(Some("edits"), &["{\"a\" :", " 1, \"a\": 2}"], "tool_use");
+        let completion = streamed(&[&bytes], Some(&format)).expect("reads");
+        assert_eq!(completion.text, r#"{"a" : 1, "a": 2}"#);
+    }
+
+    #[test]
+    fn a_streamed_answer_cut_at_max_tokens_is_length() {
+        let bytes = stream(None, &["{\"create"], "max_tokens");
+        let completion = streamed(&[&bytes], None).expect("reads");
+        assert_eq!(completion.finish, FinishReason::Length);
+        let empty = stream(None, &[], "max_tokens");
+        let error = streamed(&[&empty], None).expect_err("nothing");
+        assert!(
+            matches!(&error, LlmError::EmptyAnswer { reason, .. } if reason.contains("max_tokens")),
+            "{error:?}"
+        );
+    }
+
+    #[test]
+    fn exceptions_end_the_stream_with_the_servers_message() {
+        for (kind, retryable) in [
+            ("throttlingException", true),
+            ("modelStreamErrorException", true),
+            ("validationException", false),
+        ] {
+            let mut decoder = Box::<Stream>::default();
+            let mut bytes = event("messageStart", &json!({"role": "assistant"}));
+            bytes.extend(frame("exception", kind, &json!({"message": "Too many tokens"})));
+            match decoder.push(&bytes) {
+                Err(StreamProblem::Server {
+                    message,
+                    retryable: found,
+                }) => {
+                    assert_eq!(message, format!("{kind}: Too many tokens"));
+                    assert_eq!(found, retryable, "{kind}");
+                }
+                _ => panic!("{kind} is a server problem"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_broken_frame_and_a_cut_stream_are_not_answers() {
+        let mut bytes = stream(None, &["x"], "end_turn");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        let error = streamed(&[&bytes], None).expect_err("broken");
+        assert!(error.to_string().contains("broken frame"), "{error}");
+        let whole = stream(None, &["x"], "end_turn");
+        let error = streamed(&[&whole[..whole.len() / 2]], None).expect_err("cut");
+        assert!(error.to_string().contains("ended before"), "{error}");
     }
 }

@@ -36,8 +36,9 @@ pub struct LlmConfig {
     pub timeout_secs: u64,
     /// The longest one model request may take in all, streamed or not, in seconds.
     pub max_request_secs: u64,
-    /// Stream answers as server-sent events (OpenAI-compatible and Anthropic endpoints; Bedrock
-    /// never streams); a server that cannot is asked without streaming for the rest of the run.
+    /// Stream answers: server-sent events from OpenAI-compatible and Anthropic endpoints,
+    /// `converse-stream`'s AWS event stream from Bedrock; a server that cannot is asked without
+    /// streaming for the rest of the run.
     pub stream: bool,
     pub max_retries: u32,
     /// Token budget of the whole run (input + output); past it the run ends `needs-human`.

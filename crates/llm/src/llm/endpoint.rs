@@ -14,7 +14,7 @@
 //! | `openai` | `{base}/chat/completions` | `Authorization: Bearer` |
 //! | `anthropic` | `{base}/v1/messages` (a base ending in `/v1` is not doubled) | `x-api-key` |
 //! | `azure` | `{base}/openai/deployments/{model}/chat/completions?api-version=…` | `api-key`, or `Bearer` with `llm.auth = "bearer"` |
-//! | `bedrock` | `{base}/model/{model}/converse` | SigV4 (`bedrock`) |
+//! | `bedrock` | `{base}/model/{model}/converse`, streamed `…/converse-stream` | SigV4 (`bedrock`) |
 //! | `vertex`, `claude-*` | `{base}/v1/projects/{p}/locations/{r}/publishers/anthropic/models/{model}:rawPredict` | `Bearer` |
 //! | `vertex`, others | `{base}/v1/projects/{p}/locations/{r}/endpoints/openapi/chat/completions` | `Bearer` |
 //!
@@ -266,15 +266,15 @@ fn bedrock_vendor(settings: &LlmSettings) -> Result<Picked, LlmError> {
     let base = base_url(settings, |_| {
         Ok(format!("https://bedrock-runtime.{region}.amazonaws.com"))
     })?;
-    let url = joined(
-        &base,
-        &format!("{}/model/{}/converse", root(&base), encode_segment(model)),
-    );
+    let path = format!("{}/model/{}/converse", root(&base), encode_segment(model));
+    let url = joined(&base, &path);
+    let stream_url = joined(&base, &format!("{path}-stream"));
     let mut headers = HeaderMap::new();
     extra_headers(settings, &mut headers)?;
     let aws = AwsAuth::new(region, extra.sts_url.clone(), &extra.credentials)?;
     let converse = bedrock::Converse {
         url,
+        stream_url,
         aws,
         temperature: extra.temperature,
     };
@@ -566,14 +566,14 @@ impl Endpoint {
         self.vendor.cap_field().unwrap_or(MaxTokensField::MaxTokens)
     }
 
-    /// Whether this endpoint can answer with server-sent events (every one but Bedrock, whose
-    /// stream is AWS's binary event-stream framing).
+    /// Whether this endpoint's answers can stream (server-sent events; Bedrock's AWS
+    /// event-stream frames).
     pub(super) fn streams(&self) -> bool {
         self.vendor.answers().decoder().is_some()
     }
 
-    /// Where a request goes: Vertex streams Claude from `:streamRawPredict`, everything else
-    /// streams from the same URL.
+    /// Where a request goes: Vertex streams Claude from `:streamRawPredict`, Bedrock from
+    /// `converse-stream`, everything else streams from the same URL.
     pub(super) fn url_for(&self, stream: bool) -> &Url {
         self.vendor.url(stream)
     }
@@ -609,7 +609,6 @@ impl Endpoint {
         shown.as_str().replace("%5Bredacted%5D", "[redacted]")
     }
 
-    /// The headers of one attempt with `body`: static ones plus a fresh signature or token.
     /// Where an OpenAI-compatible or Anthropic server lists its models (the request URL with
     /// `/models` in place of the chat path), with the headers of every request (the key): what
     /// `doctor` asks without paying for a call. `None` for a URL of another shape.
@@ -629,13 +628,20 @@ impl Endpoint {
         Some((url, self.headers.clone()))
     }
 
-    pub(super) async fn request_headers(&self, client: &Client, body: &[u8]) -> Result<HeaderMap, LlmError> {
+    /// The headers of one attempt with `body` to `url`: static ones plus a fresh signature or
+    /// token.
+    pub(super) async fn request_headers(
+        &self,
+        client: &Client,
+        url: &Url,
+        body: &[u8],
+    ) -> Result<HeaderMap, LlmError> {
         let mut headers = self.headers.clone();
         headers.insert(
             bork_ci_core::net::reqwest::header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        self.vendor.authorize(client, &mut headers, body).await?;
+        self.vendor.authorize(client, url, &mut headers, body).await?;
         Ok(headers)
     }
 
@@ -776,6 +782,19 @@ mod tests {
             endpoint.url_for(false).as_str(),
             "https://bedrock-runtime.eu-west-1.amazonaws.com/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse"
         );
+        assert_eq!(
+            endpoint.url_for(true).as_str(),
+            "https://bedrock-runtime.eu-west-1.amazonaws.com/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream"
+        );
+        let ask = Ask {
+            model: "m",
+            conversation: &Conversation::default(),
+            format: None,
+            mode: StructuredOutput::JsonSchema,
+            max_output_tokens: 100,
+            max_tokens_field: endpoint.default_max_tokens_field(),
+        };
+        assert!(endpoint.request_body(&ask, true).get("stream").is_none());
     }
 
     #[test]

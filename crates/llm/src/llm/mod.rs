@@ -168,9 +168,9 @@ impl Provider {
 /// Reads a recorded answer body of `kind`'s API (for `vertex`, a `claude-*` `model` is
 /// Anthropic's shape, others OpenAI's) by the same code [`Provider::complete`] uses, without the
 /// HTTP around it: for benchmarks and for replaying recorded responses. `streamed`: the body is
-/// `text/event-stream`, given in the chunks it arrived in; else a whole JSON body (its chunks are
-/// joined). `format`: the structured output that was asked for (a forced tool's input is the
-/// answer).
+/// streamed (`text/event-stream`; Bedrock's `application/vnd.amazon.eventstream`), given in the
+/// chunks it arrived in; else a whole JSON body (its chunks are joined). `format`: the structured
+/// output that was asked for (a forced tool's input is the answer).
 pub fn read_answer<'a>(
     kind: ProviderKind,
     model: &str,

@@ -22,7 +22,7 @@ use super::data::{
 use super::data::{MaxTokensField, Role, StructuredOutput, Usage};
 use super::google::{self, TokenSource};
 use super::sse;
-use super::vendor::{Answers, Ask, Decoder, StreamProblem, Vendor, error_excerpt};
+use super::vendor::{Answers, Ask, Decoder, Events, ServerSentEvents, StreamProblem, Vendor, error_excerpt};
 
 pub(super) const PATH: &str = "/chat/completions";
 
@@ -68,6 +68,7 @@ impl Vendor for Chat {
     fn authorize<'a>(
         &'a self,
         _client: &'a Client,
+        _url: &'a Url,
         headers: &'a mut HeaderMap,
         _body: &'a [u8],
     ) -> BoxFuture<'a, Result<(), LlmError>> {
@@ -143,7 +144,7 @@ pub(super) struct Reader {
 
 impl Answers for Reader {
     fn decoder(&self) -> Option<Box<dyn Decoder>> {
-        Some(Box::new(Stream::new(self.kind)))
+        Some(Box::new(ServerSentEvents::new(Box::new(Stream::new(self.kind)))))
     }
 
     fn read(
@@ -419,7 +420,7 @@ impl Stream {
     }
 }
 
-impl Decoder for Stream {
+impl Events for Stream {
     fn event(&mut self, event: &sse::Event) -> Result<(), StreamProblem> {
         let data = event.data.trim();
         if data == "[DONE]" {

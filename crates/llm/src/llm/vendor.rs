@@ -1,8 +1,9 @@
 //! What every vendor's API is to the HTTP exchange: the [`Vendor`] trait (where a request goes,
 //! what each attempt adds to its headers, the request body, the weaker structured-output mode,
 //! the credentials a separate process gets) and the [`Answers`] trait (reading a whole answer, or
-//! a stream of server-sent events through a [`Decoder`]). `openai`, `anthropic` and `bedrock`
-//! implement them; `endpoint` picks one; `wire` speaks to them without knowing which.
+//! a streamed one through a [`Decoder`]: server-sent events read by an [`Events`] reader, or a
+//! vendor's own framing). `openai`, `anthropic` and `bedrock` implement them; `endpoint` picks
+//! one; `wire` speaks to them without knowing which.
 
 use std::fmt;
 
@@ -45,10 +46,12 @@ pub(super) trait Vendor: fmt::Debug + Send + Sync {
     /// Where a request goes, streamed or not.
     fn url(&self, stream: bool) -> &Url;
 
-    /// Adds what one attempt with `body` needs to `headers`: a fresh signature or token.
+    /// Adds what one attempt with `body` to `url` needs to `headers`: a fresh signature or
+    /// token.
     fn authorize<'a>(
         &'a self,
         client: &'a Client,
+        url: &'a Url,
         headers: &'a mut HeaderMap,
         body: &'a [u8],
     ) -> BoxFuture<'a, Result<(), LlmError>>;
@@ -56,7 +59,7 @@ pub(super) trait Vendor: fmt::Debug + Send + Sync {
     /// The request body, with this vendor's touches (temperature, seed, its version field).
     fn body(&self, ask: &Ask<'_>) -> Value;
 
-    /// Asks for server-sent events in `body`.
+    /// Asks for a streamed answer in `body` (server-sent events: `"stream": true`).
     fn ask_for_stream(&self, body: &mut Map<String, Value>) {
         body.insert("stream".into(), Value::Bool(true));
     }
@@ -96,9 +99,9 @@ pub(super) trait Vendor: fmt::Debug + Send + Sync {
     ) -> BoxFuture<'a, Result<Vec<(String, SecretString)>, LlmError>>;
 }
 
-/// How a vendor's answers are read: whole, or event by event.
+/// How a vendor's answers are read: whole, or as they stream.
 pub(super) trait Answers: Send + Sync {
-    /// A reader of a `text/event-stream` answer; `None`: the vendor's answers never stream.
+    /// A reader of a streamed answer; `None`: the vendor's answers never stream.
     fn decoder(&self) -> Option<Box<dyn Decoder>>;
 
     /// Reads a whole answer body. `tool_format`: the forced tool whose input is the answer.
@@ -110,8 +113,39 @@ pub(super) trait Answers: Send + Sync {
     ) -> Result<Completion, LlmError>;
 }
 
-/// A streamed answer being read, event by event.
+/// A streamed answer being read, chunk by chunk as the body arrives.
 pub(super) trait Decoder: Send {
+    /// The media type a streamed answer comes as (`content-type`); a streamed request answered
+    /// with another is read whole.
+    fn media_type(&self) -> &'static str;
+
+    /// Reads the next chunk of the body, split anywhere.
+    fn push(&mut self, chunk: &[u8]) -> Result<(), StreamProblem>;
+
+    /// Whether the answer is complete.
+    fn is_complete(&self) -> bool;
+
+    /// Whether the stream's own end marker came: nothing more to read.
+    fn is_ended(&self) -> bool {
+        self.is_complete()
+    }
+
+    /// The usage reported so far.
+    fn usage(&self) -> Usage;
+
+    /// Bytes of answer text received so far.
+    fn text_bytes(&self) -> usize;
+
+    /// The answer, read by the same rules as a whole one.
+    fn finish(
+        self: Box<Self>,
+        model: &str,
+        tool_format: Option<&ResponseFormat>,
+    ) -> Result<Completion, LlmError>;
+}
+
+/// A streamed answer of server-sent events being read, event by event.
+pub(super) trait Events: Send {
     /// Reads one event.
     fn event(&mut self, event: &sse::Event) -> Result<(), StreamProblem>;
 
@@ -135,6 +169,69 @@ pub(super) trait Decoder: Send {
         model: &str,
         tool_format: Option<&ResponseFormat>,
     ) -> Result<Completion, LlmError>;
+}
+
+/// A `text/event-stream` body parsed into events (`sse`) for an [`Events`] reader.
+pub(super) struct ServerSentEvents {
+    parser: sse::Parser,
+    events: Box<dyn Events>,
+}
+
+impl ServerSentEvents {
+    pub(super) fn new(events: Box<dyn Events>) -> Self {
+        Self {
+            parser: sse::Parser::new(),
+            events,
+        }
+    }
+}
+
+impl Decoder for ServerSentEvents {
+    fn media_type(&self) -> &'static str {
+        "text/event-stream"
+    }
+
+    fn push(&mut self, chunk: &[u8]) -> Result<(), StreamProblem> {
+        let events = &mut self.events;
+        let mut problem = None;
+        let pushed = self.parser.push(chunk, &mut |event: sse::Event| {
+            if problem.is_none()
+                && let Err(found) = events.event(&event)
+            {
+                problem = Some(found);
+            }
+        });
+        if let Err(error) = pushed {
+            problem.get_or_insert(StreamProblem::Invalid(format!("the event stream holds {error}")));
+        }
+        problem.map_or(Ok(()), Err)
+    }
+
+    fn is_complete(&self) -> bool {
+        self.events.is_complete()
+    }
+
+    fn is_ended(&self) -> bool {
+        self.events.is_ended()
+    }
+
+    fn usage(&self) -> Usage {
+        self.events.usage()
+    }
+
+    fn text_bytes(&self) -> usize {
+        self.events.text_bytes()
+    }
+
+    /// An event whose blank line never came is not read (see `sse::Parser::finish`).
+    fn finish(
+        mut self: Box<Self>,
+        model: &str,
+        tool_format: Option<&ResponseFormat>,
+    ) -> Result<Completion, LlmError> {
+        self.parser.finish();
+        self.events.finish(model, tool_format)
+    }
 }
 
 /// A problem inside a stream, found by a vendor's stream reader.

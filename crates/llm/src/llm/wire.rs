@@ -1,9 +1,10 @@
 //! The HTTP exchange shared by the vendors: client, headers, attempts and retries, error bodies.
 //!
 //! Owns the reqwest client (redirects off), the key header (marked sensitive, never in a URL), the
-//! attempt loop with [`RetryPolicy`], reading answers whole or as server-sent events (`sse`) under
-//! two clocks (`llm.timeout-secs`: the longest silence, no bytes at all; `llm.max-request-secs`:
-//! the whole request), progress lines during a long answer, and turning a failed response into an
+//! attempt loop with [`RetryPolicy`], reading answers whole or as they stream (the vendor's
+//! [`Decoder`]: server-sent events, or Bedrock's event-stream frames) under two clocks
+//! (`llm.timeout-secs`: the longest silence, no bytes at all; `llm.max-request-secs`: the whole
+//! request), progress lines during a long answer, and turning a failed response into an
 //! [`LlmError`] whose text is short and holds no key and no URL query. It does not know any
 //! vendor: `endpoint` picks one, and the vendor (see `vendor`) builds the bodies and reads the
 //! answers and stream events.
@@ -11,9 +12,11 @@
 //! It also negotiates what the server accepts: a request whose structured-output mode the server
 //! rejects (HTTP 400, 422 or 500 naming `response_format`, `json_schema`, a tool or the schema) is
 //! sent again at once with the next weaker mode; a 400 that states the model's output maximum is
-//! sent again once with it; a 400 naming `stream`, or a whole (not `text/event-stream`) answer to
-//! a streamed request, turns streaming off. The provider keeps what it learned (`Shape`, shared by
-//! every call) and reports it as [`Learned`], so other processes of the run start from it.
+//! sent again once with it; a 400 naming `stream`, a 404 from a stream URL of its own (Bedrock's
+//! `converse-stream`, Vertex's `:streamRawPredict`), or a whole answer (not the vendor's stream
+//! media type) to a streamed request, turns streaming off (before a weaker structured output, when
+//! a 400 names both). The provider keeps what it learned (`Shape`, shared by every call) and
+//! reports it as [`Learned`], so other processes of the run start from it.
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -27,7 +30,6 @@ use super::data::{Completion, Conversation, Learned, LlmError, LlmSettings, Prov
 use super::data::{MaxTokensField, StructuredOutput, Usage};
 use super::endpoint::{self, Endpoint};
 use super::retry::{self, RetryPolicy};
-use super::sse;
 use super::vendor::{Ask, Decoder, StreamProblem, error_excerpt};
 
 /// A response body larger than this is refused rather than buffered.
@@ -107,21 +109,16 @@ enum StreamStop {
 /// What a stream that ends before its answer is complete is called.
 const INCOMPLETE_STREAM: &str = "the event stream ended before the answer was complete";
 
-/// Reads a `text/event-stream` answer chunk by chunk as it arrives; no I/O, so the same code
-/// serves the HTTP exchange and recorded streams ([`read_recorded`]).
+/// Reads a streamed answer chunk by chunk as it arrives; no I/O, so the same code serves the
+/// HTTP exchange and recorded streams ([`read_recorded`]).
 struct StreamReader {
     stream: Box<dyn Decoder>,
-    parser: sse::Parser,
     received: usize,
 }
 
 impl StreamReader {
     fn new(stream: Box<dyn Decoder>) -> Self {
-        Self {
-            stream,
-            parser: sse::Parser::new(),
-            received: 0,
-        }
+        Self { stream, received: 0 }
     }
 
     /// Reads the next chunk of the body.
@@ -130,22 +127,7 @@ impl StreamReader {
         if self.received > MAX_RESPONSE_BYTES {
             return Err(StreamStop::TooLarge);
         }
-        let stream = &mut self.stream;
-        let mut problem = None;
-        let pushed = self.parser.push(chunk, &mut |event: sse::Event| {
-            if problem.is_none()
-                && let Err(found) = stream.event(&event)
-            {
-                problem = Some(found);
-            }
-        });
-        if let Err(error) = pushed {
-            problem.get_or_insert(StreamProblem::Invalid(format!("the event stream holds {error}")));
-        }
-        match problem {
-            None => Ok(()),
-            Some(problem) => Err(StreamStop::Problem(problem)),
-        }
+        self.stream.push(chunk).map_err(StreamStop::Problem)
     }
 
     /// Whether the stream's end marker came: nothing more to read.
@@ -164,11 +146,10 @@ impl StreamReader {
 
     /// The answer, or `None` when the stream ended before it was complete.
     fn finish(
-        mut self,
+        self,
         model: &str,
         tool_format: Option<&ResponseFormat>,
     ) -> Option<Result<Completion, LlmError>> {
-        self.parser.finish();
         if !self.stream.is_complete() {
             return None;
         }
@@ -479,6 +460,12 @@ impl HttpProvider {
         {
             return Some(Rejection::OutputCap(maximum));
         }
+        // Streaming goes first when the error names it: turning it off costs only the progress
+        // lines, a weaker structured output costs the answer's shape (Bedrock: "This model
+        // doesn't support tool use in streaming mode").
+        if shape.stream && matches!(status, 400 | 422) && text.contains("stream") {
+            return Some(Rejection::Stream);
+        }
         let format_sent = format.is_some() && self.weaker(shape.mode).is_some();
         if format_sent
             && matches!(status, 400 | 422 | 500)
@@ -488,7 +475,8 @@ impl HttpProvider {
         {
             return self.weaker(shape.mode).map(Rejection::StructuredOutput);
         }
-        if shape.stream && matches!(status, 400 | 422) && text.contains("stream") {
+        // A stream URL of its own that is not there: the server answers only whole requests.
+        if shape.stream && *status == 404 && self.endpoint.url_for(true) != self.endpoint.url_for(false) {
             return Some(Rejection::Stream);
         }
         None
@@ -713,11 +701,11 @@ impl HttpProvider {
             next: tokio::time::Instant::now() + self.progress_interval,
             interval: self.progress_interval,
         };
-        let headers = match self.endpoint.request_headers(&self.client, body).await {
+        let url = self.endpoint.url_for(shape.stream);
+        let headers = match self.endpoint.request_headers(&self.client, url, body).await {
             Ok(headers) => headers,
             Err(error) => return Attempt::Failed(Failure::Credentials(error)),
         };
-        let url = self.endpoint.url_for(shape.stream);
         let request = self.client.post(url.clone()).headers(headers).body(body.to_vec());
         let mut response = match self.wait(request.send(), deadline, &mut progress, None).await {
             Waited::Done(Ok(response)) => response,
@@ -727,14 +715,15 @@ impl HttpProvider {
         };
         let status = response.status();
         let headers = response.headers().clone();
-        let event_stream = headers
+        let content_type = headers
             .get(bork_ci_core::net::reqwest::header::CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| value.trim().to_ascii_lowercase().starts_with("text/event-stream"));
+            .map(|value| value.trim().to_ascii_lowercase())
+            .unwrap_or_default();
         let answers = self.endpoint.vendor().answers();
         if status.is_success()
-            && event_stream
             && let Some(decoder) = answers.decoder()
+            && content_type.starts_with(decoder.media_type())
         {
             return self
                 .read_stream(decoder, &mut response, deadline, &mut progress, tool_format)
@@ -792,9 +781,9 @@ impl HttpProvider {
         })
     }
 
-    /// Reads a `text/event-stream` answer event by event. Whatever usage the stream reported is
-    /// counted also when it breaks off; a stream that ends before its answer is complete is a
-    /// failure worth retrying.
+    /// Reads a streamed answer as it arrives. Whatever usage the stream reported is counted also
+    /// when it breaks off; a stream that ends before its answer is complete is a failure worth
+    /// retrying.
     async fn read_stream(
         &self,
         decoder: Box<dyn Decoder>,

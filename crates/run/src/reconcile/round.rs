@@ -46,7 +46,10 @@ pub(super) async fn round(
     // the commit the run started from, plus approved edits; an earlier round could only end
     // clean with the tree's judge files unchanged).
     let (mut conversation, snapshot) = bork_ci_core::blocking::run(|| initial_prompt(repo, &run_plan.pack))?;
-    let plan = Plan::resolve(run_plan, repo, snapshot.not_shown())?;
+    // The snapshot's contents are in the prompt now: only its file count is kept.
+    let (packed_files, not_shown) = (snapshot.files.len(), snapshot.not_shown());
+    drop(snapshot);
+    let plan = Plan::resolve(run_plan, repo, not_shown)?;
     let guard = JudgeGuard::capture(&plan, repo, &run_plan.artifact_root)?;
     let budget = Budget::start(plan.limits, options.spent, started);
     if let Some(preamble) = &options.preamble {
@@ -98,11 +101,11 @@ pub(super) async fn round(
     );
     report.prompt_tokens_estimate = estimate;
     tracing::info!(
-        files = snapshot.files.len(),
+        files = packed_files,
         tokens_estimate = estimate,
         model = %provider.describe(),
         "packed {} files, about {estimate} tokens; model: {}",
-        snapshot.files.len(),
+        packed_files,
         provider.describe()
     );
 

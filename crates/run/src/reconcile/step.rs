@@ -141,11 +141,13 @@ pub(super) async fn run_edit_step(
         .await
         .context("looking for symlinks and hardlinks in the working tree")?
         .context("looking for symlinks and hardlinks in the working tree")?;
-    let input = EditStepInput {
+    // The conversation goes into the step's input file and straight back: the prompt, the
+    // largest thing a run holds, is never copied for the step.
+    let mut input = EditStepInput {
         apply_in_step: mode.apply_in_step,
         umask: mode.umask,
         aliases,
-        conversation: conversation.clone(),
+        conversation: std::mem::take(conversation),
         llm: llm_config,
         checker: run_plan.checker.clone(),
         edits_require_approval: run_plan.approval.edits_require_approval.clone(),
@@ -154,7 +156,9 @@ pub(super) async fn run_edit_step(
         approved_tests: guard.approved_tests().clone(),
         timeout_secs: remaining.as_secs().max(1),
     };
-    edit_step::write_json(state.path(), edit_step::INPUT, &input)?;
+    let written = edit_step::write_json(state.path(), edit_step::INPUT, &input);
+    *conversation = std::mem::take(&mut input.conversation);
+    written?;
     let key_env = run_plan.model.llm.key_env();
     let program = sandbox.edit_step_program().map_err(anyhow::Error::from)?;
     let log_format = if options.json_logs { "json" } else { "text" };

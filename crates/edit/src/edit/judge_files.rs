@@ -30,8 +30,6 @@ use globset::GlobSet;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::edit::path::protected_key;
-
 /// The default judge files, gitignore-style (as `edits-require-approval`): a name alone matches at
 /// any depth, a trailing `/` is a folder and everything below it. Each can be turned off, with a
 /// reason, by naming it in `judge-files-exempt`.
@@ -273,7 +271,10 @@ impl Matcher {
     /// What `folded` is to the judges: `folded` is a repository path whose components went
     /// through `edit::path::protected_key` (so case and lookalike spellings meet the rules).
     pub fn classify(&self, folded: &str) -> Option<JudgeMatch<'_>> {
-        if let Some(index) = self.set.matches(folded).into_iter().min() {
+        // Most paths match no rule: the one-pass test first, the list of rules only for a match.
+        if self.set.is_match(folded)
+            && let Some(index) = self.set.matches(folded).into_iter().min()
+        {
             return self.rules.get(index).map(|rule| JudgeMatch::Whole { rule });
         }
         if self.stdlib_shadow && shadows_stdlib(folded) {
@@ -308,9 +309,7 @@ impl Matcher {
 }
 
 /// Folds a repository path the way `edit::policy` does before matching.
-pub fn fold(path: &str) -> String {
-    path.split('/').map(protected_key).collect::<Vec<_>>().join("/")
-}
+pub use crate::edit::code::fold;
 
 /// The section `rule` names in `bytes`, canonical; `None` when the file or the key is absent,
 /// `Some("<unreadable>")` when the file does not parse.

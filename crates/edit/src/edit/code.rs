@@ -348,6 +348,11 @@ fn matches(rules: &Gitignore, folded: &str) -> bool {
 
 /// Folds a repository path the way the policy matches it.
 pub fn fold(path: &str) -> String {
+    // An ASCII path folds component by component to its ASCII lower case (see
+    // `protected_key`), and `/` stays: one allocation for the common case.
+    if path.is_ascii() {
+        return path.to_ascii_lowercase();
+    }
     path.split('/').map(protected_key).collect::<Vec<_>>().join("/")
 }
 
@@ -370,6 +375,18 @@ mod tests {
             Kind::Code => "code",
             Kind::Test => "test",
             Kind::NotCode { .. } => "not code",
+        }
+    }
+
+    #[test]
+    fn an_ascii_path_folds_as_its_components_do() {
+        for path in ["src/Main.RS", "A/B/C", ".Git/HEAD", "/x//Y/", "a b/\u{7f}Z"] {
+            let by_component = path
+                .split('/')
+                .map(crate::edit::path::protected_key)
+                .collect::<Vec<_>>()
+                .join("/");
+            assert_eq!(fold(path), by_component, "{path:?}");
         }
     }
 

@@ -543,9 +543,12 @@ fn walk(repo: &Path, matcher: &Matcher, visit: &mut dyn FnMut(String, Entry, Str
             } else {
                 format!("{dir}/{name}")
             };
-            let meta = item.path().symlink_metadata()?;
+            // The kind from the directory listing (a link is a link, as `lstat` says), so that
+            // only a judge file costs a `stat`.
+            let is_dir = item.file_type()?.is_dir();
             let folded = fold(&rel);
             if let Some(found) = matcher.classify(&folded) {
+                let meta = item.path().symlink_metadata()?;
                 let rule = match found {
                     JudgeMatch::Whole { rule } => rule.to_owned(),
                     JudgeMatch::Keyed => "keyed judge file".to_owned(),
@@ -559,7 +562,7 @@ fn walk(repo: &Path, matcher: &Matcher, visit: &mut dyn FnMut(String, Entry, Str
                 };
                 visit(rel.clone(), entry, rule);
             }
-            if meta.is_dir() {
+            if is_dir {
                 stack.push(rel);
             }
         }

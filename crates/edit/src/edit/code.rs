@@ -223,9 +223,18 @@ impl CodeRules {
             .collect();
         never_rules.extend(self.never.iter().cloned());
         let mut never = Vec::with_capacity(never_rules.len());
-        for (glob, why) in never_rules {
-            never.push((gitignore(std::slice::from_ref(&glob))?, why));
+        for (glob, why) in &never_rules {
+            never.push((gitignore(std::slice::from_ref(glob))?, why.clone()));
         }
+        let globs: Vec<String> = never_rules.into_iter().map(|(glob, _)| glob).collect();
+        let never_any = if globs
+            .iter()
+            .any(|glob| fold_glob(glob).trim_start().starts_with('!'))
+        {
+            None
+        } else {
+            Some(gitignore(&globs)?)
+        };
         let exempt: Vec<String> = self
             .exempt
             .iter()
@@ -236,6 +245,7 @@ impl CodeRules {
             code: gitignore(&self.code)?,
             tests: gitignore(&self.tests)?,
             never,
+            never_any,
             exempt: gitignore(&exempt)?,
         })
     }
@@ -279,6 +289,10 @@ pub struct CodeMatcher {
     code: Gitignore,
     tests: Gitignore,
     never: Vec<(Gitignore, String)>,
+    /// Every never-code glob in one set, when none is a negation: a path it does not select is
+    /// selected by no rule of `never`, which then need not be asked one by one (about a hundred
+    /// sets; most paths are code).
+    never_any: Option<Gitignore>,
     exempt: Gitignore,
 }
 
@@ -313,6 +327,11 @@ impl CodeMatcher {
 
     /// The reason `folded` is never code, if it is.
     pub fn never_code(&self, folded: &str) -> Option<&str> {
+        if let Some(any) = &self.never_any
+            && !matches(any, folded)
+        {
+            return None;
+        }
         self.never
             .iter()
             .find(|(rules, _)| matches(rules, folded))
@@ -375,6 +394,45 @@ mod tests {
             Kind::Code => "code",
             Kind::Test => "test",
             Kind::NotCode { .. } => "not code",
+        }
+    }
+
+    #[test]
+    fn the_one_set_of_never_code_globs_finds_what_the_rules_one_by_one_find() {
+        let mut rules = CodeRules {
+            code: vec!["src/**".to_owned(), "*.py".to_owned()],
+            ..CodeRules::default()
+        };
+        rules.never = vec![
+            ("tools/gen/".to_owned(), "read by a setup command".to_owned()),
+            ("build.sh".to_owned(), "the Verifier's step".to_owned()),
+        ];
+        let matcher = rules.matcher().expect("compiles");
+        assert!(matcher.never_any.is_some());
+        let one_by_one = |folded: &str| {
+            matcher
+                .never
+                .iter()
+                .find(|(set, _)| matches(set, folded))
+                .map(|(_, why)| why.as_str())
+        };
+        for path in [
+            "src/main.rs",
+            "src/deep/x/y.rs",
+            ".github/workflows/ci.yml",
+            "src/.env",
+            "Cargo.toml",
+            "sub/Cargo.lock",
+            "tools/gen/run.py",
+            "tools/other.py",
+            "build.sh",
+            "a/build.sh",
+            "pytest.ini",
+            "node_modules/x/index.js",
+            "README.md",
+        ] {
+            let folded = fold(path);
+            assert_eq!(matcher.never_code(&folded), one_by_one(&folded), "{path}");
         }
     }
 

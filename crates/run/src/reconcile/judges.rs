@@ -123,11 +123,16 @@ impl JudgeGuard {
         {
             matcher = matcher.excluding(inside.to_owned());
         }
+        let started = Instant::now();
         let baseline = bork_ci_core::blocking::run(|| {
             bork_ci_edit::edit::judge_files::Baseline::capture(repo, &matcher)
         })
         .context("recording the judge files of the approved revision")?;
-        tracing::debug!(judge_files = baseline.len(), "recorded the approved judge files");
+        tracing::debug!(
+            judge_files = baseline.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "recorded the approved judge files"
+        );
         Ok(JudgeGuard { matcher, baseline })
     }
 
@@ -139,7 +144,13 @@ impl JudgeGuard {
     /// Why the judges may not run on the tree as it is now: a judge file differs from the
     /// approved revision.
     pub(super) fn drift(&self, repo: &Path) -> Option<String> {
-        match bork_ci_core::blocking::run(|| self.baseline.check(repo, &self.matcher)) {
+        let started = Instant::now();
+        let checked = bork_ci_core::blocking::run(|| self.baseline.check(repo, &self.matcher));
+        tracing::debug!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "compared the judge files with the approved revision"
+        );
+        match checked {
             Ok(Ok(())) => None,
             Ok(Err(drift)) => Some(drift.to_string()),
             Err(error) => Some(format!(

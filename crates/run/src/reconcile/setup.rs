@@ -166,12 +166,16 @@ pub async fn use_deps_of(run_plan: &RunPlan, sandbox: &Sandbox, repo: &Path) -> 
         setup: &run_plan.setup.commands,
         image_id: &image_id,
     };
+    let started = Instant::now();
     let key = bork_ci_core::blocking::run(|| bork_ci_sandbox::sandbox::deps::key(repo, &inputs, &is_code))
         .map_err(anyhow::Error::msg)
         .context("computing the dependency cache's key")?;
     let shared = sandbox.shared().clone();
     bork_ci_core::blocking::run(|| shared.use_deps_key(&key));
-    tracing::info!("the dependency cache of this round: {key} (judges' image {image_id})");
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "the dependency cache of this round: {key} (judges' image {image_id})"
+    );
     Ok(key)
 }
 

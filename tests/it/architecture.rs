@@ -43,26 +43,30 @@ fn source_roots() -> Vec<PathBuf> {
 /// Every source file (relative to its crate's `src/`) with its text before its `#[cfg(test)]`
 /// module.
 fn code() -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for root in source_roots() {
-        let mut files = Vec::new();
-        sources(&root, &mut files);
-        files.sort();
-        out.extend(files.into_iter().map(|path| {
+    source_roots().iter().flat_map(|root| code_under(root)).collect()
+}
+
+/// The source files under one crate's `src/` (relative to it), each before its tests.
+fn code_under(root: &Path) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    sources(root, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
             let text = std::fs::read_to_string(&path).expect("read");
             let code = match text.find("#[cfg(test)]") {
                 Some(at) => text[..at].to_owned(),
                 None => text,
             };
             let relative = path
-                .strip_prefix(&root)
+                .strip_prefix(root)
                 .expect("under src")
                 .to_string_lossy()
                 .into_owned();
             (relative, code)
-        }));
-    }
-    out
+        })
+        .collect()
 }
 
 /// The top-level module a file belongs to (`llm/openai.rs` → `llm`).
@@ -421,32 +425,9 @@ fn reads_behind_the_plan(code: &[(String, String)]) -> Vec<String> {
     wrong
 }
 
-/// The run crate's source files (before their tests), relative to its `src/`.
-fn run_crate_code() -> Vec<(String, String)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/run/src");
-    let mut files = Vec::new();
-    sources(&root, &mut files);
-    files.sort();
-    files
-        .into_iter()
-        .map(|path| {
-            let text = std::fs::read_to_string(&path).expect("read");
-            let code = text
-                .find("#[cfg(test)]")
-                .map_or(text.clone(), |at| text[..at].to_owned());
-            let relative = path
-                .strip_prefix(&root)
-                .expect("under src")
-                .to_string_lossy()
-                .into_owned();
-            (relative, code)
-        })
-        .collect()
-}
-
 #[test]
 fn the_run_reads_its_plan_and_nothing_behind_it() {
-    let code = run_crate_code();
+    let code = code_under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/run/src"));
     assert!(
         code.iter().any(|(file, _)| file == "reconcile/round.rs"),
         "the run crate's files were read"

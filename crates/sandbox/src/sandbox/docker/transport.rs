@@ -213,6 +213,22 @@ fn tree_archive(
     archive::rewind(file)
 }
 
+/// [`tree_archive`] on a blocking thread.
+async fn tree_archive_off_thread(
+    repo: &Path,
+    manifest: &archive::Manifest,
+    paths: Option<Vec<String>>,
+) -> Result<std::fs::File, SandboxError> {
+    let (repo, manifest) = (repo.to_owned(), manifest.clone());
+    tokio::task::spawn_blocking(move || tree_archive(&repo, &manifest, paths.as_deref()))
+        .await
+        .map_err(|e| SandboxError::Backend(e.to_string()))?
+        .map_err(|source| SandboxError::Prepare {
+            what: "the tree archive".into(),
+            source,
+        })
+}
+
 fn file_stream(
     file: std::fs::File,
 ) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static {
@@ -598,18 +614,7 @@ impl DockerSandbox {
         remove: &[String],
     ) -> Result<(), SandboxError> {
         let runner = self.ready_image(super::JobKind::EditStep).await?;
-        let archive = {
-            let repo = repo.to_owned();
-            let manifest = manifest.clone();
-            let write = write.to_vec();
-            tokio::task::spawn_blocking(move || tree_archive(&repo, &manifest, Some(&write)))
-                .await
-                .map_err(|e| SandboxError::Backend(e.to_string()))?
-                .map_err(|source| SandboxError::Prepare {
-                    what: "the tree archive".into(),
-                    source,
-                })?
-        };
+        let archive = tree_archive_off_thread(repo, manifest, Some(write.to_vec())).await?;
         let list: Vec<u8> = remove
             .iter()
             .flat_map(|path| path.bytes().chain(std::iter::once(0)))
@@ -644,18 +649,7 @@ impl DockerSandbox {
                 id
             }
         };
-        let archive = {
-            let repo = repo.to_owned();
-            let manifest = manifest.clone();
-            let write = write.to_vec();
-            tokio::task::spawn_blocking(move || tree_archive(&repo, &manifest, Some(&write)))
-                .await
-                .map_err(|e| SandboxError::Backend(e.to_string()))?
-                .map_err(|source| SandboxError::Prepare {
-                    what: "the tree archive".into(),
-                    source,
-                })?
-        };
+        let archive = tree_archive_off_thread(repo, manifest, Some(write.to_vec())).await?;
         self.upload_file(&holder, super::REPO_MOUNT, archive).await
     }
 
@@ -675,17 +669,7 @@ impl DockerSandbox {
         manifest: &archive::Manifest,
         image: &str,
     ) -> Result<(), SandboxError> {
-        let archive = {
-            let repo = repo.to_owned();
-            let manifest = manifest.clone();
-            tokio::task::spawn_blocking(move || tree_archive(&repo, &manifest, None))
-                .await
-                .map_err(|e| SandboxError::Backend(e.to_string()))?
-                .map_err(|source| SandboxError::Prepare {
-                    what: "the tree archive".into(),
-                    source,
-                })?
-        };
+        let archive = tree_archive_off_thread(repo, manifest, None).await?;
         let helper = self
             .create_idle(image, vec![volume(name, super::REPO_MOUNT, false)], "fill")
             .await?;

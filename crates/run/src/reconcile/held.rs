@@ -49,7 +49,7 @@ pub(super) fn waiting(
 }
 
 /// At most this many findings of an iteration are printed, one line each.
-const MAX_PRINTED: usize = 10;
+pub const MAX_PRINTED: usize = 10;
 
 /// An iteration's findings as printed in the log: one line each (file, first line of the text),
 /// at most [`MAX_PRINTED`], then how many more.

@@ -640,7 +640,7 @@ impl Sandbox {
     /// Docker over `bind`), whose record goes with it, or over `copy` the engine's volume and
     /// when the engine created it (a volume removed and made again is another cache). `None`
     /// when it cannot be told.
-    async fn deps_cache_stamp(&self, repo: &Path) -> Option<String> {
+    pub async fn deps_cache_stamp(&self, repo: &Path) -> Option<String> {
         match self {
             Sandbox::None(_) => Some("host folder".to_owned()),
             Sandbox::Docker(docker) => docker.deps_cache_stamp(repo).await,

@@ -213,6 +213,17 @@ fn tree_archive(
     archive::rewind(file)
 }
 
+/// Says so when what came back from a job stopped at [`ARTIFACT_LIMITS`].
+fn warn_if_cut(what: &str, extracted: &archive::Extracted) {
+    if extracted.truncated {
+        tracing::warn!(
+            "{what}: more than {} bytes or {} entries; the rest stayed in the container",
+            ARTIFACT_LIMITS.bytes,
+            ARTIFACT_LIMITS.entries
+        );
+    }
+}
+
 /// [`tree_archive`] on a blocking thread.
 async fn tree_archive_off_thread(
     repo: &Path,
@@ -869,20 +880,9 @@ impl DockerSandbox {
             what: "the artifacts copied back".to_owned(),
             source,
         })?;
-        if extracted.truncated {
-            tracing::warn!(
-                "the job's artifacts exceed {} bytes or {} entries: the rest stayed in the container",
-                ARTIFACT_LIMITS.bytes,
-                ARTIFACT_LIMITS.entries
-            );
-        }
+        warn_if_cut("the job's artifacts", &extracted);
         match tmp {
-            Ok(done) if done.truncated => tracing::warn!(
-                "the job's temporary folder exceeds {} bytes or {} entries: the rest stayed in the container",
-                ARTIFACT_LIMITS.bytes,
-                ARTIFACT_LIMITS.entries
-            ),
-            Ok(_) => {}
+            Ok(done) => warn_if_cut("the job's temporary folder", &done),
             Err(error) => tracing::warn!(
                 "the job's temporary folder was not copied back beside {}: {error}",
                 run_dir.display()
@@ -911,13 +911,7 @@ impl DockerSandbox {
                     what: format!("the artifacts copied back into {}", run_dir.display()),
                     source,
                 })?;
-        if extracted.truncated {
-            tracing::warn!(
-                "the job's artifacts exceed {} bytes or {} entries: the rest stayed in the container",
-                ARTIFACT_LIMITS.bytes,
-                ARTIFACT_LIMITS.entries
-            );
-        }
+        warn_if_cut("the job's artifacts", &extracted);
         Ok(())
     }
 

@@ -1185,7 +1185,6 @@ impl DockerSandbox {
             build: super::JobBuild::default(),
             uploads: Vec::new(),
             artifacts_back: None,
-            tmp_back: None,
             state_back: None,
             volumes: Vec::new(),
             tree_guard: None,
@@ -1212,13 +1211,8 @@ impl DockerSandbox {
 
     /// Copy transport: brings the artifacts and the edit step's result back to the host.
     async fn stage_out(&self, id: &str, prepared: &Prepared) -> Result<(), SandboxError> {
-        match (&prepared.artifacts_back, &prepared.tmp_back) {
-            (Some(run_dir), Some(tmp_dir)) => {
-                self.copy_artifacts_and_tmp_back(id, run_dir, tmp_dir).await?;
-            }
-            (Some(run_dir), None) => self.copy_artifacts_back(id, run_dir).await?,
-            (None, Some(tmp_dir)) => self.copy_tmp_back(id, tmp_dir).await?,
-            (None, None) => {}
+        if let Some((run_dir, tmp_dir)) = &prepared.artifacts_back {
+            self.copy_artifacts_and_tmp_back(id, run_dir, tmp_dir).await?;
         }
         if let Some(state_dir) = &prepared.state_back {
             self.copy_state_back(id, state_dir, crate::sandbox::STATE_OUTPUT)

@@ -293,8 +293,7 @@ impl DockerSandbox {
                 .map_err(prepare_error("the dependency cache skeleton"))?,
             ));
         }
-        prepared.artifacts_back = Some(dirs.run.clone());
-        prepared.tmp_back = Some(dirs.tmp.clone());
+        prepared.artifacts_back = Some((dirs.run.clone(), dirs.tmp.clone()));
         Ok(())
     }
 
@@ -360,10 +359,9 @@ pub(super) struct Prepared {
     pub(super) build: crate::sandbox::JobBuild,
     /// `(path in the container, tar)`, extracted before the container starts.
     pub(super) uploads: Vec<(String, Vec<u8>)>,
-    /// The host run directory `/artifacts` is copied back into.
-    pub(super) artifacts_back: Option<PathBuf>,
-    /// The host folder a judge's `/tmp` (its `TMPDIR`) is copied back into.
-    pub(super) tmp_back: Option<PathBuf>,
+    /// The host run directory `/artifacts` is copied back into, and the folder a judge's
+    /// `TMPDIR` (`/artifacts/tmp`) is copied back into.
+    pub(super) artifacts_back: Option<(PathBuf, PathBuf)>,
     /// The host state directory the edit step's `output.json` is copied back into.
     pub(super) state_back: Option<PathBuf>,
     /// Volumes removed after the job.

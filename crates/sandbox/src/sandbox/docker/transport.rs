@@ -835,30 +835,10 @@ impl DockerSandbox {
         archive::rewind(file).map_err(|e| failed(e.to_string()))
     }
 
-    /// Copies the job's `/artifacts` back into `run_dir` on the host (the runner's `logs/`
-    /// aside).
-    pub(super) async fn copy_artifacts_back(&self, id: &str, run_dir: &Path) -> Result<(), SandboxError> {
-        self.copy_back(id, super::ARTIFACTS_MOUNT, run_dir, &["logs", "tmp"])
-            .await
-    }
-
-    /// Copies a judge's `/tmp` (its `TMPDIR`) back into its folder under the run's `tmp/`,
-    /// within the same limits as the artifacts. Test temporaries are for people: more than the
-    /// limits, or a failed copy, is a warning, never the job's failure.
-    pub(super) async fn copy_tmp_back(&self, id: &str, tmp_dir: &Path) -> Result<(), SandboxError> {
-        if let Err(error) = self.copy_back(id, super::COPY_TMP, tmp_dir, &[]).await {
-            tracing::warn!(
-                "the job's temporary folder was not copied back into {}: {error}",
-                tmp_dir.display()
-            );
-        }
-        Ok(())
-    }
-
-    /// Copies a judge's `/artifacts` back into `run_dir` and its `/artifacts/tmp` (its `TMPDIR`)
-    /// into `tmp_dir` from one download: what [`Self::copy_artifacts_back`] and
-    /// [`Self::copy_tmp_back`] do, with one archive call instead of two. The temporary folder
-    /// is for people: a failure there is a warning.
+    /// Copies a judge's `/artifacts` back into `run_dir` (the runner's `logs/` aside) and its
+    /// `/artifacts/tmp` (its `TMPDIR`) into `tmp_dir`, from one download, each within
+    /// [`ARTIFACT_LIMITS`]. Test temporaries are for people: more than the limits, or a failed
+    /// copy there, is a warning, never the job's failure.
     pub(super) async fn copy_artifacts_and_tmp_back(
         &self,
         id: &str,
@@ -888,30 +868,6 @@ impl DockerSandbox {
                 run_dir.display()
             ),
         }
-        Ok(())
-    }
-
-    /// Copies the container's `from` into the host folder `run_dir`, bounded by
-    /// [`ARTIFACT_LIMITS`], leaving out the top-level names in `skip`.
-    async fn copy_back(
-        &self,
-        id: &str,
-        from: &str,
-        run_dir: &Path,
-        skip: &'static [&'static str],
-    ) -> Result<(), SandboxError> {
-        let limit = ARTIFACT_LIMITS.bytes + (ARTIFACT_LIMITS.bytes / 8);
-        let file = self.download(id, from, limit).await?;
-        let dest = run_dir.to_owned();
-        let extracted =
-            tokio::task::spawn_blocking(move || archive::extract_into(file, &dest, ARTIFACT_LIMITS, skip))
-                .await
-                .map_err(|e| SandboxError::Backend(e.to_string()))?
-                .map_err(|source| SandboxError::Prepare {
-                    what: format!("the artifacts copied back into {}", run_dir.display()),
-                    source,
-                })?;
-        warn_if_cut("the job's artifacts", &extracted);
         Ok(())
     }
 

@@ -55,6 +55,8 @@ fn repository(root: &Path) -> u64 {
         root,
         &[
             "-c",
+            "gc.auto=0",
+            "-c",
             "user.name=b",
             "-c",
             "user.email=b@example.com",
@@ -63,6 +65,8 @@ fn repository(root: &Path) -> u64 {
             "bench",
         ],
     );
+    // Packed, as a CI checkout is (a clone brings one pack, not an object file per file).
+    git(root, &["gc", "-q"]);
     bytes
 }
 

@@ -10,14 +10,14 @@ pub(super) async fn edit_step(args: crate::cli::EditStepArgs, env: &config::Env)
     use crate::edit_step::{self, EditStepInput};
     // The step holds the model key in its environment: closed to other same-user processes.
     non_dumpable();
-    let input: EditStepInput = edit_step::read_json(&args.state, edit_step::INPUT)?;
+    let mut input: EditStepInput = edit_step::read_json(&args.state, edit_step::INPUT)?;
     let api_key = env
         .get(&input.llm.key_env())
         .filter(|key| !key.is_empty())
         .map(|key| secrecy::SecretString::from(key.clone()));
     let credentials = input.llm.credentials(env);
     let repo = std::env::current_dir().context("reading the working directory")?;
-    let output = edit_step::run(&input, &repo, api_key, credentials).await;
+    let output = edit_step::run(&mut input, &repo, api_key, credentials).await;
     edit_step::write_json(&args.state, edit_step::OUTPUT, &output)?;
     Ok(ExitCode::Converged)
 }

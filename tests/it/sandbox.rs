@@ -1107,6 +1107,44 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
         "one holder for the run's tree volume"
     );
     assert!(!sandbox.tree_through_engine(), "the helper unpacked every time");
+    // The tree's volume (its holder first) and the run's build cache removed between two jobs:
+    // the next job judges the whole tree again, not an empty volume the engine made for the
+    // name it was created with, and finds the build cache's folders open to it again.
+    let of_step = |step: &str| {
+        let listed = Command::new("docker")
+            .args(["volume", "ls", "-q", "--filter"])
+            .arg(format!("label=bork-ci.run={}", sandbox.run_id()))
+            .args(["--filter", &format!("label=bork-ci.step={step}")])
+            .output()
+            .expect("docker volume ls");
+        text(&listed.stdout).split_whitespace().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let (trees, builds) = (of_step("repo"), of_step("build"));
+    assert_eq!((trees.len(), builds.len()), (1, 1), "{trees:?} {builds:?}");
+    let removed = Command::new("docker")
+        .args(["rm", "-f"])
+        .args(text(&holders.stdout).split_whitespace())
+        .status()
+        .expect("docker rm");
+    assert!(removed.success());
+    let removed = Command::new("docker")
+        .args(["volume", "rm"])
+        .args(&trees)
+        .args(&builds)
+        .status()
+        .expect("docker volume rm");
+    assert!(removed.success());
+    std::fs::write(repo.path().join("new.txt"), "newer\n").expect("write");
+    let again = sh(
+        JobKind::Checker,
+        "cat kept.txt new.txt README.md; ./sub/tool.sh; stat -c '%a' /cache/xdg /cache/cargo-target",
+    );
+    let fifth = text(&sandbox.run(repo.path(), &again).await.expect("runs").stdout);
+    assert_eq!(
+        fifth, "kept again\nnewer\nchanged\ntool ran\n1777\n1777\n",
+        "the whole tree in a volume filled again, the build cache's skeleton in its new volume"
+    );
+    assert_eq!(of_step("repo").len(), 1, "the old tree volume is gone with its job");
     sandbox.cleanup_all().await.expect("cleanup");
     assert!(volumes_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
     drop_cache(repo.path());

@@ -69,6 +69,17 @@ pub fn open_no_follow(path: &Path) -> io::Result<std::fs::File> {
     open_regular(path, OFlags::NOFOLLOW)
 }
 
+/// [`open_no_follow`], refused when larger than `limit` bytes (`InvalidInput`), and read through
+/// a reader that stops after `limit` bytes even if the file grows: for a reader that parses as
+/// it reads instead of holding the bytes.
+pub fn open_no_follow_within(path: &Path, limit: u64) -> io::Result<io::Take<std::fs::File>> {
+    let file = open_no_follow(path)?;
+    if file.metadata()?.len() > limit {
+        return Err(too_large(limit));
+    }
+    Ok(file.take(limit))
+}
+
 /// [`open_no_follow`], then at most `limit` bytes: a larger file is an `InvalidInput` error.
 pub fn read_no_follow(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     read_bounded(open_no_follow(path)?, limit)

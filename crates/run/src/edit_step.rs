@@ -162,8 +162,9 @@ fn read_answer(completion: &Completion, limits: &ParseLimits) -> std::result::Re
 }
 
 /// Runs the edit step on `repo` with the key given. Never fails: problems are in the output.
+/// The conversation moves out of `input` (it is the prompt: one copy of it, not two).
 pub async fn run(
-    input: &EditStepInput,
+    input: &mut EditStepInput,
     repo: &Path,
     api_key: Option<SecretString>,
     credentials: bork_ci_llm::llm::Credentials,
@@ -192,7 +193,7 @@ pub async fn run(
         schema: prompt::answer_schema(),
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(input.timeout_secs);
-    let mut conversation = input.conversation.clone();
+    let mut conversation = std::mem::take(&mut input.conversation);
     let first_new = conversation.turns.len();
     for attempt in 0..2 {
         let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -281,7 +282,9 @@ pub fn write_json<T: Serialize>(dir: &Path, name: &str, value: &T) -> Result<()>
 /// side of the state directory may be a container holding model-written code.
 pub fn read_json<T: for<'de> Deserialize<'de>>(dir: &Path, name: &str) -> Result<T> {
     let path = dir.join(name);
-    let text = bork_ci_core::safe_fs::read_no_follow(&path, OUTPUT_CAP)
+    // Parsed as it is read: the file (the whole prompt, for the input) is never held twice.
+    let file = bork_ci_core::safe_fs::open_no_follow_within(&path, OUTPUT_CAP)
         .with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))
+    serde_json::from_reader(std::io::BufReader::with_capacity(1 << 20, file))
+        .with_context(|| format!("parsing {}", path.display()))
 }

@@ -411,13 +411,14 @@ impl HttpProvider {
         }
     }
 
-    /// The request body for `shape`.
+    /// The request body for `shape`, shared by every attempt without a copy (it holds the whole
+    /// prompt).
     fn encode(
         &self,
         conversation: &Conversation,
         format: Option<&ResponseFormat>,
         shape: &Shape,
-    ) -> Result<Vec<u8>, LlmError> {
+    ) -> Result<bytes::Bytes, LlmError> {
         let ask = Ask {
             model: &self.model,
             conversation,
@@ -427,10 +428,12 @@ impl HttpProvider {
             max_tokens_field: shape.max_tokens_field,
         };
         let body = self.endpoint.request_body(&ask, shape.stream);
-        serde_json::to_vec(&body).map_err(|error| LlmError::Settings {
-            provider: self.kind,
-            message: format!("cannot encode the request: {error}"),
-        })
+        serde_json::to_vec(&body)
+            .map(bytes::Bytes::from)
+            .map_err(|error| LlmError::Settings {
+                provider: self.kind,
+                message: format!("cannot encode the request: {error}"),
+            })
     }
 
     /// The next weaker structured-output mode this endpoint can use after `mode` was rejected
@@ -570,7 +573,7 @@ impl HttpProvider {
     /// avoid by changing the request.
     async fn exchange(
         &self,
-        body: &[u8],
+        body: &bytes::Bytes,
         format: Option<&ResponseFormat>,
         shape: &Shape,
         cap_retried: bool,
@@ -641,7 +644,12 @@ impl HttpProvider {
 
     /// One attempt, bounded by `llm.max-request-secs` (the clocks inside `send` fire first and
     /// count what a stream already reported; this one also covers fetching credentials).
-    async fn attempt(&self, body: &[u8], shape: &Shape, tool_format: Option<&ResponseFormat>) -> Attempt {
+    async fn attempt(
+        &self,
+        body: &bytes::Bytes,
+        shape: &Shape,
+        tool_format: Option<&ResponseFormat>,
+    ) -> Attempt {
         let limit = self.max_request + Duration::from_secs(1);
         match tokio::time::timeout(limit, self.send(body, shape, tool_format)).await {
             Ok(attempt) => attempt,
@@ -693,7 +701,12 @@ impl HttpProvider {
         }
     }
 
-    async fn send(&self, body: &[u8], shape: &Shape, tool_format: Option<&ResponseFormat>) -> Attempt {
+    async fn send(
+        &self,
+        body: &bytes::Bytes,
+        shape: &Shape,
+        tool_format: Option<&ResponseFormat>,
+    ) -> Attempt {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.max_request;
         let mut progress = Progress {
@@ -706,7 +719,7 @@ impl HttpProvider {
             Ok(headers) => headers,
             Err(error) => return Attempt::Failed(Failure::Credentials(error)),
         };
-        let request = self.client.post(url.clone()).headers(headers).body(body.to_vec());
+        let request = self.client.post(url.clone()).headers(headers).body(body.clone());
         let mut response = match self.wait(request.send(), deadline, &mut progress, None).await {
             Waited::Done(Ok(response)) => response,
             Waited::Done(Err(error)) => return Attempt::Failed(transport_failure(error)),

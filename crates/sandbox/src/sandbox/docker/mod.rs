@@ -84,6 +84,10 @@ pub mod labels {
     /// The process that created the object: for people, and, with the boot, the PID namespace
     /// and its start time ([`super::liveness::keys`]), the proof that its run died.
     pub const PID: &str = "bork-ci.pid";
+    /// A volume's own random id, set when bork-ci creates it: a volume removed and made again
+    /// under its name (by bork-ci, or by the engine for a container that names it) is another
+    /// volume, whatever the clock says (an engine gives its creation time to the second).
+    pub const VOLUME_ID: &str = "bork-ci.volume-id";
 }
 
 /// When to pull the image (`sandbox.pull`).
@@ -262,6 +266,9 @@ pub struct DockerSandbox {
     tree_lock: Arc<tokio::sync::RwLock<()>>,
     /// The helper that unpacks the tree failed once: the engine extracts it from then on.
     helper_failed: std::sync::atomic::AtomicBool,
+    /// Over `copy`: the run-wide volumes whose skeleton is in, each as `(name, the time the
+    /// engine created it)`; a volume removed and made again under the same name is another one.
+    skeletons: Mutex<HashSet<(String, String)>>,
     /// The engine is Podman (its Docker-compatible API): see [`Podman`].
     podman: bool,
     /// The run's build cache and the repository's dependency cache on the host (`bind`).
@@ -412,6 +419,7 @@ impl DockerSandbox {
             tree: tokio::sync::Mutex::new(None),
             tree_lock: Arc::new(tokio::sync::RwLock::new(())),
             helper_failed: std::sync::atomic::AtomicBool::new(false),
+            skeletons: Mutex::new(HashSet::new()),
             shared: super::SharedDirs::new(&settings.artifact_dir, run_id, &settings.deps_identity, ""),
             devcontainer: tokio::sync::OnceCell::new(),
             tool: tokio::sync::OnceCell::new(),
@@ -661,11 +669,10 @@ impl DockerSandbox {
     /// it), whatever happens.
     pub async fn run(&self, repo: &Path, job: &Job) -> Result<JobOutput, SandboxError> {
         let started = Instant::now();
-        let prepared = self.prepare(repo, job, job.argv.clone()).await?;
+        let mut prepared = self.prepare(repo, job, job.argv.clone()).await?;
         let result = async {
-            let guard = self.create(&prepared, job.kind).await?;
+            let guard = self.create_staged(&mut prepared, job.kind).await?;
             let result = async {
-                self.stage_in(&guard.id, &prepared).await?;
                 let output = self.run_in(&guard.id, job, started).await?;
                 self.stage_out(&guard.id, &prepared).await?;
                 Ok(output)
@@ -741,11 +748,10 @@ impl DockerSandbox {
             "-c".to_owned(),
             "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done".to_owned(),
         ];
-        let prepared = self.prepare(repo, job, idle).await?;
+        let mut prepared = self.prepare(repo, job, idle).await?;
         let result = async {
-            let guard = self.create(&prepared, job.kind).await?;
+            let guard = self.create_staged(&mut prepared, job.kind).await?;
             let result = async {
-                self.stage_in(&guard.id, &prepared).await?;
                 let outputs = self.sequence_in(&guard.id, job, commands, &prepared).await?;
                 self.stage_out(&guard.id, &prepared).await?;
                 Ok(outputs)
@@ -1146,8 +1152,8 @@ impl DockerSandbox {
     }
 
     /// The dependency cache in use as this engine holds it (see `Sandbox::setup_done`): over
-    /// `bind` the host folder; over `copy` its volume and the time the engine created it, or
-    /// `None` when there is no such volume yet or the engine does not say.
+    /// `bind` the host folder; over `copy` its volume and its id ([`labels::VOLUME_ID`]), or
+    /// `None` when there is no such volume yet or it has no id.
     pub async fn deps_cache_stamp(&self, repo: &Path) -> Option<String> {
         let repo = std::fs::canonicalize(repo).ok()?;
         let image = if self.settings.image == super::devcontainer::IMAGE_VALUE {
@@ -1159,8 +1165,8 @@ impl DockerSandbox {
             Transport::Copy => {
                 let name = transport::deps_volume(&self.shared.deps_key());
                 let volume = self.docker.inspect_volume(&name).await.ok()?;
-                let created = volume.created_at.filter(|created| !created.is_empty())?;
-                Some(format!("volume {name} created {created}"))
+                let id = transport::volume_id(&volume)?;
+                Some(format!("volume {name} id {id}"))
             }
             Transport::Bind | Transport::Auto => Some("host folder".to_owned()),
         }
@@ -1188,6 +1194,8 @@ impl DockerSandbox {
             state_back: None,
             volumes: Vec::new(),
             tree_guard: None,
+            tree_pending: None,
+            skeleton_sent: None,
         };
         let filled = self
             .prepare_into(&repo, job, cmd, image, transport, &mut prepared)
@@ -1201,10 +1209,74 @@ impl DockerSandbox {
         }
     }
 
+    /// Creates the job's container and puts the prepared archives in. Over `copy`, when the
+    /// run's tree volume is there already, the tree is brought up to date while the container
+    /// is made and staged (the two talk to the engine side by side); the job then holds the
+    /// tree still until it ends. Should the update have to fill a new volume, the container is
+    /// made again on it.
+    async fn create_staged(&self, prepared: &mut Prepared, kind: JobKind) -> Result<Container, SandboxError> {
+        let Some(pending) = prepared.tree_pending.take() else {
+            return self.create_and_stage_in(prepared, kind).await;
+        };
+        let syncing = async {
+            let writing = Arc::clone(&self.tree_lock).write_owned().await;
+            let name = self.sync_tree(&pending.repo, &pending.image).await?;
+            // Held still from the update to the job's end, with no other update between.
+            Ok::<_, SandboxError>((name, writing.downgrade()))
+        };
+        let (synced, staged) = tokio::join!(syncing, self.create_and_stage_in(prepared, kind));
+        let (name, tree_guard) = match synced {
+            Ok(synced) => synced,
+            Err(error) => {
+                if let Ok(container) = staged {
+                    container.remove().await;
+                }
+                return Err(error);
+            }
+        };
+        prepared.tree_guard = Some(tree_guard);
+        let container = staged?;
+        if name == pending.name {
+            return Ok(container);
+        }
+        // A new volume: the container made on the old one goes, and with it the old volume.
+        container.remove().await;
+        remove_volume(&self.docker, &pending.name).await;
+        let mounts = prepared
+            .body
+            .host_config
+            .as_mut()
+            .and_then(|host| host.mounts.as_mut());
+        for mount in mounts.into_iter().flatten() {
+            if mount.target.as_deref() == Some(REPO_MOUNT) {
+                mount.source = Some(name.clone());
+            }
+        }
+        self.create_and_stage_in(prepared, kind).await
+    }
+
+    async fn create_and_stage_in(
+        &self,
+        prepared: &Prepared,
+        kind: JobKind,
+    ) -> Result<Container, SandboxError> {
+        let container = self.create(prepared, kind).await?;
+        match self.stage_in(&container.id, prepared).await {
+            Ok(()) => Ok(container),
+            Err(error) => {
+                container.remove().await;
+                Err(error)
+            }
+        }
+    }
+
     /// Copy transport: puts the prepared archives into the created container.
     async fn stage_in(&self, id: &str, prepared: &Prepared) -> Result<(), SandboxError> {
         for (path, archive) in &prepared.uploads {
             self.upload(id, path, archive.clone()).await?;
+        }
+        if let (Some(sent), Ok(mut skeletons)) = (&prepared.skeleton_sent, self.skeletons.lock()) {
+            skeletons.insert(sent.clone());
         }
         Ok(())
     }

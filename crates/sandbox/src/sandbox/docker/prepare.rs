@@ -226,12 +226,24 @@ impl DockerSandbox {
         mounts: &mut Vec<Mount>,
     ) -> Result<(), SandboxError> {
         let image = image.to_owned();
-        let repo_volume = {
-            let _writing = self.tree_lock.write().await;
-            self.sync_tree(repo, &image).await?
+        let repo_volume = match self.tree_volume_of(repo).await {
+            // Brought up to date while the container is made (`create_staged`).
+            Some(name) => {
+                prepared.tree_pending = Some(TreePending {
+                    repo: repo.to_owned(),
+                    image: image.clone(),
+                    name: name.clone(),
+                });
+                name
+            }
+            None => {
+                let writing = Arc::clone(&self.tree_lock).write_owned().await;
+                let name = self.sync_tree(repo, &image).await?;
+                // No update while this job runs: what it sees stays what was sent.
+                prepared.tree_guard = Some(writing.downgrade());
+                name
+            }
         };
-        // No update while this job runs: what it sees stays what was sent.
-        prepared.tree_guard = Some(Arc::clone(&self.tree_lock).read_owned().await);
         mounts.push(transport::volume(&repo_volume, REPO_MOUNT, true));
         let artifacts = transport::artifacts_volume(&dirs.run);
         self.create_volume(&artifacts, self.run_volume_labels("artifacts"))
@@ -258,25 +270,34 @@ impl DockerSandbox {
             // Over `copy` the warm cache is not kept: a judge with a cache of its
             // own (a layer, an empty one, the preflight's) gets an empty volume,
             // removed with the job.
-            let build = if job.build == crate::sandbox::BuildCache::Run {
+            let run_wide = job.build == crate::sandbox::BuildCache::Run;
+            let build = if run_wide {
                 transport::build_volume(&self.run_id)
             } else {
                 let own = transport::build_volume(&dirs.tmp.to_string_lossy());
                 prepared.volumes.push(own.clone());
                 own
             };
-            self.create_volume(&build, self.run_volume_labels("build"))
+            let created = self
+                .create_or_find_volume(&build, self.run_volume_labels("build"))
                 .await?;
             mounts.push(transport::volume(&build, CACHE_MOUNT, false));
-            let build_dirs: Vec<(&str, u32)> = crate::sandbox::BUILD_SUBDIRS
-                .iter()
-                .map(|name| (*name, 0o1777))
-                .collect();
-            prepared.uploads.push((
-                CACHE_MOUNT.to_owned(),
-                archive::skeleton(0o1777, &build_dirs, None)
-                    .map_err(prepare_error("the build cache skeleton"))?,
-            ));
+            // The run's warm cache gets its skeleton once (one archive call less per job);
+            // made again under its name, it is another volume and gets it again.
+            if !(run_wide && self.skeleton_in(&build, &created)) {
+                let build_dirs: Vec<(&str, u32)> = crate::sandbox::BUILD_SUBDIRS
+                    .iter()
+                    .map(|name| (*name, 0o1777))
+                    .collect();
+                prepared.uploads.push((
+                    CACHE_MOUNT.to_owned(),
+                    archive::skeleton(0o1777, &build_dirs, None)
+                        .map_err(prepare_error("the build cache skeleton"))?,
+                ));
+                if run_wide {
+                    prepared.skeleton_sent = Some((build, created));
+                }
+            }
         } else {
             let deps_dirs: Vec<(&str, u32)> = crate::sandbox::DEPS_SUBDIRS
                 .iter()
@@ -368,6 +389,19 @@ pub(super) struct Prepared {
     pub(super) volumes: Vec<String>,
     /// Over `copy`: holds off updates of the tree volume while the job runs.
     pub(super) tree_guard: Option<tokio::sync::OwnedRwLockReadGuard<()>>,
+    /// Over `copy`: the tree volume the container mounts, still to be brought up to date.
+    pub(super) tree_pending: Option<TreePending>,
+    /// Over `copy`: the run-wide volume (and when it was created) whose skeleton the uploads
+    /// carry, recorded once they are in.
+    pub(super) skeleton_sent: Option<(String, String)>,
+}
+
+/// A job's tree volume over `copy` that `create_staged` brings up to date: `name` is the volume
+/// the container mounts, the one the run filled for `repo` before.
+pub(super) struct TreePending {
+    pub(super) repo: PathBuf,
+    pub(super) image: String,
+    pub(super) name: String,
 }
 
 /// The numeric `uid:gid` of a `sandbox.user` value; a name counts as 65534 (nobody) for the

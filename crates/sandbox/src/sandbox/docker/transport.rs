@@ -87,6 +87,15 @@ pub fn artifacts_volume(run_dir: &Path) -> String {
     format!("bork-ci-artifacts-{}", digest16(&run_dir.display().to_string()))
 }
 
+/// The id bork-ci gave `volume` when it created it ([`labels::VOLUME_ID`]).
+pub(super) fn volume_id(volume: &bollard::models::Volume) -> Option<String> {
+    volume
+        .labels
+        .get(labels::VOLUME_ID)
+        .filter(|id| !id.is_empty())
+        .cloned()
+}
+
 /// A volume mount; `no_copy` so that nothing of the image is copied into a fresh volume.
 pub fn volume(name: &str, target: &str, read_only: bool) -> Mount {
     Mount {
@@ -193,6 +202,9 @@ pub struct TreeVolume {
     pub name: String,
     repo: std::path::PathBuf,
     manifest: archive::Manifest,
+    /// The volume's id ([`labels::VOLUME_ID`]): a volume under `name` without it is not this one
+    /// (an engine makes an empty one for a container that names a volume it does not have).
+    id: String,
     /// A container created once and never started, with the volume mounted writable: files an
     /// edit wrote reach the volume through it by the archive API, without a container start.
     holder: Option<String>,
@@ -476,16 +488,41 @@ impl DockerSandbox {
         name: &str,
         volume_labels: HashMap<String, String>,
     ) -> Result<(), SandboxError> {
+        self.create_or_find_volume(name, volume_labels).await.map(drop)
+    }
+
+    /// [`DockerSandbox::create_volume`] with a new id ([`labels::VOLUME_ID`]); returns the id
+    /// of the volume now under `name` (the one there already, if any; empty when it has none):
+    /// what tells one volume from another made later under its name.
+    pub(super) async fn create_or_find_volume(
+        &self,
+        name: &str,
+        mut volume_labels: HashMap<String, String>,
+    ) -> Result<String, SandboxError> {
+        volume_labels.insert(
+            labels::VOLUME_ID.to_owned(),
+            uuid::Uuid::new_v4().simple().to_string(),
+        );
         let request = VolumeCreateRequest {
             name: Some(name.to_owned()),
             labels: Some(volume_labels),
             ..Default::default()
         };
-        self.docker
+        let volume = self
+            .docker
             .create_volume(request)
             .await
             .map_err(docker_error("create volume"))?;
-        Ok(())
+        Ok(volume_id(&volume).unwrap_or_default())
+    }
+
+    /// Whether the skeleton of the run-wide volume `name`, of id `id`, is in it.
+    pub(super) fn skeleton_in(&self, name: &str, id: &str) -> bool {
+        !id.is_empty()
+            && self
+                .skeletons
+                .lock()
+                .is_ok_and(|sent| sent.contains(&(name.to_owned(), id.to_owned())))
     }
 
     /// Labels of a volume that lives as long as this run.
@@ -513,6 +550,15 @@ impl DockerSandbox {
     /// (an engine extracts archives file by file, about 0.5 ms each on a fuse-overlayfs engine).
     /// When the helper cannot be had, the engine extracts the whole tree into a fresh volume
     /// through a container of `image` that never starts. Hold `tree_lock` for writing.
+    /// The run's tree volume of `repo`, when one was filled.
+    pub(super) async fn tree_volume_of(&self, repo: &Path) -> Option<String> {
+        let state = self.tree.lock().await;
+        state
+            .as_ref()
+            .filter(|tree| tree.repo == repo)
+            .map(|tree| tree.name.clone())
+    }
+
     pub(super) async fn sync_tree(&self, repo: &Path, image: &str) -> Result<String, SandboxError> {
         let mut state = self.tree.lock().await;
         let repo_owned = repo.to_owned();
@@ -527,7 +573,14 @@ impl DockerSandbox {
         })?;
         // The same repository, and its volume still there (a cleanup removes it): send changes.
         let previous = match state.take() {
-            Some(tree) if tree.repo == repo && self.docker.inspect_volume(&tree.name).await.is_ok() => {
+            Some(tree)
+                if tree.repo == repo
+                    && self
+                        .docker
+                        .inspect_volume(&tree.name)
+                        .await
+                        .is_ok_and(|volume| volume_id(&volume).as_deref() == Some(tree.id.as_str())) =>
+            {
                 Some(tree)
             }
             Some(tree) => {
@@ -581,7 +634,7 @@ impl DockerSandbox {
             "bork-ci-repo-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..16]
         );
-        self.create_volume(&name, self.run_volume_labels("repo")).await?;
+        let id = self.create_or_find_volume(&name, self.run_volume_labels("repo")).await?;
         let filled = async {
             let fast = if helper_ok {
                 self.update_tree(&name, repo, &manifest, &manifest.keys().cloned().collect::<Vec<_>>(), &[])
@@ -595,20 +648,25 @@ impl DockerSandbox {
                     self.helper_failed.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
                 super::remove_volume(&self.docker, &name).await;
-                self.create_volume(&name, self.run_volume_labels("repo")).await?;
+                let id = self.create_or_find_volume(&name, self.run_volume_labels("repo")).await?;
                 self.fill_through_engine(&name, repo, &manifest, image).await?;
+                return Ok(id);
             }
-            Ok::<(), SandboxError>(())
+            Ok::<String, SandboxError>(id)
         }
         .await;
-        if let Err(error) = filled {
-            super::remove_volume(&self.docker, &name).await;
-            return Err(error);
-        }
+        let id = match filled {
+            Ok(id) => id,
+            Err(error) => {
+                super::remove_volume(&self.docker, &name).await;
+                return Err(error);
+            }
+        };
         *state = Some(TreeVolume {
             name: name.clone(),
             repo: repo.to_owned(),
             manifest,
+            id,
             holder: None,
         });
         Ok(name)

@@ -1009,6 +1009,47 @@ async fn auto_binds_only_where_the_engine_sees_this_hosts_paths() {
                 .contains("probe")),
         "the probe's marker is removed"
     );
+    // A later run on the same engine, repository and folders: a `bind` answer is remembered
+    // and taken without a probe container; the run's first job proves it before it starts and
+    // judges the tree. Where the engine does not see this host's paths, a remembered `bind`
+    // (written here, as a stale answer would be) fails that proof and the run goes over `copy`.
+    let again = sandbox_over(artifacts.path(), "auto-again", Transport::Auto).await;
+    let remembered = again
+        .remembered_transport_file(repo.path())
+        .expect("the remembered answer's file");
+    assert_eq!(
+        remembered.exists(),
+        expected == Transport::Bind,
+        "only a bind is remembered: {}",
+        remembered.display()
+    );
+    if expected == Transport::Copy {
+        std::fs::create_dir_all(remembered.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&remembered, "bind\n").expect("write");
+    }
+    let job = sh(
+        JobKind::Checker,
+        "cat README.md; ls -a \"${TMPDIR:-/tmp}\" /tmp | grep -c probe || true",
+    );
+    let out = again.run(repo.path(), &job).await.expect("runs");
+    assert_eq!(
+        text(&out.stdout),
+        "hello\n0\n",
+        "the tree, and no marker left for the job: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(again.chosen_transport(), Some(expected));
+    if expected == Transport::Bind {
+        assert!(
+            !again.transport_probed(),
+            "a remembered bind runs no probe container"
+        );
+        assert!(remembered.exists());
+    } else if engine() == "dood" {
+        assert!(!remembered.exists(), "a bind that did not hold is forgotten");
+    }
+    again.cleanup_all().await.expect("cleanup");
+    assert!(job_containers_of(again.run_id()).is_empty());
 }
 
 #[tokio::test]
@@ -1117,7 +1158,10 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
             .args(["--filter", &format!("label=bork-ci.step={step}")])
             .output()
             .expect("docker volume ls");
-        text(&listed.stdout).split_whitespace().map(str::to_owned).collect::<Vec<_>>()
+        text(&listed.stdout)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
     };
     let (trees, builds) = (of_step("repo"), of_step("build"));
     assert_eq!((trees.len(), builds.len()), (1, 1), "{trees:?} {builds:?}");
@@ -1144,7 +1188,11 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
         fifth, "kept again\nnewer\nchanged\ntool ran\n1777\n1777\n",
         "the whole tree in a volume filled again, the build cache's skeleton in its new volume"
     );
-    assert_eq!(of_step("repo").len(), 1, "the old tree volume is gone with its job");
+    assert_eq!(
+        of_step("repo").len(),
+        1,
+        "the old tree volume is gone with its job"
+    );
     sandbox.cleanup_all().await.expect("cleanup");
     assert!(volumes_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
     drop_cache(repo.path());

@@ -256,8 +256,15 @@ pub struct DockerSandbox {
     anchor: tokio::sync::OnceCell<()>,
     images_ready: Mutex<HashSet<String>>,
     live: Arc<Mutex<HashSet<String>>>,
-    /// What `auto` resolved to, once a probe ran.
-    resolved_transport: tokio::sync::OnceCell<Transport>,
+    /// What `auto` resolved to, and whether that is proven (a probe, or a job's check of a
+    /// remembered `bind`).
+    resolved_transport: Mutex<Option<(Transport, bool)>>,
+    /// Held while `auto` is being resolved.
+    probing: tokio::sync::Mutex<()>,
+    /// `auto`'s probe container ran in this run.
+    probed: std::sync::atomic::AtomicBool,
+    /// The engine's version as it reports it (part of what a remembered answer is for).
+    engine_version: String,
     /// The tag of the edit step's image loaded from this executable and checked, once loaded or found.
     built_runner: tokio::sync::OnceCell<runner_image::RunnerImage>,
     /// Over `copy`: the working tree's volume and what is in it.
@@ -399,11 +406,20 @@ impl DockerSandbox {
             Ok(Err(error)) => return Err(unreachable(error.to_string())),
             Err(_) => return Err(unreachable("no answer within 15 s".to_owned())),
         };
-        let podman = match tokio::time::timeout(Duration::from_secs(15), docker.version()).await {
-            Ok(Ok(version)) => Podman::named_in(&version),
-            Ok(Err(error)) => return Err(unreachable(error.to_string())),
-            Err(_) => return Err(unreachable("no answer within 15 s".to_owned())),
-        };
+        let (podman, engine_version) =
+            match tokio::time::timeout(Duration::from_secs(15), docker.version()).await {
+                Ok(Ok(version)) => (
+                    Podman::named_in(&version),
+                    format!(
+                        "{} {} {}",
+                        version.version.as_deref().unwrap_or_default(),
+                        version.git_commit.as_deref().unwrap_or_default(),
+                        version.kernel_version.as_deref().unwrap_or_default()
+                    ),
+                ),
+                Ok(Err(error)) => return Err(unreachable(error.to_string())),
+                Err(_) => return Err(unreachable("no answer within 15 s".to_owned())),
+            };
         Ok(DockerSandbox {
             docker,
             endpoint,
@@ -413,7 +429,10 @@ impl DockerSandbox {
             anchor: tokio::sync::OnceCell::new(),
             images_ready: Mutex::new(HashSet::new()),
             live: Arc::new(Mutex::new(HashSet::new())),
-            resolved_transport: tokio::sync::OnceCell::new(),
+            resolved_transport: Mutex::new(None),
+            probing: tokio::sync::Mutex::new(()),
+            probed: std::sync::atomic::AtomicBool::new(false),
+            engine_version,
             built_runner: tokio::sync::OnceCell::new(),
             podman,
             tree: tokio::sync::Mutex::new(None),
@@ -669,9 +688,8 @@ impl DockerSandbox {
     /// it), whatever happens.
     pub async fn run(&self, repo: &Path, job: &Job) -> Result<JobOutput, SandboxError> {
         let started = Instant::now();
-        let mut prepared = self.prepare(repo, job, job.argv.clone()).await?;
+        let (prepared, guard) = self.prepare_and_create(repo, job, job.argv.clone()).await?;
         let result = async {
-            let guard = self.create_staged(&mut prepared, job.kind).await?;
             let result = async {
                 let output = self.run_in(&guard.id, job, started).await?;
                 self.stage_out(&guard.id, &prepared).await?;
@@ -748,9 +766,8 @@ impl DockerSandbox {
             "-c".to_owned(),
             "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done".to_owned(),
         ];
-        let mut prepared = self.prepare(repo, job, idle).await?;
+        let (prepared, guard) = self.prepare_and_create(repo, job, idle).await?;
         let result = async {
-            let guard = self.create_staged(&mut prepared, job.kind).await?;
             let result = async {
                 let outputs = self.sequence_in(&guard.id, job, commands, &prepared).await?;
                 self.stage_out(&guard.id, &prepared).await?;
@@ -1195,6 +1212,8 @@ impl DockerSandbox {
             volumes: Vec::new(),
             tree_guard: None,
             tree_pending: None,
+            over_bind: false,
+            bind_proof: None,
             skeleton_sent: None,
         };
         let filled = self
@@ -1206,6 +1225,43 @@ impl DockerSandbox {
                 self.release(prepared).await;
                 Err(error)
             }
+        }
+    }
+
+    /// Prepares `job`, creates its container and stages it in ([`Self::create_staged`]). Under
+    /// a remembered `bind` not yet proven, the container proves it before it starts; if it
+    /// cannot, the job is prepared again over `copy`.
+    async fn prepare_and_create(
+        &self,
+        repo: &Path,
+        job: &Job,
+        cmd: Vec<String>,
+    ) -> Result<(Prepared, Container), SandboxError> {
+        loop {
+            let mut prepared = self.prepare(repo, job, cmd.clone()).await?;
+            let container = match self.create_staged(&mut prepared, job.kind).await {
+                Ok(container) => container,
+                Err(error) => {
+                    self.release(prepared).await;
+                    return Err(error);
+                }
+            };
+            if prepared.over_bind && self.bind_unproven() {
+                let proven = self
+                    .prove_remembered_bind(
+                        &container.id,
+                        repo,
+                        prepared.bind_proof.as_ref(),
+                        job.kind != JobKind::EditStep,
+                    )
+                    .await;
+                if proven.is_err() {
+                    container.remove().await;
+                    self.release(prepared).await;
+                    continue;
+                }
+            }
+            return Ok((prepared, container));
         }
     }
 

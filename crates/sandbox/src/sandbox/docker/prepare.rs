@@ -28,6 +28,7 @@ impl DockerSandbox {
         prepared: &mut Prepared,
     ) -> Result<(), SandboxError> {
         let copy = transport == Transport::Copy;
+        prepared.over_bind = !copy;
         let mut env: Vec<(String, String)> = Vec::new();
         let mut mounts = Vec::new();
         let mut tmpfs = HashMap::from([(
@@ -200,6 +201,7 @@ impl DockerSandbox {
             if let Some(state) = &job.state_dir {
                 let state = std::fs::canonicalize(state).map_err(prepare_error("the state directory"))?;
                 mounts.push(bind(&path_str(&state)?, STATE_MOUNT, false));
+                prepared.bind_proof = Some((state, STATE_MOUNT.to_owned()));
             }
             // Files the step writes keep the repository owner's ids.
             let owner = std::fs::metadata(repo).map_err(prepare_error("the repository owner"))?;
@@ -350,6 +352,7 @@ impl DockerSandbox {
         );
         mounts.push(bind(&path_str(&dirs.run)?, ARTIFACTS_MOUNT, false));
         mounts.push(bind(&path_str(&dirs.tmp)?, JUDGE_TMP, false));
+        prepared.bind_proof = Some((dirs.tmp.clone(), JUDGE_TMP.to_owned()));
         mounts.push(bind(&path_str(&dirs.deps)?, DEPS_MOUNT, !setup));
         if !setup {
             mounts.push(bind(&path_str(&dirs.build)?, CACHE_MOUNT, false));
@@ -389,6 +392,11 @@ pub(super) struct Prepared {
     pub(super) volumes: Vec<String>,
     /// Over `copy`: holds off updates of the tree volume while the job runs.
     pub(super) tree_guard: Option<tokio::sync::OwnedRwLockReadGuard<()>>,
+    /// The job mounts host paths (`bind`).
+    pub(super) over_bind: bool,
+    /// Over `bind`: a folder of bork-ci's the job mounts (the host path, and where the job
+    /// sees it), where a remembered `bind` is proven before the job starts.
+    pub(super) bind_proof: Option<(PathBuf, String)>,
     /// Over `copy`: the tree volume the container mounts, still to be brought up to date.
     pub(super) tree_pending: Option<TreePending>,
     /// Over `copy`: the run-wide volume (and when it was created) whose skeleton the uploads

@@ -283,37 +283,164 @@ fn now() -> u64 {
 
 impl DockerSandbox {
     /// The transport for jobs on `repo`: the setting, or for `auto` the probe's answer (asked
-    /// once per sandbox, with `image`, which must be present).
+    /// once per sandbox, with `image`, which must be present). A `bind` answer is remembered for
+    /// this engine, repository, temporary folder and artifact root ([`DockerSandbox::remembered_transport_file`]); a
+    /// later run takes it without a probe, and its first job proves it before it starts
+    /// ([`DockerSandbox::prove_remembered_bind`]), or the run goes over `copy`.
     pub async fn transport(&self, repo: &Path, image: &str) -> Transport {
-        match self.settings.transport {
-            Transport::Bind => Transport::Bind,
-            Transport::Copy => Transport::Copy,
-            Transport::Auto => {
-                *self
-                    .resolved_transport
-                    .get_or_init(|| async {
-                        match self.probe_bind(repo, image).await {
-                            Ok(()) => {
-                                tracing::info!("sandbox transport: bind (the engine sees this host's paths)");
-                                Transport::Bind
-                            }
-                            Err(reason) => {
-                                tracing::info!("sandbox transport: copy ({reason})");
-                                Transport::Copy
-                            }
-                        }
-                    })
-                    .await
+        if let Some(chosen) = self.chosen_transport() {
+            return chosen;
+        }
+        let _probing = self.probing.lock().await;
+        if let Some(chosen) = self.chosen_transport() {
+            return chosen;
+        }
+        // Only a local socket's answer is ever `bind`, so only one is remembered.
+        let remembered = self
+            .endpoint
+            .starts_with("unix://")
+            .then(|| self.remembered_transport_file(repo))
+            .flatten();
+        if remembered.as_deref().is_some_and(recalls_bind) {
+            tracing::info!(
+                "sandbox transport: bind (remembered for this engine; the first job checks it before it starts)"
+            );
+            self.set_transport(Transport::Bind, false);
+            return Transport::Bind;
+        }
+        self.probed.store(true, std::sync::atomic::Ordering::Relaxed);
+        let chosen = match self.probe_bind(repo, image).await {
+            Ok(()) => {
+                tracing::info!("sandbox transport: bind (the engine sees this host's paths)");
+                if let Some(file) = &remembered {
+                    remember_bind(file);
+                }
+                Transport::Bind
             }
+            Err(reason) => {
+                tracing::info!("sandbox transport: copy ({reason})");
+                Transport::Copy
+            }
+        };
+        self.set_transport(chosen, true);
+        chosen
+    }
+
+    fn set_transport(&self, transport: Transport, proven: bool) {
+        if let Ok(mut state) = self.resolved_transport.lock() {
+            *state = Some((transport, proven));
         }
     }
 
     /// The transport already chosen, if any (`None` for `auto` before the first job).
     pub fn chosen_transport(&self) -> Option<Transport> {
         match self.settings.transport {
-            Transport::Auto => self.resolved_transport.get().copied(),
+            Transport::Auto => self
+                .resolved_transport
+                .lock()
+                .ok()
+                .and_then(|state| state.map(|(transport, _)| transport)),
             other => Some(other),
         }
+    }
+
+    /// Whether `auto` ran its probe container in this run (not when a remembered answer served).
+    pub fn transport_probed(&self) -> bool {
+        self.probed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the transport is a remembered `bind` no job has proven yet.
+    pub(super) fn bind_unproven(&self) -> bool {
+        self.settings.transport == Transport::Auto
+            && self
+                .resolved_transport
+                .lock()
+                .is_ok_and(|state| *state == Some((Transport::Bind, false)))
+    }
+
+    /// The file that remembers `auto`'s `bind` for `repo`: one per engine endpoint and version,
+    /// repository, temporary folder and artifact root, under `<artifact root>/cache/transport/`.
+    /// `None` when one of them cannot be named.
+    pub fn remembered_transport_file(&self, repo: &Path) -> Option<std::path::PathBuf> {
+        let repo = std::fs::canonicalize(repo).ok()?;
+        let tmp = std::fs::canonicalize(std::env::temp_dir()).ok()?;
+        let key = format!(
+            "{}\0{}\0{}\0{}\0{}",
+            self.endpoint,
+            self.engine_version,
+            repo.display(),
+            tmp.display(),
+            self.settings.artifact_dir.display()
+        );
+        Some(
+            self.settings
+                .artifact_dir
+                .join("cache/transport")
+                .join(format!("{}.bind", digest16(&key))),
+        )
+    }
+
+    /// Before the first job of a remembered `bind` starts: its container (created, not started)
+    /// must show, through the archive API, a marker bork-ci writes now into a folder of its own
+    /// the job mounts (`proof`: the host folder and where the job sees it) and a file of the
+    /// repository with its modification time (`.git/HEAD` first where the job sees `.git`).
+    /// What it does not show ends the remembering.
+    pub(super) async fn prove_remembered_bind(
+        &self,
+        id: &str,
+        repo: &Path,
+        proof: Option<&(std::path::PathBuf, String)>,
+        git_visible: bool,
+    ) -> Result<(), String> {
+        let result = async {
+            if let Some((host, seen_at)) = proof {
+                let token = uuid::Uuid::new_v4().simple().to_string();
+                let name = format!(".bork-ci-probe-{token}");
+                let marker = host.join(&name);
+                bork_ci_core::safe_fs::write_atomic(&marker, token.as_bytes())
+                    .map_err(|e| format!("writing a probe file: {e}"))?;
+                let seen = self.read_back(id, format!("{seen_at}/{name}")).await;
+                let _ = std::fs::remove_file(&marker);
+                if seen?.0 != token.as_bytes() {
+                    return Err("the engine sees another folder at this host's path".to_owned());
+                }
+            }
+            let repo = std::fs::canonicalize(repo).map_err(|e| e.to_string())?;
+            if let Some((relative, bytes, mtime)) = repo_sample(&repo, git_visible) {
+                let (seen, seen_mtime) = self
+                    .read_back(id, format!("{}/{relative}", super::REPO_MOUNT))
+                    .await?;
+                if seen != bytes || !same_mtime(seen_mtime, mtime) {
+                    return Err("the engine sees another repository at this path".to_owned());
+                }
+            }
+            Ok(())
+        }
+        .await;
+        match &result {
+            Ok(()) => self.set_transport(Transport::Bind, true),
+            Err(reason) => {
+                tracing::warn!("sandbox transport: copy (the remembered bind no longer holds: {reason})");
+                if let Some(file) = self.remembered_transport_file(repo) {
+                    let _ = std::fs::remove_file(file);
+                }
+                self.set_transport(Transport::Copy, true);
+            }
+        }
+        result
+    }
+
+    /// The first file of a download of `path` from container `id`: its bytes and modification
+    /// time, or why it could not be read.
+    async fn read_back(&self, id: &str, path: String) -> Result<(Vec<u8>, u64), String> {
+        let file = self
+            .download(id, &path, 64 << 20)
+            .await
+            .map_err(|e| format!("{path} is not visible to the engine: {e}"))?;
+        tokio::task::spawn_blocking(move || read_first(file))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("reading {path} back: {e}"))
     }
 
     /// Shows that a bind mount of `repo`, of a directory under `$TMPDIR` and of the artifact
@@ -354,7 +481,7 @@ impl DockerSandbox {
         image: &str,
     ) -> Result<(), String> {
         let repo = std::fs::canonicalize(repo).map_err(|e| e.to_string())?;
-        let sample = repo_sample(&repo);
+        let sample = repo_sample(&repo, true);
         let path = |p: &Path| {
             p.to_str()
                 .map(str::to_owned)
@@ -371,19 +498,7 @@ impl DockerSandbox {
             .map_err(|e| format!("a container with this host's paths mounted could not be created: {e}"))?;
         let id = probe.id.clone();
         let check = async {
-            let read = |path: String| {
-                let id = id.clone();
-                async move {
-                    let file = self
-                        .download(&id, &path, 64 << 20)
-                        .await
-                        .map_err(|e| format!("{path} is not visible to the engine: {e}"))?;
-                    tokio::task::spawn_blocking(move || read_first(file))
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .map_err(|e| format!("reading {path} back: {e}"))
-                }
-            };
+            let read = |path: String| self.read_back(&id, path);
             if read("/probe/tmp/probe".to_owned()).await?.0 != token.as_bytes() {
                 return Err("the engine sees another temporary directory".to_owned());
             }
@@ -634,7 +749,9 @@ impl DockerSandbox {
             "bork-ci-repo-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..16]
         );
-        let id = self.create_or_find_volume(&name, self.run_volume_labels("repo")).await?;
+        let id = self
+            .create_or_find_volume(&name, self.run_volume_labels("repo"))
+            .await?;
         let filled = async {
             let fast = if helper_ok {
                 self.update_tree(&name, repo, &manifest, &manifest.keys().cloned().collect::<Vec<_>>(), &[])
@@ -970,16 +1087,20 @@ impl DockerSandbox {
 
 /// A file of the repository to compare through the probe: `.git/HEAD`, else the first regular
 /// file at the top, at most 1 MiB; its relative path, bytes and modification time.
-fn repo_sample(repo: &Path) -> Option<(String, Vec<u8>, (i64, i64))> {
+fn repo_sample(repo: &Path, with_git: bool) -> Option<(String, Vec<u8>, (i64, i64))> {
     use std::os::unix::fs::MetadataExt;
-    let mut candidates = vec![".git/HEAD".to_owned()];
+    let mut candidates = if with_git {
+        vec![".git/HEAD".to_owned()]
+    } else {
+        Vec::new()
+    };
     if let Ok(entries) = std::fs::read_dir(repo) {
         let mut names: Vec<String> = entries
             .filter_map(Result::ok)
             .filter_map(|e| e.file_name().to_str().map(str::to_owned))
             .collect();
         names.sort();
-        candidates.extend(names);
+        candidates.extend(names.into_iter().filter(|name| with_git || name != ".git"));
     }
     candidates.into_iter().find_map(|relative| {
         let full = repo.join(&relative);
@@ -990,6 +1111,22 @@ fn repo_sample(repo: &Path) -> Option<(String, Vec<u8>, (i64, i64))> {
         let bytes = bork_ci_core::safe_fs::read_regular(&full, 1 << 20).ok()?;
         Some((relative, bytes, (metadata.mtime(), metadata.mtime_nsec())))
     })
+}
+
+/// Whether `file` remembers a `bind` answer.
+fn recalls_bind(file: &Path) -> bool {
+    bork_ci_core::safe_fs::read_regular(file, 64).is_ok_and(|bytes| bytes == b"bind\n")
+}
+
+/// Remembers a `bind` answer in `file`; a failure only costs the next run a probe.
+fn remember_bind(file: &Path) {
+    let written = file
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| bork_ci_core::safe_fs::write_atomic(file, b"bind\n"));
+    if let Err(error) = written {
+        tracing::debug!(%error, "the transport probe's answer is not remembered");
+    }
 }
 
 /// Whether an archive's whole-second modification time is the file's `(seconds, nanoseconds)`:

@@ -4,6 +4,12 @@
 //! step changes a few: `copy` then sends only that. Its first iteration in a run (the whole
 //! tree into a new volume) is measured apart, with a new sandbox each round. Needs the engine
 //! and `ci/build-images.sh busybox`. Run: `cargo bench --bench transport`.
+//!
+//! Then whole `bork-ci run`s (the executable built with the bench, the Docker sandbox, a
+//! scripted model) over `bind` and over `copy`, in interleaved pairs: the quick start's
+//! repository converging at the third iteration (two answers the checker rejects, then the
+//! right one), each run on a fresh checkout. `BORK_BENCH_RUN_ROUNDS` sets the pairs (default
+//! 5; 0 skips the part).
 #![expect(
     clippy::disallowed_methods,
     reason = "benchmarks lay out fixtures and run tools directly"
@@ -173,6 +179,7 @@ fn main() {
         let _ = bind.cleanup_all().await;
         let _ = copy.cleanup_all().await;
     });
+    whole_runs(root);
     let canonical = std::fs::canonicalize(repo.path()).expect("canonical");
     let volumes = Command::new("docker")
         .args(["volume", "ls", "-q", "--filter"])
@@ -182,4 +189,132 @@ fn main() {
     for volume in String::from_utf8_lossy(&volumes.stdout).split_whitespace() {
         let _ = Command::new("docker").args(["volume", "rm", volume]).output();
     }
+}
+
+/// The quick start's greet script, wrong twice (no `--shout`; `--shout` without a name), then
+/// right: a run that converges at its third iteration.
+const ANSWERS: &str = r##"{"answers": [
+  {"create-or-update": {"src/greet.sh": "#!/bin/sh\nname=\"${1:-world}\"\necho \"Hello, $name!\"\n"}},
+  {"create-or-update": {"src/greet.sh": "#!/bin/sh\nif [ \"$1\" = --shout ]; then\n    echo \"Hello, $2!\" | tr a-z A-Z\n    exit 0\nfi\nname=\"${1:-world}\"\necho \"Hello, $name!\"\n"}},
+  {"create-or-update": {"src/greet.sh": "#!/bin/sh\nif [ \"$1\" = --shout ]; then\n    name=\"${2:-world}\"\n    echo \"Hello, $name!\" | tr a-z A-Z\n    exit 0\nfi\nname=\"${1:-world}\"\necho \"Hello, $name!\"\n"}}
+]}"##;
+
+/// A fresh checkout of the quick start's repository in `dir` (its spec changed, as the example
+/// does), set up for the Docker sandbox over `transport`.
+fn quickstart(root: &Path, dir: &Path, transport: &str) {
+    let copied = Command::new("cp")
+        .arg("-R")
+        .arg(root.join("examples/quickstart/repo/."))
+        .arg(dir)
+        .status()
+        .expect("cp runs");
+    assert!(copied.success());
+    let config = format!(
+        r#"{{"correctness-checker": "checks/run", "max-iterations": 5,
+  "llm": {{"provider": "scripted", "model": "scripted-bench"}},
+  "sandbox": {{"kind": "docker", "image": "{IMAGE}", "pull": "never", "transport": "{transport}"}}}}"#
+    );
+    std::fs::write(dir.join(".config/bork.json"), config).expect("config");
+    let chmod = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(dir)
+        .status()
+        .expect("chmod");
+    assert!(chmod.success());
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["add", "-A"]);
+    git(
+        dir,
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@example.com",
+            "commit",
+            "-qm",
+            "quick start",
+        ],
+    );
+    std::fs::copy(
+        root.join("examples/quickstart/spec-change.md"),
+        dir.join("specs/greet.md"),
+    )
+    .expect("the spec change");
+}
+
+/// One `bork-ci run` over `transport` on a fresh checkout: its wall time.
+fn whole_run(root: &Path, work: &Path, answers: &Path, transport: &str, round: usize) -> Duration {
+    let dir = work.join(format!("{transport}-{round}"));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    quickstart(root, &dir, transport);
+    let report = dir.join("report.json");
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_bork-ci"))
+        .args(["run", "--report"])
+        .arg(&report)
+        .current_dir(&dir)
+        .env("BORK_LLM_SCRIPT", answers)
+        .env("BORK_SANDBOX_ARTIFACT_DIR", work.join("artifacts"))
+        .output()
+        .expect("bork-ci runs");
+    let elapsed = started.elapsed();
+    assert!(
+        out.status.success(),
+        "bork-ci run over {transport}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("a JSON report");
+    let iterations = report["iterations"].as_array().map_or(0, Vec::len);
+    assert_eq!(iterations, 3, "{report}");
+    elapsed
+}
+
+fn whole_runs(root: &Path) {
+    let rounds: usize = std::env::var("BORK_BENCH_RUN_ROUNDS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(5);
+    if rounds == 0 {
+        return;
+    }
+    let work = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(work.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let answers = work.path().join("answers.json");
+    std::fs::write(&answers, ANSWERS).expect("answers");
+    // Warm both (the runner image, page cache).
+    whole_run(root, work.path(), &answers, "bind", 100);
+    whole_run(root, work.path(), &answers, "copy", 100);
+    let (mut bind, mut copy) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        bind.push(whole_run(root, work.path(), &answers, "bind", round));
+        copy.push(whole_run(root, work.path(), &answers, "copy", round));
+    }
+    let ratios: Vec<f64> = bind
+        .iter()
+        .zip(&copy)
+        .map(|(b, c)| c.as_secs_f64() / b.as_secs_f64())
+        .collect();
+    let (bind, copy) = (median(bind), median(copy));
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "whole `bork-ci run`s, the quick start converging at iteration 3, median of {rounds} interleaved pairs:"
+    );
+    println!(
+        "  bind                                            {:>8.1} ms",
+        ms(bind)
+    );
+    println!(
+        "  copy                                            {:>8.1} ms",
+        ms(copy)
+    );
+    let (low, high) = ratios
+        .iter()
+        .fold((f64::MAX, 0f64), |(low, high), r| (low.min(*r), high.max(*r)));
+    println!(
+        "  ratio copy / bind: {:.2}x (pairs {low:.2}x to {high:.2}x)",
+        copy.as_secs_f64() / bind.as_secs_f64()
+    );
 }

@@ -190,8 +190,12 @@ pub fn layer(executable: &Executable) -> Result<Vec<u8>, SandboxError> {
         reason,
     };
     // Files of the root filesystem: absolute path in the image → content and mode.
-    let mut files: BTreeMap<String, (Vec<u8>, u32)> = BTreeMap::new();
-    files.insert(format!("{BIN_DIR}/bork-ci"), (executable.bytes.clone(), 0o755));
+    // The executable's bytes are borrowed: the layer is their one copy.
+    let mut files: BTreeMap<String, (std::borrow::Cow<'_, [u8]>, u32)> = BTreeMap::new();
+    files.insert(
+        format!("{BIN_DIR}/bork-ci"),
+        (std::borrow::Cow::Borrowed(&executable.bytes[..]), 0o755),
+    );
     if let Some(interpreter) = interpreter(&executable.bytes).map_err(failed)? {
         let mut needed = libraries(&executable.path).map_err(|reason| {
             failed(format!(
@@ -208,7 +212,7 @@ pub fn layer(executable: &Executable) -> Result<Vec<u8>, SandboxError> {
                         executable.path.display()
                     ))
                 })?;
-            files.insert(library, (bytes, 0o755));
+            files.insert(library, (std::borrow::Cow::Owned(bytes), 0o755));
         }
     }
     let mut builder = tar::Builder::new(Vec::new());
@@ -402,17 +406,46 @@ pub fn config(executable: &Executable, layer_digest: &str, created: u64) -> Vec<
 /// The image as `docker save` writes it (the format `POST /images/load` takes on every engine):
 /// `manifest.json`, the configuration and the one layer, tagged `tag`.
 pub fn archive(tag: &str, config: &[u8], layer: &[u8]) -> std::io::Result<Vec<u8>> {
+    let chunks = archive_chunks(tag, config, bytes::Bytes::copy_from_slice(layer))?;
+    Ok(chunks.concat())
+}
+
+/// [`archive`] as the chunks of one stream, the layer's bytes one of them, shared rather than
+/// copied (it holds the whole executable).
+pub fn archive_chunks(tag: &str, config: &[u8], layer: bytes::Bytes) -> std::io::Result<Vec<bytes::Bytes>> {
     let config_name = format!("{}.json", hex::encode(Sha256::digest(config)));
-    let layer_dir = hex::encode(Sha256::digest(layer));
+    let layer_dir = hex::encode(Sha256::digest(&layer));
     let layer_name = format!("{layer_dir}/layer.tar");
     let manifest = serde_json::json!([{
         "Config": config_name,
         "RepoTags": [tag],
         "Layers": [layer_name],
     }]);
-    let mut builder = tar::Builder::new(Vec::new());
-    append(&mut builder, &layer_dir, &[], 0o755, tar::EntryType::Directory)?;
-    append(&mut builder, &layer_name, layer, 0o644, tar::EntryType::Regular)?;
+    // The folder's entry and the layer's header, as `append` writes them; then the layer; then
+    // the padding to a whole block.
+    let mut head = Vec::with_capacity(1024);
+    for (path, size, mode, kind) in [
+        (layer_dir.as_str(), 0, 0o755, tar::EntryType::Directory),
+        (
+            layer_name.as_str(),
+            layer.len() as u64,
+            0o644,
+            tar::EntryType::Regular,
+        ),
+    ] {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(kind);
+        header.set_mode(mode);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_mtime(0);
+        header.set_size(size);
+        header.set_path(path)?;
+        header.set_cksum();
+        head.extend_from_slice(header.as_bytes());
+    }
+    let padding = vec![0u8; (512 - layer.len() % 512) % 512];
+    let mut builder = tar::Builder::new(padding);
     append(&mut builder, &config_name, config, 0o644, tar::EntryType::Regular)?;
     let manifest = serde_json::to_vec(&manifest).unwrap_or_default();
     append(
@@ -422,7 +455,7 @@ pub fn archive(tag: &str, config: &[u8], layer: &[u8]) -> std::io::Result<Vec<u8
         0o644,
         tar::EntryType::Regular,
     )?;
-    builder.into_inner()
+    Ok(vec![head.into(), layer, builder.into_inner()?.into()])
 }
 
 /// The runner image a run uses: its tag (for people) and its id (what containers are created
@@ -550,7 +583,7 @@ pub async fn ensure_cached(
 /// fraction of a second, so no lock is taken: two runs loading at once load the same content.
 pub async fn ensure(docker: &Docker, executable: &Executable) -> Result<RunnerImage, SandboxError> {
     let tag = executable.tag();
-    let layer = bork_ci_core::blocking::run(|| layer(executable))?;
+    let layer = bytes::Bytes::from(bork_ci_core::blocking::run(|| layer(executable))?);
     let digest = format!("sha256:{}", hex::encode(Sha256::digest(&layer)));
     match docker.inspect_image(&tag).await {
         Ok(image) => match checked(&image, &digest) {
@@ -573,7 +606,7 @@ pub async fn ensure(docker: &Docker, executable: &Executable) -> Result<RunnerIm
             });
         }
     }
-    load(docker, executable, &tag, &digest, &layer).await?;
+    load(docker, executable, &tag, &digest, layer).await?;
     let failed = |reason: String| SandboxError::RunnerImage {
         image: tag.clone(),
         reason,
@@ -643,7 +676,7 @@ async fn load(
     executable: &Executable,
     tag: &str,
     digest: &str,
-    layer: &[u8],
+    layer: bytes::Bytes,
 ) -> Result<(), SandboxError> {
     let failed = |reason: String| SandboxError::RunnerImage {
         image: tag.to_owned(),
@@ -654,7 +687,7 @@ async fn load(
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let config = config(executable, digest, created);
-    let archive = bork_ci_core::blocking::run(|| archive(tag, &config, layer))
+    let archive = bork_ci_core::blocking::run(|| archive_chunks(tag, &config, layer))
         .map_err(|error| failed(format!("writing the image archive: {error}")))?;
     tracing::info!(
         "loading the edit step's image {tag} from {}",
@@ -664,7 +697,8 @@ async fn load(
         quiet: true,
         ..Default::default()
     };
-    let mut progress = docker.import_image(options, bollard::body_full(archive.into()), None);
+    let body = bollard::body_stream(futures_util::stream::iter(archive));
+    let mut progress = docker.import_image(options, body, None);
     while let Some(item) = progress.next().await {
         match item {
             Ok(info) => {
@@ -734,6 +768,42 @@ pub async fn remove_stale(docker: &Docker, current: &str) -> Result<Vec<String>,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_archive_streamed_in_chunks_is_one_tar_with_the_layer_whole() {
+        for size in [0usize, 1, 511, 512, 513, 70_000] {
+            let layer: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            let chunks = archive_chunks(
+                "bork-ci-runner:t",
+                b"{\"c\":1}",
+                bytes::Bytes::from(layer.clone()),
+            )
+            .expect("chunks");
+            assert_eq!(chunks[1].len(), size, "the layer is one chunk, as it is");
+            let whole = chunks.concat();
+            assert_eq!(whole.len() % 512, 0);
+            let mut entries = Vec::new();
+            let mut archive = tar::Archive::new(&whole[..]);
+            for entry in archive.entries().expect("entries") {
+                let mut entry = entry.expect("entry");
+                let path = entry.path().expect("path").to_string_lossy().into_owned();
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(&mut entry, &mut bytes).expect("read");
+                entries.push((path, bytes));
+            }
+            let digest = hex::encode(Sha256::digest(&layer));
+            let names: Vec<&str> = entries.iter().map(|(path, _)| path.as_str()).collect();
+            assert_eq!(names.len(), 4, "{names:?}");
+            assert_eq!(names[0].trim_end_matches('/'), digest);
+            assert_eq!(names[1], format!("{digest}/layer.tar"));
+            assert_eq!(entries[1].1, layer);
+            assert_eq!(entries[2].1, b"{\"c\":1}");
+            assert_eq!(names[3], "manifest.json");
+            let manifest: serde_json::Value = serde_json::from_slice(&entries[3].1).expect("json");
+            assert_eq!(manifest[0]["RepoTags"][0], "bork-ci-runner:t");
+            assert_eq!(manifest[0]["Layers"][0], format!("{digest}/layer.tar"));
+        }
+    }
 
     #[test]
     fn ldd_lines() {

@@ -1052,6 +1052,100 @@ async fn auto_binds_only_where_the_engine_sees_this_hosts_paths() {
     assert!(job_containers_of(again.run_id()).is_empty());
 }
 
+/// The volumes the never-started containers of run `run_id` hold whose names start with `prefix`.
+fn held_volumes(run_id: &str, prefix: &str) -> Vec<String> {
+    let ids = Command::new("docker")
+        .args(["ps", "-aq", "--filter"])
+        .arg(format!("label=bork-ci.run={run_id}"))
+        .output()
+        .expect("docker ps");
+    let ids: Vec<String> = text(&ids.stdout).split_whitespace().map(str::to_owned).collect();
+    if ids.is_empty() {
+        return Vec::new();
+    }
+    let output = Command::new("docker")
+        .args(["inspect", "-f", "{{range .Mounts}}{{.Name}} {{end}}"])
+        .args(&ids)
+        .output()
+        .expect("docker inspect");
+    let mut names: Vec<String> = text(&output.stdout)
+        .split_whitespace()
+        .filter(|name| name.starts_with(prefix))
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[tokio::test]
+async fn judges_over_copy_share_one_bork_ci_volume_per_executable() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    let job = sh(
+        JobKind::Checker,
+        "test -x /opt/bork-ci/bin/bork-ci -o -x /opt/bork-ci/libexec/bork-ci && echo bork-ci there",
+    );
+    let run = |label: &'static str| {
+        let artifacts = artifacts.path().to_owned();
+        let repo = repo.path().to_owned();
+        let job = job.clone();
+        async move {
+            let sandbox = sandbox_over(&artifacts, label, Transport::Copy).await;
+            let out = sandbox.run(&repo, &job).await.expect("runs");
+            assert_eq!(text(&out.stdout), "bork-ci there\n", "{}", text(&out.stderr));
+            // The kept volume its holder holds, or the run's own.
+            let mut used = held_volumes(sandbox.run_id(), "bork-ci-tool-");
+            let own = Command::new("docker")
+                .args(["volume", "ls", "-q", "--filter"])
+                .arg(format!("label=bork-ci.run={}", sandbox.run_id()))
+                .args(["--filter", "label=bork-ci.step=tool"])
+                .output()
+                .expect("docker volume ls");
+            used.extend(text(&own.stdout).split_whitespace().map(str::to_owned));
+            sandbox.cleanup_all().await.expect("cleanup");
+            used
+        }
+    };
+    // The first run fills it (or finds it filled by another test of this executable); it
+    // outlives the run, marked complete, and the next run takes the very same volume.
+    let first = run("tool-first").await;
+    assert_eq!(first.len(), 1, "{first:?}");
+    let kept = first[0].clone();
+    let key = kept.trim_start_matches("bork-ci-tool-").to_owned();
+    assert_eq!(key.len(), 16, "named by the executable: {kept}");
+    let labels = Command::new("docker")
+        .args(["volume", "inspect", "-f", "{{json .Labels}}", &kept])
+        .output()
+        .expect("docker volume inspect");
+    let labels: serde_json::Value = serde_json::from_slice(&labels.stdout).expect("labels");
+    assert_eq!(labels["bork-ci.cache"], "1", "kept for `bork-ci gc`: {labels}");
+    assert!(labels.get("bork-ci.run").is_none(), "{labels}");
+    assert_eq!(run("tool-second").await, vec![kept.clone()]);
+    // Half filled (its mark missing, as after a run killed while filling it): not used; the
+    // run fills one of its own, which goes with the run.
+    let mark = |script: &str| {
+        let status = Command::new("docker")
+            .args(["run", "--rm", "--network", "none", "--user", "0:0", "-v"])
+            .arg(format!("{kept}:/t"))
+            .args([TEST_IMAGE, "sh", "-c", script])
+            .status()
+            .expect("docker run");
+        assert!(status.success());
+    };
+    mark("rm /t/.bork-ci-complete");
+    let third = run("tool-third").await;
+    assert_eq!(third.len(), 1, "{third:?}");
+    assert_ne!(third[0], kept, "a half-filled volume is not used");
+    assert!(
+        !volumes_with("bork-ci.step=tool").contains(&third[0]),
+        "the run's own volume goes with it"
+    );
+    mark(&format!("printf %s {key} > /t/.bork-ci-complete"));
+    assert_eq!(run("tool-fourth").await, vec![kept]);
+    drop_cache(repo.path());
+}
+
 #[tokio::test]
 async fn an_edit_step_image_that_cannot_be_built_is_one_line_naming_the_fix() {
     let artifacts = tempfile::tempdir().expect("tempdir");

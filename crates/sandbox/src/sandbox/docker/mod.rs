@@ -290,6 +290,10 @@ pub struct DockerSandbox {
 /// Where the judges' copy of bork-ci comes from: files of this host bound in (host path,
 /// path inside; the scratch folder holds the script a dynamically linked executable needs), or
 /// a volume of this run.
+/// The file the judges' bork-ci volume gets last, holding its key: a volume without it is
+/// still being filled, or was left half filled.
+const TOOL_COMPLETE: &str = ".bork-ci-complete";
+
 enum ToolMounts {
     Binds {
         binds: Vec<(String, String)>,
@@ -1064,25 +1068,7 @@ impl DockerSandbox {
                         .await
                         .map_err(|error| SandboxError::Backend(error.to_string()))??;
                     if copy {
-                        let name = format!(
-                            "bork-ci-tool-{}",
-                            &uuid::Uuid::new_v4().simple().to_string()[..16]
-                        );
-                        let folder = tokio::task::spawn_blocking(move || runner_image::tool_folder(&layout))
-                            .await
-                            .map_err(|error| SandboxError::Backend(error.to_string()))??;
-                        self.create_volume(&name, self.run_volume_labels("tool")).await?;
-                        let helper = self
-                            .create_idle(
-                                image,
-                                vec![transport::volume(&name, runner_image::TOOL_DIR, false)],
-                                "tool",
-                            )
-                            .await?;
-                        let uploaded = self.upload(&helper.id, runner_image::TOOL_DIR, folder).await;
-                        helper.remove().await;
-                        uploaded?;
-                        return Ok(ToolMounts::Volume(name));
+                        return self.tool_volume(image, layout).await.map(ToolMounts::Volume);
                     }
                     let scratch = tempfile::Builder::new()
                         .prefix("bork-ci-tool-")
@@ -1142,6 +1128,84 @@ impl DockerSandbox {
                 .map(|(host, inside)| bind(host, inside, true))
                 .collect(),
         })
+    }
+
+    /// Over `copy`: the volume holding bork-ci's files for the judges (`layout`), one per
+    /// executable (named by [`runner_image::tool_key`]), filled once and kept across runs (a
+    /// cache volume, for `bork-ci gc`). A run holds it with a container that never starts, so no
+    /// `gc` removes it while the run lives. A run that finds it takes it only once it shows the
+    /// mark its filling wrote last; one being filled by another run, or left half filled, is
+    /// not used: the run fills a volume of its own, as every run did before.
+    async fn tool_volume(
+        &self,
+        image: &str,
+        mut layout: Vec<(String, runner_image::ToolFile)>,
+    ) -> Result<String, SandboxError> {
+        let key = transport::digest16(&runner_image::tool_key(&layout));
+        layout.push((
+            TOOL_COMPLETE.to_owned(),
+            runner_image::ToolFile::Text(key.clone()),
+        ));
+        let name = format!("bork-ci-tool-{key}");
+        let mut volume_labels = self.kept_volume_labels();
+        volume_labels.insert(labels::STEP.to_owned(), "tool".to_owned());
+        let ours = uuid::Uuid::new_v4().simple().to_string();
+        volume_labels.insert(labels::VOLUME_ID.to_owned(), ours.clone());
+        let made = self.create_or_find_volume(&name, volume_labels).await? == ours;
+        let holder = self
+            .create_idle(
+                image,
+                vec![transport::volume(&name, runner_image::TOOL_DIR, !made)],
+                "anchor",
+            )
+            .await?;
+        if made {
+            if let Err(error) = self.fill_tool_volume(&holder.id, &layout).await {
+                holder.remove().await;
+                remove_volume(&self.docker, &name).await;
+                return Err(error);
+            }
+            holder.keep();
+            return Ok(name);
+        }
+        let complete = self
+            .read_back(&holder.id, format!("{}/{TOOL_COMPLETE}", runner_image::TOOL_DIR))
+            .await
+            .is_ok_and(|(bytes, _)| bytes == key.as_bytes());
+        if complete {
+            holder.keep();
+            return Ok(name);
+        }
+        holder.remove().await;
+        tracing::debug!("the judges' bork-ci volume {name} is not complete; this run fills one of its own");
+        let own = format!(
+            "bork-ci-tool-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..16]
+        );
+        self.create_volume(&own, self.run_volume_labels("tool")).await?;
+        let helper = self
+            .create_idle(
+                image,
+                vec![transport::volume(&own, runner_image::TOOL_DIR, false)],
+                "tool",
+            )
+            .await?;
+        let filled = self.fill_tool_volume(&helper.id, &layout).await;
+        helper.remove().await;
+        filled.map(|()| own)
+    }
+
+    /// Uploads the judges' bork-ci folder of `layout` through container `id`.
+    async fn fill_tool_volume(
+        &self,
+        id: &str,
+        layout: &[(String, runner_image::ToolFile)],
+    ) -> Result<(), SandboxError> {
+        let layout = layout.to_vec();
+        let folder = tokio::task::spawn_blocking(move || runner_image::tool_folder(&layout))
+            .await
+            .map_err(|error| SandboxError::Backend(error.to_string()))??;
+        self.upload(id, runner_image::TOOL_DIR, folder).await
     }
 
     /// The `PATH` `image` sets, or the engine's default when it sets none.

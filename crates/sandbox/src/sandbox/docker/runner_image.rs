@@ -255,6 +255,26 @@ pub fn layer(executable: &Executable) -> Result<Vec<u8>, SandboxError> {
         .map_err(|error| failed(format!("writing the image's layer: {error}")))
 }
 
+/// What names a [`tool_layout`] without reading its files: each file's place and, for a file of
+/// this host, its [`stamp`] (a file replaced or rewritten gets another), for text the text.
+pub fn tool_key(layout: &[(String, ToolFile)]) -> String {
+    let mut key = String::new();
+    for (inside, file) in layout {
+        key.push_str(inside);
+        key.push('\0');
+        match file {
+            ToolFile::Host(path) => {
+                key.push_str(&path.display().to_string());
+                key.push('\0');
+                key.push_str(&stamp(path).unwrap_or_default());
+            }
+            ToolFile::Text(text) => key.push_str(text),
+        }
+        key.push('\0');
+    }
+    key
+}
+
 /// Where judge containers find bork-ci itself (a read-only volume), so that a checker or a
 /// Verifier step can run `bork-ci check`; the model cannot edit it, it is not in the repository.
 pub const TOOL_DIR: &str = "/opt/bork-ci";

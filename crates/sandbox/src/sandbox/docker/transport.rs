@@ -432,7 +432,7 @@ impl DockerSandbox {
 
     /// The first file of a download of `path` from container `id`: its bytes and modification
     /// time, or why it could not be read.
-    async fn read_back(&self, id: &str, path: String) -> Result<(Vec<u8>, u64), String> {
+    pub(super) async fn read_back(&self, id: &str, path: String) -> Result<(Vec<u8>, u64), String> {
         let file = self
             .download(id, &path, 64 << 20)
             .await
@@ -606,7 +606,8 @@ impl DockerSandbox {
         self.create_or_find_volume(name, volume_labels).await.map(drop)
     }
 
-    /// [`DockerSandbox::create_volume`] with a new id ([`labels::VOLUME_ID`]); returns the id
+    /// [`DockerSandbox::create_volume`] with a new id ([`labels::VOLUME_ID`]; the one in
+    /// `volume_labels`, if any); returns the id
     /// of the volume now under `name` (the one there already, if any; empty when it has none):
     /// what tells one volume from another made later under its name.
     pub(super) async fn create_or_find_volume(
@@ -614,10 +615,9 @@ impl DockerSandbox {
         name: &str,
         mut volume_labels: HashMap<String, String>,
     ) -> Result<String, SandboxError> {
-        volume_labels.insert(
-            labels::VOLUME_ID.to_owned(),
-            uuid::Uuid::new_v4().simple().to_string(),
-        );
+        volume_labels
+            .entry(labels::VOLUME_ID.to_owned())
+            .or_insert_with(|| uuid::Uuid::new_v4().simple().to_string());
         let request = VolumeCreateRequest {
             name: Some(name.to_owned()),
             labels: Some(volume_labels),
@@ -650,21 +650,22 @@ impl DockerSandbox {
     /// Labels of the cache volume of `repo`: no run and no lease, so only `bork-ci gc` removes
     /// it, once no container references it (a live run's anchor does) and it is old enough.
     pub(super) fn cache_volume_labels(&self, repo: &Path) -> HashMap<String, String> {
+        let mut volume_labels = self.kept_volume_labels();
+        volume_labels.insert(REPO_LABEL.to_owned(), repo.display().to_string());
+        volume_labels
+    }
+
+    /// Labels of a volume kept across runs and repositories: no run and no lease, so only
+    /// `bork-ci gc` removes it (see [`super::gc_caches`]), once no container references it.
+    pub(super) fn kept_volume_labels(&self) -> HashMap<String, String> {
         HashMap::from([
             (labels::MARK.to_owned(), "1".to_owned()),
             (CACHE_LABEL.to_owned(), "1".to_owned()),
-            (REPO_LABEL.to_owned(), repo.display().to_string()),
             (labels::CREATED.to_owned(), now().to_string()),
             (labels::HOST.to_owned(), self.host_label.clone()),
         ])
     }
 
-    /// Brings this sandbox's tree volume up to date with the working tree of `repo` and returns
-    /// its name. The first call fills a new volume; later ones send only the paths that changed
-    /// and the list of those gone, unpacked by bork-ci in a helper container of the runner image
-    /// (an engine extracts archives file by file, about 0.5 ms each on a fuse-overlayfs engine).
-    /// When the helper cannot be had, the engine extracts the whole tree into a fresh volume
-    /// through a container of `image` that never starts. Hold `tree_lock` for writing.
     /// The run's tree volume of `repo`, when one was filled.
     pub(super) async fn tree_volume_of(&self, repo: &Path) -> Option<String> {
         let state = self.tree.lock().await;
@@ -674,6 +675,12 @@ impl DockerSandbox {
             .map(|tree| tree.name.clone())
     }
 
+    /// Brings this sandbox's tree volume up to date with the working tree of `repo` and returns
+    /// its name. The first call fills a new volume; later ones send only the paths that changed
+    /// and the list of those gone, unpacked by bork-ci in a helper container of the runner image
+    /// (an engine extracts archives file by file, about 0.5 ms each on a fuse-overlayfs engine).
+    /// When the helper cannot be had, the engine extracts the whole tree into a fresh volume
+    /// through a container of `image` that never starts. Hold `tree_lock` for writing.
     pub(super) async fn sync_tree(&self, repo: &Path, image: &str) -> Result<String, SandboxError> {
         let mut state = self.tree.lock().await;
         let repo_owned = repo.to_owned();

@@ -896,6 +896,12 @@ async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
     std::fs::write(repo.path().join("ignored.log"), "x").expect("write");
     std::fs::write(repo.path().join(".gitignore"), "*.log\n").expect("write");
     std::fs::write(repo.path().join("untracked.txt"), "u").expect("write");
+    // More files than an engine is asked to extract itself (a small tree goes in that way): the
+    // tree goes through bork-ci's helper, and through the engine when the helper cannot be had.
+    std::fs::create_dir(repo.path().join("many")).expect("mkdir");
+    for index in 0..600 {
+        std::fs::write(repo.path().join(format!("many/{index}.txt")), "m").expect("write");
+    }
     let repo_path = std::fs::canonicalize(repo.path()).expect("canonical");
     let artifacts_path = std::fs::canonicalize(artifacts.path()).expect("canonical");
     let job = sh(

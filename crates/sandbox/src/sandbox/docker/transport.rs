@@ -760,6 +760,12 @@ impl DockerSandbox {
             .create_or_find_volume(&name, self.run_volume_labels("repo"))
             .await?;
         let filled = async {
+            // A small tree the engine extracts itself, through a container that never starts:
+            // cheaper than starting the helper.
+            if manifest.len() <= HOLDER_MAX_FILES {
+                self.fill_through_engine(&name, repo, &manifest, image).await?;
+                return Ok(id);
+            }
             let fast = if helper_ok {
                 self.update_tree(&name, repo, &manifest, &manifest.keys().cloned().collect::<Vec<_>>(), &[])
                     .await

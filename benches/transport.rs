@@ -45,6 +45,22 @@ fn git(repo: &Path, args: &[&str]) {
     assert!(status.success(), "git {args:?}");
 }
 
+/// Makes `dir` a git repository whose one commit holds all that is in it.
+fn commit_all(dir: &Path, message: &str) {
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["add", "-A"]);
+    // No automatic `gc` in the background: the caller packs when it wants to.
+    let config = [
+        "-c",
+        "gc.auto=0",
+        "-c",
+        "user.name=b",
+        "-c",
+        "user.email=b@example.com",
+    ];
+    git(dir, &[&config[..], &["commit", "-qm", message]].concat());
+}
+
 /// A git repository of `FILES` files of about 1 KiB in 100 directories, committed.
 fn repository(root: &Path) -> u64 {
     let mut bytes = 0u64;
@@ -55,22 +71,7 @@ fn repository(root: &Path) -> u64 {
         bytes += text.len() as u64;
         std::fs::write(dir.join(format!("f{index:05}.rs")), text).expect("write");
     }
-    git(root, &["init", "-q", "-b", "main"]);
-    git(root, &["add", "."]);
-    git(
-        root,
-        &[
-            "-c",
-            "gc.auto=0",
-            "-c",
-            "user.name=b",
-            "-c",
-            "user.email=b@example.com",
-            "commit",
-            "-qm",
-            "bench",
-        ],
-    );
+    commit_all(root, "bench");
     // Packed, as a CI checkout is (a clone brings one pack, not an object file per file).
     git(root, &["gc", "-q"]);
     bytes
@@ -221,20 +222,7 @@ fn quickstart(root: &Path, dir: &Path, transport: &str) {
         .status()
         .expect("chmod");
     assert!(chmod.success());
-    git(dir, &["init", "-q", "-b", "main"]);
-    git(dir, &["add", "-A"]);
-    git(
-        dir,
-        &[
-            "-c",
-            "user.name=b",
-            "-c",
-            "user.email=b@example.com",
-            "commit",
-            "-qm",
-            "quick start",
-        ],
-    );
+    commit_all(dir, "quick start");
     std::fs::copy(
         root.join("examples/quickstart/spec-change.md"),
         dir.join("specs/greet.md"),

@@ -367,14 +367,20 @@ fn append(
     mode: u32,
     kind: tar::EntryType,
 ) -> std::io::Result<()> {
+    let mut header = header_of(bytes.len() as u64, mode, kind);
+    builder.append_data(&mut header, path, bytes)
+}
+
+/// The header of a deterministic entry of `size` bytes (owner root, mtime 0), its path not set.
+fn header_of(size: u64, mode: u32, kind: tar::EntryType) -> tar::Header {
     let mut header = tar::Header::new_gnu();
     header.set_entry_type(kind);
     header.set_mode(mode);
     header.set_uid(0);
     header.set_gid(0);
     header.set_mtime(0);
-    header.set_size(bytes.len() as u64);
-    builder.append_data(&mut header, path, bytes)
+    header.set_size(size);
+    header
 }
 
 /// The runner's environment, working folder and command: all of its configuration that a
@@ -453,13 +459,7 @@ pub fn archive_chunks(tag: &str, config: &[u8], layer: bytes::Bytes) -> std::io:
             tar::EntryType::Regular,
         ),
     ] {
-        let mut header = tar::Header::new_gnu();
-        header.set_entry_type(kind);
-        header.set_mode(mode);
-        header.set_uid(0);
-        header.set_gid(0);
-        header.set_mtime(0);
-        header.set_size(size);
+        let mut header = header_of(size, mode, kind);
         header.set_path(path)?;
         header.set_cksum();
         head.extend_from_slice(header.as_bytes());

@@ -717,7 +717,14 @@ async fn load(
         quiet: true,
         ..Default::default()
     };
-    let body = bollard::body_stream(futures_util::stream::iter(archive));
+    // In slices: the HTTP client copies each chunk into its write buffer before sending it, so
+    // a whole-layer chunk would be held twice.
+    const SLICE: usize = 256 << 10;
+    let slices = archive.into_iter().flat_map(|chunk| {
+        (0..chunk.len().div_ceil(SLICE))
+            .map(move |index| chunk.slice(index * SLICE..chunk.len().min((index + 1) * SLICE)))
+    });
+    let body = bollard::body_stream(futures_util::stream::iter(slices));
     let mut progress = docker.import_image(options, body, None);
     while let Some(item) = progress.next().await {
         match item {

@@ -206,8 +206,8 @@ pub fn containers_with(label: &str) -> Vec<String> {
         .collect()
 }
 
-/// The containers of run `run_id` other than its idle anchor (which holds the run's cache volume
-/// and runner image until the run's cleanup).
+/// The containers of run `run_id` other than those it holds, never started, until its cleanup:
+/// the anchors (of the cache volumes, the judges' bork-ci) and the tree's holder.
 pub fn job_containers_of(run_id: &str) -> Vec<String> {
     let output = Command::new("docker")
         .args(["ps", "-a", "--format", "{{.ID}} {{.Names}}", "--filter"])
@@ -216,7 +216,8 @@ pub fn job_containers_of(run_id: &str) -> Vec<String> {
         .expect("docker ps runs");
     String::from_utf8_lossy(&output.stdout)
         .lines()
-        .filter(|line| !line.contains("bork-ci-anchor-"))
+        // What a run holds until its end (never started): the caches' anchors, the tree's holder.
+        .filter(|line| !line.contains("bork-ci-anchor-") && !line.contains("bork-ci-tree-holder-"))
         .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
         .collect()
 }

@@ -759,13 +759,28 @@ impl DockerSandbox {
         let id = self
             .create_or_find_volume(&name, self.run_volume_labels("repo"))
             .await?;
-        let filled = async {
-            // A small tree the engine extracts itself, through a container that never starts:
-            // cheaper than starting the helper.
-            if manifest.len() <= HOLDER_MAX_FILES {
-                self.fill_through_engine(&name, repo, &manifest, image).await?;
-                return Ok(id);
+        // A small tree the engine extracts itself, through the tree's holder (a container that
+        // never starts, kept for the updates): cheaper than starting the helper.
+        if manifest.len() <= HOLDER_MAX_FILES {
+            let mut tree = TreeVolume {
+                name: name.clone(),
+                repo: repo.to_owned(),
+                manifest: archive::Manifest::new(),
+                id,
+                holder: None,
+            };
+            let all: Vec<String> = manifest.keys().cloned().collect();
+            if let Err(error) = self
+                .update_through_holder(&mut tree, repo, &manifest, &all, image)
+                .await
+            {
+                self.drop_tree(&tree).await;
+                return Err(error);
             }
+            *state = Some(TreeVolume { manifest, ..tree });
+            return Ok(name);
+        }
+        let filled = async {
             let fast = if helper_ok {
                 self.update_tree(&name, repo, &manifest, &manifest.keys().cloned().collect::<Vec<_>>(), &[])
                     .await

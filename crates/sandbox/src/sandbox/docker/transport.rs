@@ -286,7 +286,7 @@ impl DockerSandbox {
     /// once per sandbox, with `image`, which must be present). A `bind` answer is remembered for
     /// this engine, repository, temporary folder and artifact root ([`DockerSandbox::remembered_transport_file`]); a
     /// later run takes it without a probe, and its first job proves it before it starts
-    /// ([`DockerSandbox::prove_remembered_bind`]), or the run goes over `copy`.
+    /// (`prove_remembered_bind`), or the run goes over `copy`.
     pub async fn transport(&self, repo: &Path, image: &str) -> Transport {
         if let Some(chosen) = self.chosen_transport() {
             return chosen;

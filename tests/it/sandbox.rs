@@ -1059,6 +1059,29 @@ async fn auto_binds_only_where_the_engine_sees_this_hosts_paths() {
     assert!(job_containers_of(again.run_id()).is_empty());
 }
 
+/// The volumes of run `run_id` labelled `bork-ci.step=step`. One label filter, the other label
+/// read from each volume: engines differ in how they combine label filters on volumes (Podman
+/// 4.3 matches any of them).
+fn run_volumes_of_step(run_id: &str, step: &str) -> Vec<String> {
+    let listed = Command::new("docker")
+        .args([
+            "volume",
+            "ls",
+            "--format",
+            "{{.Name}} {{.Label \"bork-ci.step\"}}",
+            "--filter",
+        ])
+        .arg(format!("label=bork-ci.run={run_id}"))
+        .output()
+        .expect("docker volume ls");
+    text(&listed.stdout)
+        .lines()
+        .filter_map(|line| line.split_once(' '))
+        .filter(|(_, label)| *label == step)
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
 /// The volumes the never-started containers of run `run_id` hold whose names start with `prefix`.
 fn held_volumes(run_id: &str, prefix: &str) -> Vec<String> {
     let ids = Command::new("docker")
@@ -1103,13 +1126,7 @@ async fn judges_over_copy_share_one_bork_ci_volume_per_executable() {
             assert_eq!(text(&out.stdout), "bork-ci there\n", "{}", text(&out.stderr));
             // The kept volume its holder holds, or the run's own.
             let mut used = held_volumes(sandbox.run_id(), "bork-ci-tool-");
-            let own = Command::new("docker")
-                .args(["volume", "ls", "-q", "--filter"])
-                .arg(format!("label=bork-ci.run={}", sandbox.run_id()))
-                .args(["--filter", "label=bork-ci.step=tool"])
-                .output()
-                .expect("docker volume ls");
-            used.extend(text(&own.stdout).split_whitespace().map(str::to_owned));
+            used.extend(run_volumes_of_step(sandbox.run_id(), "tool"));
             sandbox.cleanup_all().await.expect("cleanup");
             used
         }
@@ -1125,20 +1142,42 @@ async fn judges_over_copy_share_one_bork_ci_volume_per_executable() {
         .args(["volume", "inspect", "-f", "{{json .Labels}}", &kept])
         .output()
         .expect("docker volume inspect");
-    let labels: serde_json::Value = serde_json::from_slice(&labels.stdout).expect("labels");
+    let labels: serde_json::Value = serde_json::from_slice(&labels.stdout)
+        .unwrap_or_else(|error| panic!("the labels of {kept}: {error}: {}", text(&labels.stderr)));
     assert_eq!(labels["bork-ci.cache"], "1", "kept for `bork-ci gc`: {labels}");
     assert!(labels.get("bork-ci.run").is_none(), "{labels}");
     assert_eq!(run("tool-second").await, vec![kept.clone()]);
     // Half filled (its mark missing, as after a run killed while filling it): not used; the
     // run fills one of its own, which goes with the run.
+    // Created, started and waited for without attaching (Podman's API refuses the CLI's
+    // attach), with ulimits within this host's hard limits (Podman's defaults are above them).
     let mark = |script: &str| {
-        let status = Command::new("docker")
-            .args(["run", "--rm", "--network", "none", "--user", "0:0", "-v"])
+        let created = Command::new("docker")
+            .args(["create", "--network", "none", "--user", "0:0"])
+            .args([
+                "--ulimit",
+                "nofile=1024:1024",
+                "--ulimit",
+                "nproc=1024:1024",
+                "-v",
+            ])
             .arg(format!("{kept}:/t"))
             .args([TEST_IMAGE, "sh", "-c", script])
-            .status()
-            .expect("docker run");
-        assert!(status.success());
+            .output()
+            .expect("docker create");
+        assert!(created.status.success(), "{}", text(&created.stderr));
+        let id = text(&created.stdout).trim().to_owned();
+        let started = Command::new("docker")
+            .args(["start", &id])
+            .output()
+            .expect("docker start");
+        let waited = Command::new("docker")
+            .args(["wait", &id])
+            .output()
+            .expect("docker wait");
+        let _ = Command::new("docker").args(["rm", "-f", &id]).output();
+        assert!(started.status.success(), "{}", text(&started.stderr));
+        assert_eq!(text(&waited.stdout).trim(), "0", "{script}");
     };
     mark("rm /t/.bork-ci-complete");
     let third = run("tool-third").await;
@@ -1252,18 +1291,7 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
     // The tree's volume (its holder first) and the run's build cache removed between two jobs:
     // the next job judges the whole tree again, not an empty volume the engine made for the
     // name it was created with, and finds the build cache's folders open to it again.
-    let of_step = |step: &str| {
-        let listed = Command::new("docker")
-            .args(["volume", "ls", "-q", "--filter"])
-            .arg(format!("label=bork-ci.run={}", sandbox.run_id()))
-            .args(["--filter", &format!("label=bork-ci.step={step}")])
-            .output()
-            .expect("docker volume ls");
-        text(&listed.stdout)
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
+    let of_step = |step: &str| run_volumes_of_step(sandbox.run_id(), step);
     let (trees, builds) = (of_step("repo"), of_step("build"));
     assert_eq!((trees.len(), builds.len()), (1, 1), "{trees:?} {builds:?}");
     let removed = Command::new("docker")

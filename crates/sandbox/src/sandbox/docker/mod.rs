@@ -1306,7 +1306,17 @@ impl DockerSandbox {
             let container = match self.create_staged(&mut prepared, job.kind).await {
                 Ok(container) => container,
                 Err(error) => {
+                    let unproven = prepared.over_bind && self.bind_unproven();
                     self.release(prepared).await;
+                    if unproven {
+                        // An engine that does not have this host's paths refuses to make the
+                        // container at all: the remembered bind no longer holds.
+                        self.bind_disproven(
+                            repo,
+                            &format!("a container with this host's paths could not be made: {error}"),
+                        );
+                        continue;
+                    }
                     return Err(error);
                 }
             };

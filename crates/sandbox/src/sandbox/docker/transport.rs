@@ -419,15 +419,18 @@ impl DockerSandbox {
         .await;
         match &result {
             Ok(()) => self.set_transport(Transport::Bind, true),
-            Err(reason) => {
-                tracing::warn!("sandbox transport: copy (the remembered bind no longer holds: {reason})");
-                if let Some(file) = self.remembered_transport_file(repo) {
-                    let _ = std::fs::remove_file(file);
-                }
-                self.set_transport(Transport::Copy, true);
-            }
+            Err(reason) => self.bind_disproven(repo, reason),
         }
         result
+    }
+
+    /// A remembered `bind` that did not hold: forgotten, and the run goes over `copy`.
+    pub(super) fn bind_disproven(&self, repo: &Path, reason: &str) {
+        tracing::warn!("sandbox transport: copy (the remembered bind no longer holds: {reason})");
+        if let Some(file) = self.remembered_transport_file(repo) {
+            let _ = std::fs::remove_file(file);
+        }
+        self.set_transport(Transport::Copy, true);
     }
 
     /// The first file of a download of `path` from container `id`: its bytes and modification

@@ -285,6 +285,9 @@ pub struct DockerSandbox {
     /// bork-ci itself for the judges (see [`DockerSandbox::tool_mounts`]), made once a run;
     /// `None` when it could not be (judges then run without it).
     tool: tokio::sync::OnceCell<Option<ToolMounts>>,
+    /// The same over `copy`, apart: a run whose remembered `bind` failed its proof goes on over
+    /// `copy`, where the host paths of the other do not exist.
+    tool_copy: tokio::sync::OnceCell<Option<ToolMounts>>,
 }
 
 /// Where the judges' copy of bork-ci comes from: files of this host bound in (host path,
@@ -446,6 +449,7 @@ impl DockerSandbox {
             shared: super::SharedDirs::new(&settings.artifact_dir, run_id, &settings.deps_identity, ""),
             devcontainer: tokio::sync::OnceCell::new(),
             tool: tokio::sync::OnceCell::new(),
+            tool_copy: tokio::sync::OnceCell::new(),
             settings,
         })
     }
@@ -1051,12 +1055,12 @@ impl DockerSandbox {
 
     /// The mounts that put bork-ci itself at [`runner_image::TOOL_DIR`], read-only, for a
     /// judge of `image`: over `bind` its files from this host (the script a dynamically linked
-    /// executable needs written once into a scratch folder); over `copy` a volume of this run
-    /// filled once through a container of `image` that never starts. A failure is logged once
+    /// executable needs written once into a scratch folder); over `copy` the executable's volume
+    /// ([`DockerSandbox::tool_volume`]). Made once per transport a run uses. A failure is logged once
     /// and the judges run without it (a checker that does not call `bork-ci` needs nothing).
     async fn tool_mounts(&self, image: &str, copy: bool) -> Option<Vec<Mount>> {
-        let prepared = self
-            .tool
+        let cell = if copy { &self.tool_copy } else { &self.tool };
+        let prepared = cell
             .get_or_init(|| async {
                 let started = Instant::now();
                 let made = async {
@@ -1121,7 +1125,7 @@ impl DockerSandbox {
             .await
             .as_ref()?;
         Some(match prepared {
-            // A volume made over `copy` serves every later job, whatever its transport.
+            // Over `copy`, the executable's volume; over `bind`, this host's files.
             ToolMounts::Volume(name) => vec![transport::volume(name, runner_image::TOOL_DIR, true)],
             ToolMounts::Binds { binds, .. } => binds
                 .iter()
@@ -1365,12 +1369,14 @@ impl DockerSandbox {
             }
         };
         prepared.tree_guard = Some(tree_guard);
-        let container = staged?;
         if name == pending.name {
-            return Ok(container);
+            return staged;
         }
-        // A new volume: the container made on the old one goes, and with it the old volume.
-        container.remove().await;
+        // A new volume: the container made on the old one goes (an engine may also have refused
+        // to make it, the old volume gone), and with it the old volume.
+        if let Ok(container) = staged {
+            container.remove().await;
+        }
         remove_volume(&self.docker, &pending.name).await;
         let mounts = prepared
             .body

@@ -1125,10 +1125,33 @@ async fn judges_over_copy_share_one_bork_ci_volume_per_executable() {
             let out = sandbox.run(&repo, &job).await.expect("runs");
             assert_eq!(text(&out.stdout), "bork-ci there\n", "{}", text(&out.stderr));
             // The kept volume its holder holds, or the run's own.
-            let mut used = held_volumes(sandbox.run_id(), "bork-ci-tool-");
+            let held = held_volumes(sandbox.run_id(), "bork-ci-tool-");
+            // Held by this test too until it ends: another test's `gc_caches` removes every
+            // cache volume no container references.
+            for volume in &held {
+                let _ = Command::new("docker")
+                    .args(["create", "--label", "bork-ci-test.tool-hold=1", "-v"])
+                    .arg(format!("{volume}:/t"))
+                    .args([TEST_IMAGE, "true"])
+                    .output();
+            }
+            let mut used = held;
             used.extend(run_volumes_of_step(sandbox.run_id(), "tool"));
             sandbox.cleanup_all().await.expect("cleanup");
             used
+        }
+    };
+    let release_holds = || {
+        let holds = Command::new("docker")
+            .args(["ps", "-aq", "--filter", "label=bork-ci-test.tool-hold=1"])
+            .output()
+            .expect("docker ps");
+        let ids: Vec<String> = text(&holds.stdout)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        if !ids.is_empty() {
+            let _ = Command::new("docker").args(["rm", "-f"]).args(&ids).output();
         }
     };
     // The first run fills it (or finds it filled by another test of this executable); it
@@ -1189,6 +1212,7 @@ async fn judges_over_copy_share_one_bork_ci_volume_per_executable() {
     );
     mark(&format!("printf %s {key} > /t/.bork-ci-complete"));
     assert_eq!(run("tool-fourth").await, vec![kept]);
+    release_holds();
     drop_cache(repo.path());
 }
 

@@ -406,15 +406,8 @@ impl DockerSandbox {
                 }
             }
             let repo = std::fs::canonicalize(repo).map_err(|e| e.to_string())?;
-            if let Some((relative, bytes, mtime)) = repo_sample(&repo, git_visible) {
-                let (seen, seen_mtime) = self
-                    .read_back(id, format!("{}/{relative}", super::REPO_MOUNT))
-                    .await?;
-                if seen != bytes || !same_mtime(seen_mtime, mtime) {
-                    return Err("the engine sees another repository at this path".to_owned());
-                }
-            }
-            Ok(())
+            self.shows_sample(id, super::REPO_MOUNT, repo_sample(&repo, git_visible))
+                .await
         }
         .await;
         match &result {
@@ -431,6 +424,24 @@ impl DockerSandbox {
             let _ = std::fs::remove_file(file);
         }
         self.set_transport(Transport::Copy, true);
+    }
+
+    /// Whether container `id` shows, at `mount`, the repository file `sample` ([`repo_sample`])
+    /// with its bytes and modification time; the reason when it does not.
+    async fn shows_sample(
+        &self,
+        id: &str,
+        mount: &str,
+        sample: Option<(String, Vec<u8>, (i64, i64))>,
+    ) -> Result<(), String> {
+        let Some((relative, bytes, mtime)) = sample else {
+            return Ok(());
+        };
+        let (seen, seen_mtime) = self.read_back(id, format!("{mount}/{relative}")).await?;
+        if seen != bytes || !same_mtime(seen_mtime, mtime) {
+            return Err("the engine sees another repository at this path".to_owned());
+        }
+        Ok(())
     }
 
     /// The first file of a download of `path` from container `id`: its bytes and modification
@@ -508,13 +519,7 @@ impl DockerSandbox {
             if read(format!("/probe/artifacts/{marker_name}")).await?.0 != token.as_bytes() {
                 return Err("the engine sees another artifact directory".to_owned());
             }
-            if let Some((relative, bytes, mtime)) = sample {
-                let (seen, seen_mtime) = read(format!("/probe/repo/{relative}")).await?;
-                if seen != bytes || !same_mtime(seen_mtime, mtime) {
-                    return Err("the engine sees another repository at this path".to_owned());
-                }
-            }
-            Ok(())
+            self.shows_sample(&id, "/probe/repo", sample).await
         }
         .await;
         probe.remove().await;

@@ -291,6 +291,10 @@ pub struct EditStepArgs {
     /// The state directory holding `input.json`; `output.json` is written there.
     #[arg(long, value_name = "DIR")]
     pub state: PathBuf,
+    /// Read the state folder's files from stdin (one tar, `input.json` among them) into `--state`
+    /// and write the result to stdout instead of `output.json`.
+    #[arg(long)]
+    pub stdio: bool,
 }
 
 /// `bork-ci review`.

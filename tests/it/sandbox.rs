@@ -890,6 +890,60 @@ async fn edit_step_over_copy_sees_no_tree_and_hands_its_state_back() {
     assert!(volumes_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
 }
 
+/// The edit step's state over its stdio (`Job::state_over_stdio`, what `bork-ci edit-step
+/// --stdio` reads and writes): the state folder's files arrive on stdin as one tar, what the step
+/// prints on stdout becomes the host's `output.json`, and no state volume is made. A step that
+/// never reads its stdin, or prints nothing, ends all the same and leaves no result.
+#[tokio::test]
+async fn edit_step_over_stdio_takes_its_state_on_stdin_and_gives_its_result_on_stdout() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    for transport in transports() {
+        let mut settings = settings(artifacts.path());
+        settings.transport = transport;
+        ensure_test_image();
+        let sandbox = DockerSandbox::connect(settings, &run_id(&format!("stdio-{}", transport.as_str())))
+            .await
+            .expect("connects");
+        let state = tempfile::tempdir().expect("tempdir");
+        // Larger than any pipe buffer: the engine takes it only as the step reads.
+        let big = "i".repeat(3 << 20);
+        std::fs::write(state.path().join("input.json"), format!("{{\"in\":\"{big}\"}}")).expect("state");
+        std::fs::write(state.path().join("script.json"), "[\"answer\"]").expect("state");
+        let mut job = sh(
+            JobKind::EditStep,
+            "mkdir /tmp/s && cd /tmp/s && tar xf - && wc -c < input.json >&2 && cat script.json >&2 \
+             && ls /state >&2; echo '{\"out\":3}'",
+        );
+        job.state_dir = Some(state.path().to_owned());
+        job.state_over_stdio = true;
+        let out = sandbox.run(repo.path(), &job).await.expect("runs");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.outcome, Outcome::Exited(0), "{stderr}");
+        assert!(stderr.contains(&format!("{}\n", big.len() + 9)), "{stderr}");
+        assert!(stderr.contains("[\"answer\"]"), "{stderr}");
+        assert!(stderr.contains("No such file"), "no state mount: {stderr}");
+        assert!(out.stdout.is_empty(), "the result goes to the state folder");
+        assert_eq!(
+            std::fs::read_to_string(state.path().join("output.json")).expect("the result"),
+            "{\"out\":3}\n"
+        );
+        assert!(volumes_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
+
+        // A step that reads nothing and says nothing: it ends, and there is no result.
+        let quiet = tempfile::tempdir().expect("tempdir");
+        std::fs::write(quiet.path().join("input.json"), &big).expect("state");
+        let mut job = sh(JobKind::EditStep, "exit 0");
+        job.state_dir = Some(quiet.path().to_owned());
+        job.state_over_stdio = true;
+        let started = std::time::Instant::now();
+        let out = sandbox.run(repo.path(), &job).await.expect("runs");
+        assert_eq!(out.outcome, Outcome::Exited(0));
+        assert!(started.elapsed() < Duration::from_secs(30));
+        assert!(!quiet.path().join("output.json").exists());
+    }
+}
+
 #[tokio::test]
 async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
     let artifacts = tempfile::tempdir().expect("tempdir");

@@ -172,6 +172,9 @@ pub(super) async fn run_edit_step(
         "--state".into(),
         sandbox.state_path(state.path()),
     ]);
+    if mode.state_over_stdio {
+        argv.push("--stdio".into());
+    }
     // Grace past the budget so the step can write what it did before it is killed.
     let mut job = Job::new(
         JobKind::EditStep,
@@ -180,6 +183,7 @@ pub(super) async fn run_edit_step(
         1 << 20,
     );
     job.state_dir = Some(state.path().to_owned());
+    job.state_over_stdio = mode.state_over_stdio;
     // The step's log lines (progress during a long answer among them) appear as they come.
     job.live_stderr = true;
     if let Some(filter) = &logging.filter {

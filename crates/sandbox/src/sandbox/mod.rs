@@ -12,6 +12,7 @@ pub mod deps;
 pub mod devcontainer;
 pub mod docker;
 pub mod none;
+pub mod state_stdio;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -94,6 +95,10 @@ pub struct Job {
     pub artifacts: Option<PathBuf>,
     /// Edit step: the host directory holding the loop state, mounted read-write at `/state`.
     pub state_dir: Option<PathBuf>,
+    /// Edit step: the state goes in on stdin and the result comes back on stdout
+    /// ([`state_stdio`]) instead of through a mount or a volume (see
+    /// [`EditStepMode::state_over_stdio`]).
+    pub state_over_stdio: bool,
     /// Pass the job's stderr on to bork-ci's own stderr line by line as it arrives (redacted and
     /// made safe, see `LiveRelay`), besides keeping it: the edit step's progress during a long
     /// model answer.
@@ -114,6 +119,7 @@ impl Job {
             output_cap,
             artifacts: None,
             state_dir: None,
+            state_over_stdio: false,
             live_stderr: false,
             build: BuildCache::Run,
         }
@@ -556,6 +562,11 @@ pub enum SandboxError {
 pub struct EditStepMode {
     pub apply_in_step: bool,
     pub umask: Option<u32>,
+    /// The step takes its state on stdin and writes its result to stdout
+    /// (`bork-ci edit-step --stdio`, [`state_stdio`]): over `copy` with the runner image this
+    /// executable made, which saves a volume and two archive calls per step. A configured
+    /// `sandbox.runner-image` may hold an older bork-ci, so it gets the state volume.
+    pub state_over_stdio: bool,
 }
 
 /// The backend chosen for this run.
@@ -669,12 +680,14 @@ impl Sandbox {
             Sandbox::None(_) => Ok(EditStepMode {
                 apply_in_step: true,
                 umask: None,
+                state_over_stdio: false,
             }),
             Sandbox::Docker(docker) => {
                 let transport = docker.edit_step_transport(repo).await?;
                 Ok(EditStepMode {
                     apply_in_step: transport == docker::transport::Transport::Bind,
                     umask: Some(0o022),
+                    state_over_stdio: docker.step_state_over_stdio(),
                 })
             }
         }

@@ -484,6 +484,7 @@ mod tests {
             output_cap: 16,
             artifacts: None,
             state_dir: None,
+            state_over_stdio: false,
             live_stderr: false,
             build: crate::sandbox::BuildCache::Run,
         }

@@ -38,7 +38,7 @@ use bollard::query_parameters::{
 use futures_util::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
-use super::{Job, JobKind, JobOutput, Outcome, SandboxError};
+use super::{Job, JobKind, JobOutput, Outcome, SandboxError, state_stdio};
 pub use archive::unpack_tree;
 pub use transport::Transport;
 
@@ -66,6 +66,8 @@ pub const STATE_MOUNT: &str = "/state";
 /// Over `copy`, where the edit step's state is: a directory inside the state volume, owned by
 /// the step's user (the root of a volume cannot be given to another user through the API).
 pub const STATE_COPY_DIR: &str = "/state/step";
+/// Where the edit step keeps its state when it comes over stdio: a folder of its tmpfs `/tmp`.
+pub const STATE_STDIO_DIR: &str = "/tmp/bork-ci-state";
 
 /// Label keys put on every container bork-ci creates.
 pub mod labels {
@@ -594,13 +596,23 @@ impl DockerSandbox {
             .cloned()
     }
 
-    /// Where the edit step sees its state directory: [`STATE_MOUNT`] over `bind`,
-    /// [`STATE_COPY_DIR`] over `copy` (asked after the transport was chosen).
+    /// Where the edit step sees its state directory: [`STATE_MOUNT`] over `bind`, over `copy`
+    /// [`STATE_STDIO_DIR`] when the state goes over the step's stdio
+    /// ([`Self::step_state_over_stdio`]), else [`STATE_COPY_DIR`] (asked after the transport
+    /// was chosen).
     pub fn state_path(&self) -> &'static str {
         match self.chosen_transport() {
+            Some(Transport::Copy) if self.step_state_over_stdio() => STATE_STDIO_DIR,
             Some(Transport::Copy) => STATE_COPY_DIR,
             _ => STATE_MOUNT,
         }
+    }
+
+    /// Whether the edit step gets its state on stdin and gives its result on stdout: over
+    /// `copy` (asked after the transport was chosen), with the runner image this executable
+    /// makes (a configured `sandbox.runner-image` may hold a bork-ci without `--stdio`).
+    pub fn step_state_over_stdio(&self) -> bool {
+        self.chosen_transport() == Some(Transport::Copy) && self.settings.runner_image.is_none()
     }
 
     /// Over `copy`: true once the helper that unpacks the tree failed and the engine extracts
@@ -699,8 +711,13 @@ impl DockerSandbox {
         let (prepared, guard) = self.prepare_and_create(repo, job, job.argv.clone()).await?;
         let result = async {
             let result = async {
-                let output = self.run_in(&guard.id, job, started).await?;
+                let mut output = self
+                    .run_in_with_state(&guard.id, job, started, prepared.state_stdio.as_deref())
+                    .await?;
                 self.stage_out(&guard.id, &prepared).await?;
+                if let Some(state) = &prepared.state_stdio {
+                    state_result_back(&mut output, state)?;
+                }
                 Ok(output)
             }
             .await;
@@ -718,8 +735,21 @@ impl DockerSandbox {
         job: &Job,
         started: Instant,
     ) -> Result<JobOutput, SandboxError> {
+        self.run_in_with_state(id, job, started, None).await
+    }
+
+    /// [`Self::run_in`]; with `state`, the edit step's state folder goes in on the job's stdin
+    /// ([`state_stdio::send`]) and its stdout is kept up to [`state_stdio::RESULT_LIMIT`].
+    async fn run_in_with_state(
+        &self,
+        id: &str,
+        job: &Job,
+        started: Instant,
+        state: Option<&Path>,
+    ) -> Result<JobOutput, SandboxError> {
         let attach = AttachContainerOptions {
             stream: true,
+            stdin: state.is_some(),
             stdout: true,
             stderr: true,
             ..Default::default()
@@ -729,7 +759,22 @@ impl DockerSandbox {
             .attach_container(id, Some(attach))
             .await
             .map_err(docker_error("attach"))?;
-        let reader = tokio::spawn(read_capped(attached.output, job.output_cap, job.live_stderr));
+        let stdout_cap = if state.is_some() {
+            state_stdio::RESULT_LIMIT as usize
+        } else {
+            job.output_cap
+        };
+        let reader = tokio::spawn(read_capped(
+            attached.output,
+            stdout_cap,
+            job.output_cap,
+            job.live_stderr,
+        ));
+        // Written while the container starts: the engine takes stdin once it runs.
+        let writer = state.map(|dir| {
+            let (dir, input) = (dir.to_owned(), attached.input);
+            tokio::spawn(async move { state_stdio::send(&dir, input).await })
+        });
         self.docker
             .start_container(id, None::<StartContainerOptions>)
             .await
@@ -738,6 +783,17 @@ impl DockerSandbox {
         let timed_out = tokio::time::timeout(job.timeout, wait.next()).await.is_err();
         if timed_out {
             self.kill(id).await;
+        }
+        if let Some(mut writer) = writer {
+            // The engine closes stdin when the job ends; bound the wait all the same.
+            match tokio::time::timeout(Duration::from_secs(5), &mut writer).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(error))) => tracing::warn!("sending the edit step its state: {error}"),
+                Ok(Err(_)) | Err(_) => {
+                    writer.abort();
+                    tracing::warn!("sending the edit step its state did not end");
+                }
+            }
         }
         let output = join_reader(reader).await;
         let mut state = self
@@ -856,7 +912,7 @@ impl DockerSandbox {
                 reason: "the engine did not attach the exec streams".to_owned(),
             });
         };
-        let reader = tokio::spawn(read_capped(output, cap, false));
+        let reader = tokio::spawn(read_capped(output, cap, cap, false));
         let mut reader = reader;
         let captured = match tokio::time::timeout(remaining, &mut reader).await {
             Ok(Ok(captured)) => captured,
@@ -1277,6 +1333,7 @@ impl DockerSandbox {
             uploads: Vec::new(),
             artifacts_back: None,
             state_back: None,
+            state_stdio: None,
             volumes: Vec::new(),
             tree_guard: None,
             tree_pending: None,
@@ -1924,6 +1981,29 @@ fn strip_userinfo(text: &str) -> String {
     out
 }
 
+/// The edit step's result, which came on its stdout, into `state` as
+/// [`crate::sandbox::STATE_OUTPUT`] (as the other transports leave it); nothing when the step
+/// wrote nothing, or more than [`state_stdio::RESULT_LIMIT`].
+fn state_result_back(output: &mut JobOutput, state: &Path) -> Result<(), SandboxError> {
+    let result = std::mem::take(&mut output.stdout);
+    if output.stdout_truncated {
+        tracing::warn!(
+            "the edit step's result is larger than {} bytes: not taken",
+            state_stdio::RESULT_LIMIT
+        );
+        return Ok(());
+    }
+    if result.is_empty() {
+        return Ok(());
+    }
+    bork_ci_core::safe_fs::write_atomic(&state.join(crate::sandbox::STATE_OUTPUT), &result).map_err(
+        |source| SandboxError::Prepare {
+            what: "the edit step's result on the host".to_owned(),
+            source,
+        },
+    )
+}
+
 fn exit_code(code: Option<i64>) -> i32 {
     code.and_then(|c| i32::try_from(c).ok()).unwrap_or(-1)
 }
@@ -1958,7 +2038,7 @@ fn keep(buffer: &mut Vec<u8>, truncated: &mut bool, bytes: &[u8], cap: usize) {
     buffer.extend_from_slice(bytes.get(..bytes.len().min(room)).unwrap_or_default());
 }
 
-async fn read_capped<S>(mut stream: S, cap: usize, live_stderr: bool) -> Captured
+async fn read_capped<S>(mut stream: S, stdout_cap: usize, cap: usize, live_stderr: bool) -> Captured
 where
     S: Stream<Item = Result<LogOutput, bollard::errors::Error>> + Unpin,
 {
@@ -1971,7 +2051,7 @@ where
                     &mut captured.stdout,
                     &mut captured.stdout_truncated,
                     &message,
-                    cap,
+                    stdout_cap,
                 );
             }
             Ok(LogOutput::StdErr { message }) => {

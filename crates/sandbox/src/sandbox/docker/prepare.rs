@@ -146,8 +146,10 @@ impl DockerSandbox {
             working_dir: Some(REPO_MOUNT.to_owned()),
             attach_stdout: Some(true),
             attach_stderr: Some(true),
-            attach_stdin: Some(false),
-            open_stdin: Some(false),
+            attach_stdin: Some(prepared.state_stdio.is_some()),
+            open_stdin: Some(prepared.state_stdio.is_some()),
+            // The step's stdin closes when bork-ci has sent the state.
+            stdin_once: Some(prepared.state_stdio.is_some()),
             tty: Some(false),
             network_disabled: None,
             labels: Some(self.labels(job.kind)),
@@ -175,9 +177,17 @@ impl DockerSandbox {
         tmpfs: &mut HashMap<String, String>,
     ) -> Result<(String, String), SandboxError> {
         env.push(("HOME".to_owned(), "/tmp".to_owned()));
+        // The state over the step's stdio: no state mount whatever the transport.
+        let state_dir = match &job.state_dir {
+            Some(state) if job.state_over_stdio => {
+                prepared.state_stdio = Some(state.clone());
+                None
+            }
+            other => other.as_ref(),
+        };
         if copy {
             // No working tree at all: the step returns its plan as data.
-            if let Some(state) = &job.state_dir {
+            if let Some(state) = state_dir {
                 let state_volume = format!(
                     "bork-ci-state-{}",
                     &uuid::Uuid::new_v4().simple().to_string()[..16]
@@ -198,7 +208,7 @@ impl DockerSandbox {
         } else {
             mounts.push(bind(&path_str(repo)?, REPO_MOUNT, false));
             mask_git(repo, mounts, tmpfs, self.podman);
-            if let Some(state) = &job.state_dir {
+            if let Some(state) = state_dir {
                 let state = std::fs::canonicalize(state).map_err(prepare_error("the state directory"))?;
                 mounts.push(bind(&path_str(&state)?, STATE_MOUNT, false));
                 prepared.bind_proof = Some((state, STATE_MOUNT.to_owned()));
@@ -388,6 +398,9 @@ pub(super) struct Prepared {
     pub(super) artifacts_back: Option<(PathBuf, PathBuf)>,
     /// The host state directory the edit step's `output.json` is copied back into.
     pub(super) state_back: Option<PathBuf>,
+    /// Edit step over stdio: the host's state folder, sent on the step's stdin, where its
+    /// stdout is written back as [`crate::sandbox::STATE_OUTPUT`].
+    pub(super) state_stdio: Option<PathBuf>,
     /// Volumes removed after the job.
     pub(super) volumes: Vec<String>,
     /// Over `copy`: holds off updates of the tree volume while the job runs.

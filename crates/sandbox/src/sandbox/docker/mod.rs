@@ -15,6 +15,7 @@ mod hardening;
 pub mod liveness;
 mod prepare;
 pub mod runner_image;
+mod spare;
 pub mod transport;
 
 /// The engine client crate, for tests and benchmarks that inspect the engine directly; bollard is
@@ -284,6 +285,10 @@ pub struct DockerSandbox {
     shared: super::SharedDirs,
     /// With `sandbox.image = "devcontainer"`: the dev container's image, once found or built.
     devcontainer: tokio::sync::OnceCell<String>,
+    /// Over `copy`: the next judge's own volumes, made while the edit step runs (`spare`).
+    spare: tokio::sync::Mutex<Option<spare::Spare>>,
+    /// What the last judge over `copy` wanted, which the next spare is made for.
+    spare_wanted: Mutex<Option<spare::SpareKind>>,
     /// bork-ci itself for the judges (see [`DockerSandbox::tool_mounts`]), made once a run;
     /// `None` when it could not be (judges then run without it).
     tool: tokio::sync::OnceCell<Option<ToolMounts>>,
@@ -448,6 +453,8 @@ impl DockerSandbox {
             tree_lock: Arc::new(tokio::sync::RwLock::new(())),
             helper_failed: std::sync::atomic::AtomicBool::new(false),
             skeletons: Mutex::new(HashSet::new()),
+            spare: tokio::sync::Mutex::new(None),
+            spare_wanted: Mutex::new(None),
             shared: super::SharedDirs::new(&settings.artifact_dir, run_id, &settings.deps_identity, ""),
             devcontainer: tokio::sync::OnceCell::new(),
             tool: tokio::sync::OnceCell::new(),
@@ -707,6 +714,15 @@ impl DockerSandbox {
     /// Runs `job` in a fresh container and removes the container (and the volumes made for
     /// it), whatever happens.
     pub async fn run(&self, repo: &Path, job: &Job) -> Result<JobOutput, SandboxError> {
+        if job.kind != JobKind::EditStep {
+            return self.run_job(repo, job).await;
+        }
+        // The edit step waits on the model: the next judge's volumes are made meanwhile.
+        let (result, ()) = tokio::join!(self.run_job(repo, job), self.prepare_spare());
+        result
+    }
+
+    async fn run_job(&self, repo: &Path, job: &Job) -> Result<JobOutput, SandboxError> {
         let started = Instant::now();
         let (prepared, guard) = self.prepare_and_create(repo, job, job.argv.clone()).await?;
         let result = async {
@@ -1465,9 +1481,14 @@ impl DockerSandbox {
 
     /// Copy transport: puts the prepared archives into the created container.
     async fn stage_in(&self, id: &str, prepared: &Prepared) -> Result<(), SandboxError> {
-        for (path, archive) in &prepared.uploads {
-            self.upload(id, path, archive.clone()).await?;
-        }
+        // Each into a volume of its own: side by side.
+        futures_util::future::try_join_all(
+            prepared
+                .uploads
+                .iter()
+                .map(|(path, archive)| self.upload(id, path, archive.clone())),
+        )
+        .await?;
         if let (Some(sent), Ok(mut skeletons)) = (&prepared.skeleton_sent, self.skeletons.lock()) {
             skeletons.insert(sent.clone());
         }

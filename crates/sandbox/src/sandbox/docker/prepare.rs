@@ -79,21 +79,27 @@ impl DockerSandbox {
                 } else {
                     None
                 };
-                if copy {
-                    self.judge_tree_over_copy(
-                        repo,
-                        job,
-                        &image,
-                        setup,
-                        &dirs,
-                        ca.as_deref(),
-                        prepared,
-                        &mut mounts,
-                    )
-                    .await?;
-                } else {
-                    self.judge_tree_over_bind(repo, setup, &dirs, ca.as_deref(), prepared, &mut mounts)?;
-                }
+                // The judges' bork-ci is found or made (the first job of a run) side by side
+                // with the tree and caches.
+                let tree = async {
+                    if copy {
+                        self.judge_tree_over_copy(
+                            repo,
+                            job,
+                            &image,
+                            setup,
+                            &dirs,
+                            ca.as_deref(),
+                            prepared,
+                            &mut mounts,
+                        )
+                        .await
+                    } else {
+                        self.judge_tree_over_bind(repo, setup, &dirs, ca.as_deref(), prepared, &mut mounts)
+                    }
+                };
+                let (tree, tool) = tokio::join!(tree, self.tool_mounts(&image, copy));
+                tree?;
                 env.extend(crate::sandbox::artifact_env(&crate::sandbox::JudgePaths {
                     run: ARTIFACTS_MOUNT,
                     build: CACHE_MOUNT,
@@ -102,7 +108,7 @@ impl DockerSandbox {
                     tmp: tmp_dir,
                 }));
                 // bork-ci itself, read-only and first on PATH: `bork-ci check` in a checker.
-                if let Some(tool) = self.tool_mounts(&image, copy).await {
+                if let Some(tool) = tool {
                     mounts.extend(tool);
                     let path = self.image_path(&image).await;
                     env.push(("PATH".to_owned(), format!("{}:{path}", runner_image::TOOL_BIN)));
@@ -238,8 +244,9 @@ impl DockerSandbox {
         mounts: &mut Vec<Mount>,
     ) -> Result<(), SandboxError> {
         let image = image.to_owned();
-        let repo_volume = match self.tree_volume_of(repo).await {
-            // Brought up to date while the container is made (`create_staged`).
+        let repo_volume = match self.tree_volume_of(repo).await? {
+            // Brought up to date (or filled, the first time) while the container is made
+            // (`create_staged`).
             Some(name) => {
                 prepared.tree_pending = Some(TreePending {
                     repo: repo.to_owned(),
@@ -257,9 +264,32 @@ impl DockerSandbox {
             }
         };
         mounts.push(transport::volume(&repo_volume, REPO_MOUNT, true));
-        let artifacts = transport::artifacts_volume(&dirs.run);
-        self.create_volume(&artifacts, self.run_volume_labels("artifacts"))
-            .await?;
+        let run_wide = job.build == crate::sandbox::BuildCache::Run;
+        // A judge's own volumes made ahead, while the edit step ran (`spare`).
+        let spare = if setup {
+            None
+        } else {
+            let kind = spare::SpareKind {
+                image: image.clone(),
+                own_build: !run_wide,
+            };
+            let spare = self.take_spare(&kind).await;
+            self.want_spare(kind);
+            spare
+        };
+        let artifacts = match &spare {
+            Some(spare) => spare.artifacts.clone(),
+            None => {
+                let artifacts = transport::artifacts_volume(&dirs.run);
+                self.create_volume(&artifacts, self.run_volume_labels("artifacts"))
+                    .await?;
+                prepared.uploads.push((
+                    ARTIFACTS_MOUNT.to_owned(),
+                    spare::artifacts_skeleton().map_err(prepare_error("the artifact skeleton"))?,
+                ));
+                artifacts
+            }
+        };
         prepared.volumes.push(artifacts.clone());
         mounts.push(transport::volume(&artifacts, ARTIFACTS_MOUNT, false));
         let deps = transport::deps_volume(&self.shared.deps_key());
@@ -269,45 +299,35 @@ impl DockerSandbox {
             self.open_deps_volume(&deps, &image).await;
         }
         mounts.push(transport::volume(&deps, DEPS_MOUNT, !setup));
-        let run_dirs: Vec<(&str, u32)> = crate::sandbox::RUN_SUBDIRS
-            .iter()
-            .map(|name| (*name, if *name == "logs" { 0o755 } else { 0o1777 }))
-            .chain(std::iter::once(("tmp", 0o1777)))
-            .collect();
-        prepared.uploads.push((
-            ARTIFACTS_MOUNT.to_owned(),
-            archive::skeleton(0o1777, &run_dirs, None).map_err(prepare_error("the artifact skeleton"))?,
-        ));
         if !setup {
             // Over `copy` the warm cache is not kept: a judge with a cache of its
             // own (a layer, an empty one, the preflight's) gets an empty volume,
             // removed with the job.
-            let run_wide = job.build == crate::sandbox::BuildCache::Run;
-            let build = if run_wide {
-                transport::build_volume(&self.run_id)
-            } else {
-                let own = transport::build_volume(&dirs.tmp.to_string_lossy());
+            if let Some(own) = spare.and_then(|spare| spare.build) {
                 prepared.volumes.push(own.clone());
-                own
-            };
-            let created = self
-                .create_or_find_volume(&build, self.run_volume_labels("build"))
-                .await?;
-            mounts.push(transport::volume(&build, CACHE_MOUNT, false));
-            // The run's warm cache gets its skeleton once (one archive call less per job);
-            // made again under its name, it is another volume and gets it again.
-            if !(run_wide && self.skeleton_in(&build, &created)) {
-                let build_dirs: Vec<(&str, u32)> = crate::sandbox::BUILD_SUBDIRS
-                    .iter()
-                    .map(|name| (*name, 0o1777))
-                    .collect();
-                prepared.uploads.push((
-                    CACHE_MOUNT.to_owned(),
-                    archive::skeleton(0o1777, &build_dirs, None)
-                        .map_err(prepare_error("the build cache skeleton"))?,
-                ));
-                if run_wide {
-                    prepared.skeleton_sent = Some((build, created));
+                mounts.push(transport::volume(&own, CACHE_MOUNT, false));
+            } else {
+                let build = if run_wide {
+                    transport::build_volume(&self.run_id)
+                } else {
+                    let own = transport::build_volume(&dirs.tmp.to_string_lossy());
+                    prepared.volumes.push(own.clone());
+                    own
+                };
+                let created = self
+                    .create_or_find_volume(&build, self.run_volume_labels("build"))
+                    .await?;
+                mounts.push(transport::volume(&build, CACHE_MOUNT, false));
+                // The run's warm cache gets its skeleton once (one archive call less per job);
+                // made again under its name, it is another volume and gets it again.
+                if !(run_wide && self.skeleton_in(&build, &created)) {
+                    prepared.uploads.push((
+                        CACHE_MOUNT.to_owned(),
+                        spare::build_skeleton().map_err(prepare_error("the build cache skeleton"))?,
+                    ));
+                    if run_wide {
+                        prepared.skeleton_sent = Some((build, created));
+                    }
                 }
             }
         } else {

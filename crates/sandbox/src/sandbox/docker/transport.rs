@@ -674,13 +674,33 @@ impl DockerSandbox {
         ])
     }
 
-    /// The run's tree volume of `repo`, when one was filled.
-    pub(super) async fn tree_volume_of(&self, repo: &Path) -> Option<String> {
-        let state = self.tree.lock().await;
-        state
-            .as_ref()
-            .filter(|tree| tree.repo == repo)
-            .map(|tree| tree.name.clone())
+    /// The run's tree volume of `repo`: the one filled before, or when the run has none yet a
+    /// new, empty one, made now (labelled with its id) and filled by the next
+    /// [`Self::sync_tree`], which then sends every file, while the job's container is made
+    /// beside it. `None` while the sandbox holds the tree of another repository (the next
+    /// [`Self::sync_tree`] replaces it).
+    pub(super) async fn tree_volume_of(&self, repo: &Path) -> Result<Option<String>, SandboxError> {
+        let mut state = self.tree.lock().await;
+        match state.as_ref() {
+            Some(tree) if tree.repo == repo => return Ok(Some(tree.name.clone())),
+            Some(_) => return Ok(None),
+            None => {}
+        }
+        let name = format!(
+            "bork-ci-repo-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..16]
+        );
+        let id = self
+            .create_or_find_volume(&name, self.run_volume_labels("repo"))
+            .await?;
+        *state = Some(TreeVolume {
+            name: name.clone(),
+            repo: repo.to_owned(),
+            manifest: archive::Manifest::new(),
+            id,
+            holder: None,
+        });
+        Ok(Some(name))
     }
 
     /// Brings this sandbox's tree volume up to date with the working tree of `repo` and returns
@@ -720,9 +740,7 @@ impl DockerSandbox {
             None => None,
         };
         let helper_ok = !self.helper_failed.load(std::sync::atomic::Ordering::Relaxed);
-        if let Some(mut tree) = previous
-            && helper_ok
-        {
+        if let Some(mut tree) = previous {
             let (write, remove) = archive::changes(&tree.manifest, &manifest);
             if write.is_empty() && remove.is_empty() {
                 *state = Some(TreeVolume { manifest, ..tree });
@@ -745,10 +763,13 @@ impl DockerSandbox {
                     }
                 }
             }
-            match self
-                .update_tree(&tree.name, repo, &manifest, &write, &remove)
-                .await
-            {
+            let updated = if helper_ok {
+                self.update_tree(&tree.name, repo, &manifest, &write, &remove)
+                    .await
+            } else {
+                Err(SandboxError::Backend("the helper failed before".into()))
+            };
+            match updated {
                 Ok(()) => {
                     let name = tree.name.clone();
                     *state = Some(TreeVolume { manifest, ..tree });

@@ -1,0 +1,139 @@
+//! Over `copy`, a judge's own volumes made ahead of it: while the edit step runs (it waits on the
+//! model), the next judge's artifacts volume and, for a judge with a build cache of its own, its
+//! empty build cache volume are made and given their folders through a container that never
+//! starts. The judge then mounts them as they are: two volume creations and two archive calls
+//! (which an engine runs one after the other on one container) fewer before it starts.
+//!
+//! A spare is as fresh as a volume made for the job: no container ever started with it. It is
+//! made for the image and kind of build cache of the last judge; a judge that wants another
+//! makes its own, as without spares. A spare no judge took goes with the run's other volumes
+//! (it carries the run's labels).
+
+use super::{ARTIFACTS_MOUNT, CACHE_MOUNT, DockerSandbox, SandboxError, archive, remove_volume, transport};
+
+/// What a spare is made for: the judge's image, and whether it has a build cache of its own (a
+/// layer: an empty volume per job) rather than the run's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SpareKind {
+    pub(super) image: String,
+    pub(super) own_build: bool,
+}
+
+/// A judge's volumes, made and with their folders in.
+#[derive(Debug)]
+pub(super) struct Spare {
+    kind: SpareKind,
+    pub(super) artifacts: String,
+    /// The empty build cache, for a judge with one of its own.
+    pub(super) build: Option<String>,
+}
+
+/// The folders of a judge's artifacts volume (`logs/` is bork-ci's: only root writes it).
+pub(super) fn artifacts_skeleton() -> std::io::Result<Vec<u8>> {
+    let run_dirs: Vec<(&str, u32)> = crate::sandbox::RUN_SUBDIRS
+        .iter()
+        .map(|name| (*name, if *name == "logs" { 0o755 } else { 0o1777 }))
+        .chain(std::iter::once(("tmp", 0o1777)))
+        .collect();
+    archive::skeleton(0o1777, &run_dirs, None)
+}
+
+/// The folders of a build cache volume.
+pub(super) fn build_skeleton() -> std::io::Result<Vec<u8>> {
+    let build_dirs: Vec<(&str, u32)> = crate::sandbox::BUILD_SUBDIRS
+        .iter()
+        .map(|name| (*name, 0o1777))
+        .collect();
+    archive::skeleton(0o1777, &build_dirs, None)
+}
+
+fn fresh_name(prefix: &str) -> String {
+    format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..16])
+}
+
+impl DockerSandbox {
+    /// Notes what the next judge will likely want (what this one wants).
+    pub(super) fn want_spare(&self, kind: SpareKind) {
+        if let Ok(mut wanted) = self.spare_wanted.lock() {
+            *wanted = Some(kind);
+        }
+    }
+
+    /// The spare made for `kind`, if there is one.
+    pub(super) async fn take_spare(&self, kind: &SpareKind) -> Option<Spare> {
+        let mut slot = self.spare.lock().await;
+        if slot.as_ref().is_some_and(|spare| spare.kind == *kind) {
+            return slot.take();
+        }
+        None
+    }
+
+    /// Makes a spare for the judge [`Self::want_spare`] noted, unless one is there: run beside
+    /// the edit step. A failure only means the judge makes its own.
+    pub(super) async fn prepare_spare(&self) {
+        let Some(kind) = self.spare_wanted.lock().ok().and_then(|wanted| wanted.clone()) else {
+            return;
+        };
+        let mut slot = self.spare.lock().await;
+        if slot.as_ref().is_some_and(|spare| spare.kind == kind) {
+            return;
+        }
+        if let Some(old) = slot.take() {
+            self.discard(&old).await;
+        }
+        match self.make_spare(&kind).await {
+            Ok(spare) => *slot = Some(spare),
+            Err(error) => tracing::debug!("making the next judge's volumes ahead: {error}"),
+        }
+    }
+
+    async fn make_spare(&self, kind: &SpareKind) -> Result<Spare, SandboxError> {
+        let spare = Spare {
+            kind: kind.clone(),
+            artifacts: fresh_name("bork-ci-artifacts"),
+            build: kind.own_build.then(|| fresh_name("bork-ci-build")),
+        };
+        let filled = async {
+            self.create_volume(&spare.artifacts, self.run_volume_labels("artifacts"))
+                .await?;
+            let mut mounts = vec![transport::volume(&spare.artifacts, ARTIFACTS_MOUNT, false)];
+            let mut uploads = vec![(ARTIFACTS_MOUNT, artifacts_skeleton())];
+            if let Some(build) = &spare.build {
+                self.create_volume(build, self.run_volume_labels("build")).await?;
+                mounts.push(transport::volume(build, CACHE_MOUNT, false));
+                uploads.push((CACHE_MOUNT, build_skeleton()));
+            }
+            let stager = self.create_idle(&kind.image, mounts, "stager").await?;
+            let mut sent = Ok(());
+            for (path, archive) in uploads {
+                sent = match archive {
+                    Ok(archive) => self.upload(&stager.id, path, archive).await,
+                    Err(source) => Err(SandboxError::Prepare {
+                        what: "a judge's folders".to_owned(),
+                        source,
+                    }),
+                };
+                if sent.is_err() {
+                    break;
+                }
+            }
+            stager.remove().await;
+            sent
+        }
+        .await;
+        match filled {
+            Ok(()) => Ok(spare),
+            Err(error) => {
+                self.discard(&spare).await;
+                Err(error)
+            }
+        }
+    }
+
+    async fn discard(&self, spare: &Spare) {
+        remove_volume(&self.docker, &spare.artifacts).await;
+        if let Some(build) = &spare.build {
+            remove_volume(&self.docker, build).await;
+        }
+    }
+}

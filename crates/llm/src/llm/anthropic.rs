@@ -27,7 +27,9 @@ use super::data::{Completion, Conversation, FinishReason, LlmError, ProviderKind
 use super::data::{Role, Usage};
 use super::google::{self, TokenSource};
 use super::sse;
-use super::vendor::{Answers, Ask, Decoder, Events, ServerSentEvents, StreamProblem, Vendor, error_excerpt};
+use super::vendor::{
+    Answers, Ask, Decoder, Events, Partial, ServerSentEvents, StreamProblem, Vendor, error_excerpt,
+};
 
 pub(super) const PATH: &str = "/v1/messages";
 pub(super) const VERSION: &str = "2023-06-01";
@@ -509,7 +511,9 @@ impl Events for Stream {
         }
         Ok(())
     }
+}
 
+impl Partial for Stream {
     /// Whether `message_stop` came.
     fn is_complete(&self) -> bool {
         self.done

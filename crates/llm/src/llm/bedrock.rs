@@ -43,7 +43,7 @@ use super::data::{
     Completion, Conversation, Credentials, FinishReason, LlmError, ProviderKind, ResponseFormat,
 };
 use super::data::{Role, Usage};
-use super::vendor::{Answers, Ask, Decoder, StreamProblem, Vendor};
+use super::vendor::{Answers, Ask, Decoder, Partial, StreamProblem, Vendor};
 
 const PROVIDER: ProviderKind = ProviderKind::Bedrock;
 
@@ -528,6 +528,16 @@ impl Decoder for Stream {
         Ok(())
     }
 
+    fn partial(&self) -> &dyn Partial {
+        self
+    }
+
+    fn into_partial(self: Box<Self>) -> Box<dyn Partial> {
+        self
+    }
+}
+
+impl Partial for Stream {
     /// Whether `messageStop` came.
     fn is_complete(&self) -> bool {
         self.stopped

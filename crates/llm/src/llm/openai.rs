@@ -22,7 +22,9 @@ use super::data::{
 use super::data::{MaxTokensField, Role, StructuredOutput, Usage};
 use super::google::{self, TokenSource};
 use super::sse;
-use super::vendor::{Answers, Ask, Decoder, Events, ServerSentEvents, StreamProblem, Vendor, error_excerpt};
+use super::vendor::{
+    Answers, Ask, Decoder, Events, Partial, ServerSentEvents, StreamProblem, Vendor, error_excerpt,
+};
 
 pub(super) const PATH: &str = "/chat/completions";
 
@@ -456,7 +458,9 @@ impl Events for Stream {
         }
         Ok(())
     }
+}
 
+impl Partial for Stream {
     /// Whether the answer is complete: `[DONE]`, or a finish reason (some servers end the
     /// stream without `[DONE]`).
     fn is_complete(&self) -> bool {

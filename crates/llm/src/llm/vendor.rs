@@ -113,15 +113,9 @@ pub(super) trait Answers: Send + Sync {
     ) -> Result<Completion, LlmError>;
 }
 
-/// A streamed answer being read, chunk by chunk as the body arrives.
-pub(super) trait Decoder: Send {
-    /// The media type a streamed answer comes as (`content-type`); a streamed request answered
-    /// with another is read whole.
-    fn media_type(&self) -> &'static str;
-
-    /// Reads the next chunk of the body, split anywhere.
-    fn push(&mut self, chunk: &[u8]) -> Result<(), StreamProblem>;
-
+/// A streamed answer as far as it came: what the exchange watches while it streams, and the
+/// answer at its end. Each vendor's stream reader is one.
+pub(super) trait Partial: Send {
     /// Whether the answer is complete.
     fn is_complete(&self) -> bool;
 
@@ -144,31 +138,26 @@ pub(super) trait Decoder: Send {
     ) -> Result<Completion, LlmError>;
 }
 
+/// How a streamed body is read, chunk by chunk as it arrives, into a [`Partial`] answer.
+pub(super) trait Decoder: Send {
+    /// The media type a streamed answer comes as (`content-type`); a streamed request answered
+    /// with another is read whole.
+    fn media_type(&self) -> &'static str;
+
+    /// Reads the next chunk of the body, split anywhere.
+    fn push(&mut self, chunk: &[u8]) -> Result<(), StreamProblem>;
+
+    /// The answer as far as it came.
+    fn partial(&self) -> &dyn Partial;
+
+    /// The answer once the body ended.
+    fn into_partial(self: Box<Self>) -> Box<dyn Partial>;
+}
+
 /// A streamed answer of server-sent events being read, event by event.
-pub(super) trait Events: Send {
+pub(super) trait Events: Partial {
     /// Reads one event.
     fn event(&mut self, event: &sse::Event) -> Result<(), StreamProblem>;
-
-    /// Whether the answer is complete.
-    fn is_complete(&self) -> bool;
-
-    /// Whether the stream's own end marker came: nothing more to read.
-    fn is_ended(&self) -> bool {
-        self.is_complete()
-    }
-
-    /// The usage reported so far.
-    fn usage(&self) -> Usage;
-
-    /// Bytes of answer text received so far.
-    fn text_bytes(&self) -> usize;
-
-    /// The answer, read by the same rules as a whole one.
-    fn finish(
-        self: Box<Self>,
-        model: &str,
-        tool_format: Option<&ResponseFormat>,
-    ) -> Result<Completion, LlmError>;
 }
 
 /// A `text/event-stream` body parsed into events (`sse`) for an [`Events`] reader.
@@ -207,30 +196,14 @@ impl Decoder for ServerSentEvents {
         problem.map_or(Ok(()), Err)
     }
 
-    fn is_complete(&self) -> bool {
-        self.events.is_complete()
-    }
-
-    fn is_ended(&self) -> bool {
-        self.events.is_ended()
-    }
-
-    fn usage(&self) -> Usage {
-        self.events.usage()
-    }
-
-    fn text_bytes(&self) -> usize {
-        self.events.text_bytes()
+    fn partial(&self) -> &dyn Partial {
+        &*self.events
     }
 
     /// An event whose blank line never came is not read (see `sse::Parser::finish`).
-    fn finish(
-        mut self: Box<Self>,
-        model: &str,
-        tool_format: Option<&ResponseFormat>,
-    ) -> Result<Completion, LlmError> {
+    fn into_partial(mut self: Box<Self>) -> Box<dyn Partial> {
         self.parser.finish();
-        self.events.finish(model, tool_format)
+        self.events
     }
 }
 

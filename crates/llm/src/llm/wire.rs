@@ -132,16 +132,16 @@ impl StreamReader {
 
     /// Whether the stream's end marker came: nothing more to read.
     fn is_ended(&self) -> bool {
-        self.stream.is_ended()
+        self.stream.partial().is_ended()
     }
 
     fn usage(&self) -> Usage {
-        self.stream.usage()
+        self.stream.partial().usage()
     }
 
     /// The answer's tokens so far, estimated from its bytes (4 per token).
     fn tokens_so_far(&self) -> u64 {
-        u64::try_from(self.stream.text_bytes().div_ceil(4)).unwrap_or(u64::MAX)
+        u64::try_from(self.stream.partial().text_bytes().div_ceil(4)).unwrap_or(u64::MAX)
     }
 
     /// The answer, or `None` when the stream ended before it was complete.
@@ -150,10 +150,11 @@ impl StreamReader {
         model: &str,
         tool_format: Option<&ResponseFormat>,
     ) -> Option<Result<Completion, LlmError>> {
-        if !self.stream.is_complete() {
+        let answer = self.stream.into_partial();
+        if !answer.is_complete() {
             return None;
         }
-        Some(self.stream.finish(model, tool_format))
+        Some(answer.finish(model, tool_format))
     }
 }
 

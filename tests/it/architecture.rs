@@ -1128,7 +1128,7 @@ const WRITERS: &[(&str, &str)] = &[
     ),
     (
         "sandbox/docker/mod.rs",
-        "the id of each dev container image it built",
+        "the id of each dev container image it built; the edit step's result that came on its stdout, into its state folder",
     ),
     (
         "sandbox/docker/prepare.rs",
@@ -1137,6 +1137,10 @@ const WRITERS: &[(&str, &str)] = &[
     (
         "sandbox/docker/transport.rs",
         "anonymous archives, the `auto` probe's markers, the edit step's state files",
+    ),
+    (
+        "sandbox/state_stdio.rs",
+        "in the edit step's container: the state files that came on its stdin, into its state folder",
     ),
     (
         "sandbox/docker/archive.rs",

@@ -346,6 +346,7 @@ const TEST_CALC: &str = "from calc import add\n\n\ndef test_ok():\n    assert ad
 #[test]
 fn pytest_failures_reach_the_report_from_a_debian_judge_container() {
     crate::sandbox::ensure_test_image();
+    crate::onboarding::ensure_example_images();
     let image = "bork-ci-example/python:bookworm";
     for transport in crate::sandbox::transports() {
         let repo = repo_checked_by(

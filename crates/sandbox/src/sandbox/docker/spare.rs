@@ -47,7 +47,8 @@ pub(super) fn build_skeleton() -> std::io::Result<Vec<u8>> {
     archive::skeleton(0o1777, &build_dirs, None)
 }
 
-fn fresh_name(prefix: &str) -> String {
+/// `prefix-` and 16 random hex digits: a volume name no other volume has.
+pub(super) fn fresh_name(prefix: &str) -> String {
     format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..16])
 }
 

@@ -686,21 +686,25 @@ impl DockerSandbox {
             Some(_) => return Ok(None),
             None => {}
         }
-        let name = format!(
-            "bork-ci-repo-{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..16]
-        );
+        let tree = self.new_tree_volume(repo).await?;
+        let name = tree.name.clone();
+        *state = Some(tree);
+        Ok(Some(name))
+    }
+
+    /// A new, empty tree volume of `repo`, labelled with a fresh id.
+    async fn new_tree_volume(&self, repo: &Path) -> Result<TreeVolume, SandboxError> {
+        let name = super::spare::fresh_name("bork-ci-repo");
         let id = self
             .create_or_find_volume(&name, self.run_volume_labels("repo"))
             .await?;
-        *state = Some(TreeVolume {
-            name: name.clone(),
+        Ok(TreeVolume {
+            name,
             repo: repo.to_owned(),
             manifest: archive::Manifest::new(),
             id,
             holder: None,
-        });
-        Ok(Some(name))
+        })
     }
 
     /// Brings this sandbox's tree volume up to date with the working tree of `repo` and returns
@@ -781,23 +785,12 @@ impl DockerSandbox {
                 }
             }
         }
-        let name = format!(
-            "bork-ci-repo-{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..16]
-        );
-        let id = self
-            .create_or_find_volume(&name, self.run_volume_labels("repo"))
-            .await?;
+        let empty = self.new_tree_volume(repo).await?;
+        let (name, id) = (empty.name.clone(), empty.id.clone());
         // A small tree the engine extracts itself, through the tree's holder (a container that
         // never starts, kept for the updates): cheaper than starting the helper.
         if manifest.len() <= HOLDER_MAX_FILES {
-            let mut tree = TreeVolume {
-                name: name.clone(),
-                repo: repo.to_owned(),
-                manifest: archive::Manifest::new(),
-                id,
-                holder: None,
-            };
+            let mut tree = empty;
             let all: Vec<String> = manifest.keys().cloned().collect();
             if let Err(error) = self
                 .update_through_holder(&mut tree, repo, &manifest, &all, image)

@@ -222,19 +222,25 @@ impl CodeRules {
             .map(|(glob, why)| ((*glob).to_owned(), (*why).to_owned()))
             .collect();
         never_rules.extend(self.never.iter().cloned());
-        let mut never = Vec::with_capacity(never_rules.len());
-        for (glob, why) in &never_rules {
-            never.push((gitignore(std::slice::from_ref(glob))?, why.clone()));
-        }
-        let globs: Vec<String> = never_rules.into_iter().map(|(glob, _)| glob).collect();
+        let globs: Vec<String> = never_rules.iter().map(|(glob, _)| glob.clone()).collect();
         let never_any = if globs
             .iter()
             .any(|glob| fold_glob(glob).trim_start().starts_with('!'))
         {
             None
         } else {
+            // Every glob compiles here, so each compiles alone too, when it is asked for.
             Some(gitignore(&globs)?)
         };
+        let mut never = Vec::with_capacity(never_rules.len());
+        for (glob, why) in never_rules {
+            let set = std::sync::OnceLock::new();
+            if never_any.is_none() {
+                // Every rule is asked one by one: compiled now, so a bad glob is named now.
+                let _ = set.set(gitignore(std::slice::from_ref(&glob))?);
+            }
+            never.push(NeverRule { glob, why, set });
+        }
         let exempt: Vec<String> = self
             .exempt
             .iter()
@@ -283,15 +289,35 @@ fn fold_glob(glob: &str) -> String {
     format!("{negated}{}", folded.join("/"))
 }
 
+/// One never-code rule: its glob, its reason, and its own set, compiled the first time a path
+/// is asked about it (about a hundred rules: compiling each for every matcher cost more than
+/// the rest of a run's rules together, and most paths never get past `never_any`).
+#[derive(Debug, Clone)]
+struct NeverRule {
+    glob: String,
+    why: String,
+    set: std::sync::OnceLock<Gitignore>,
+}
+
+impl NeverRule {
+    fn selects(&self, folded: &str) -> bool {
+        let set = self.set.get_or_init(|| {
+            // `CodeRules::matcher` compiled every glob of `never_any`, this one among them.
+            gitignore(std::slice::from_ref(&self.glob)).unwrap_or_else(|_| Gitignore::empty())
+        });
+        matches(set, folded)
+    }
+}
+
 /// Compiled [`CodeRules`].
 #[derive(Debug, Clone)]
 pub struct CodeMatcher {
     code: Gitignore,
     tests: Gitignore,
-    never: Vec<(Gitignore, String)>,
+    never: Vec<NeverRule>,
     /// Every never-code glob in one set, when none is a negation: a path it does not select is
-    /// selected by no rule of `never`, which then need not be asked one by one (about a hundred
-    /// sets; most paths are code).
+    /// selected by no rule of `never`, which then need not be asked one by one (and whose sets
+    /// need not be compiled; most paths are code).
     never_any: Option<Gitignore>,
     exempt: Gitignore,
 }
@@ -334,8 +360,8 @@ impl CodeMatcher {
         }
         self.never
             .iter()
-            .find(|(rules, _)| matches(rules, folded))
-            .map(|(_, why)| why.as_str())
+            .find(|rule| rule.selects(folded))
+            .map(|rule| rule.why.as_str())
     }
 }
 
@@ -413,8 +439,13 @@ mod tests {
             matcher
                 .never
                 .iter()
-                .find(|(set, _)| matches(set, folded))
-                .map(|(_, why)| why.as_str())
+                .find(|rule| {
+                    matches(
+                        &gitignore(std::slice::from_ref(&rule.glob)).expect("compiles"),
+                        folded,
+                    )
+                })
+                .map(|rule| rule.why.as_str())
         };
         for path in [
             "src/main.rs",
@@ -434,6 +465,48 @@ mod tests {
             let folded = fold(path);
             assert_eq!(matcher.never_code(&folded), one_by_one(&folded), "{path}");
         }
+    }
+
+    #[test]
+    fn a_never_code_rule_is_compiled_only_when_a_path_reaches_it() {
+        let matcher = CodeRules {
+            code: vec!["src/**".to_owned()],
+            ..CodeRules::default()
+        }
+        .matcher()
+        .expect("compiles");
+        let compiled = |matcher: &CodeMatcher| {
+            matcher
+                .never
+                .iter()
+                .filter(|rule| rule.set.get().is_some())
+                .count()
+        };
+        assert!(matcher.never.len() > 50);
+        assert_eq!(compiled(&matcher), 0);
+        assert_eq!(kind(&matcher, "src/main.rs"), "code");
+        assert_eq!(compiled(&matcher), 0, "a code path asks no rule one by one");
+        assert_eq!(kind(&matcher, "Cargo.toml"), "not code");
+        let after_one = compiled(&matcher);
+        assert!(after_one >= 1 && after_one < matcher.never.len(), "{after_one}");
+
+        // With a negation among them, every rule is asked one by one: all compiled at once, and
+        // a bad glob is named by `matcher`.
+        let negated = CodeRules {
+            never: vec![("!keep.txt".to_owned(), "kept".to_owned())],
+            ..CodeRules::default()
+        }
+        .matcher()
+        .expect("compiles");
+        assert_eq!(compiled(&negated), negated.never.len());
+        let bad = CodeRules {
+            never: vec![
+                ("!x".to_owned(), "x".to_owned()),
+                ("a[".to_owned(), "bad".to_owned()),
+            ],
+            ..CodeRules::default()
+        };
+        assert!(bad.matcher().is_err());
     }
 
     #[test]

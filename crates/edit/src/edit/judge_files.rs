@@ -252,6 +252,11 @@ pub struct Matcher {
 }
 
 impl Matcher {
+    /// The compiled code rules, when the run states them.
+    pub(crate) fn code_matcher(&self) -> Option<&crate::edit::code::CodeMatcher> {
+        self.code.as_ref()
+    }
+
     /// Leaves out of the comparison a folder below the repository that is bork-ci's own (the
     /// artifact root, when it lies inside the repository).
     pub fn excluding(mut self, folder: String) -> Self {

@@ -74,15 +74,14 @@ impl Protection {
         for glob in user_globs {
             add_rule(&mut builder, &mut rules, &normalize_glob(glob), glob)?;
         }
-        let code = match &judge.code {
-            Some(rules) => Some(rules.matcher().map_err(RuleError)?),
-            None => None,
-        };
+        // The code rules are compiled once, for the judge files and for the edits.
+        let judge = judge.matcher().map_err(|error| RuleError(error.to_string()))?;
+        let code = judge.code_matcher().cloned();
         Ok(Self {
             set: builder.build()?,
             rules,
             aliases: Vec::new(),
-            judge: judge.matcher().map_err(|error| RuleError(error.to_string()))?,
+            judge,
             code,
             approved_tests: std::collections::BTreeSet::new(),
         })

@@ -254,6 +254,37 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A judge over `copy` returns its result before its artifacts are back (`settle` waits for
+/// them); a job that names its artifact folder (a Verifier pipeline reads it at once) has it
+/// filled, and its container gone, when it returns.
+#[tokio::test]
+async fn a_job_that_names_its_artifact_folder_has_it_filled_when_it_returns() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    let sandbox = sandbox_over(artifacts.path(), "named-artifacts", Transport::Copy).await;
+    let folder = tempfile::tempdir().expect("tempdir");
+    let mut job = sh(JobKind::Checker, "echo named > /artifacts/db/report.txt");
+    job.artifacts = Some(folder.path().to_owned());
+    let out = sandbox.run(repo.path(), &job).await.expect("runs");
+    assert_eq!(out.outcome, Outcome::Exited(0), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(folder.path().join("db/report.txt")).expect("there at once"),
+        "named\n"
+    );
+    assert!(job_containers_of(sandbox.run_id()).is_empty());
+
+    let fresh = sh(JobKind::Checker, "echo fresh > /artifacts/db/report.txt");
+    let out = sandbox.run(repo.path(), &fresh).await.expect("runs");
+    assert_eq!(out.outcome, Outcome::Exited(0), "{}", text(&out.stderr));
+    sandbox.settle().await;
+    let reports = job_files(artifacts.path(), sandbox.run_id(), "db/report.txt");
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert_eq!(std::fs::read_to_string(&reports[0]).expect("settled"), "fresh\n");
+    assert!(job_containers_of(sandbox.run_id()).is_empty());
+    sandbox.cleanup_all().await.expect("cleanup");
+    drop_cache(repo.path());
+}
+
 #[tokio::test]
 async fn repo_is_read_only_and_artifacts_are_writable() {
     for transport in transports() {
@@ -275,6 +306,7 @@ async fn repo_is_read_only_and_artifacts_are_writable_over(transport: Transport)
          echo cached > \"$XDG_CACHE_HOME/c.txt\" && echo CACHED; exit 1",
     );
     let out = sandbox.run(repo.path(), &job).await.expect("runs");
+    sandbox.settle().await;
     let stdout = text(&out.stdout);
     assert_eq!(
         out.outcome,
@@ -417,6 +449,7 @@ async fn timeout_over(artifacts: &Path, repo: &tempfile::TempDir, transport: Tra
         .expect("runner image");
     let started = Instant::now();
     let out = sandbox.run(repo.path(), &job).await.expect("runs");
+    sandbox.settle().await;
     assert_eq!(out.outcome, Outcome::TimedOut);
     assert!(
         started.elapsed() < Duration::from_secs(15),
@@ -446,6 +479,7 @@ async fn fork_bomb_is_bounded_by_the_pids_limit() {
     );
     job.timeout = Duration::from_secs(20);
     let out = sandbox.run(repo.path(), &job).await.expect("runs");
+    sandbox.settle().await;
     let stderr = text(&out.stderr);
     assert!(stderr.contains("fork"), "stderr: {stderr}");
     let running: usize = text(&out.stdout)
@@ -1177,6 +1211,7 @@ async fn judges_over_copy_share_one_bork_ci_volume_per_executable() {
         async move {
             let sandbox = sandbox_over(&artifacts, label, Transport::Copy).await;
             let out = sandbox.run(&repo, &job).await.expect("runs");
+            sandbox.settle().await;
             assert_eq!(text(&out.stdout), "bork-ci there\n", "{}", text(&out.stderr));
             // The kept volume its holder holds, or the run's own.
             let held = held_volumes(sandbox.run_id(), "bork-ci-tool-");
@@ -1350,6 +1385,8 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
         "cat kept.txt new.txt; ./sub/tool.sh; stat -c '%a %u' sub/tool.sh sub kept.txt",
     );
     let fourth = text(&sandbox.run(repo.path(), &writes).await.expect("runs").stdout);
+    // A judge's container and volumes go after its result is in: settled before they are listed.
+    sandbox.settle().await;
     assert_eq!(
         fourth, "kept again\nnew\ntool ran\n755 0\n755 0\n644 0\n",
         "the writes as the tree has them"

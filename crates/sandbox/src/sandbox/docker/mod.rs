@@ -287,6 +287,9 @@ pub struct DockerSandbox {
     devcontainer: tokio::sync::OnceCell<String>,
     /// Over `copy`: the next judge's own volumes, made while the edit step runs (`spare`).
     spare: tokio::sync::Mutex<Option<spare::Spare>>,
+    /// Over `copy`: judges whose artifacts are still being copied back and whose container and
+    /// volumes are still being removed, after their result was returned ([`Self::settle`]).
+    finishing: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// What the last judge over `copy` wanted, which the next spare is made for.
     spare_wanted: Mutex<Option<spare::SpareKind>>,
     /// bork-ci itself for the judges (see [`DockerSandbox::tool_mounts`]), made once a run;
@@ -454,6 +457,7 @@ impl DockerSandbox {
             helper_failed: std::sync::atomic::AtomicBool::new(false),
             skeletons: Mutex::new(HashSet::new()),
             spare: tokio::sync::Mutex::new(None),
+            finishing: Mutex::new(Vec::new()),
             spare_wanted: Mutex::new(None),
             shared: super::SharedDirs::new(&settings.artifact_dir, run_id, &settings.deps_identity, ""),
             devcontainer: tokio::sync::OnceCell::new(),
@@ -724,7 +728,19 @@ impl DockerSandbox {
 
     async fn run_job(&self, repo: &Path, job: &Job) -> Result<JobOutput, SandboxError> {
         let started = Instant::now();
-        let (prepared, guard) = self.prepare_and_create(repo, job, job.argv.clone()).await?;
+        let (mut prepared, guard) = self.prepare_and_create(repo, job, job.argv.clone()).await?;
+        if finishes_later(job, &prepared) {
+            let ran = self.run_in(&guard.id, job, started).await;
+            if ran.is_ok() {
+                // The verdict is in the output: the copy back and the removals go on meanwhile.
+                prepared.tree_guard = None;
+                self.finish_later(guard, prepared);
+                return ran;
+            }
+            guard.remove().await;
+            self.release(prepared).await;
+            return ran;
+        }
         let result = async {
             let result = async {
                 let mut output = self
@@ -1013,6 +1029,7 @@ impl DockerSandbox {
     /// Removes every container and volume of this run (for a SIGINT/SIGTERM handler). Returns
     /// how many were removed.
     pub async fn cleanup_all(&self) -> Result<usize, SandboxError> {
+        self.settle().await;
         let filter = format!("{}={}", labels::RUN, self.run_id);
         let mut removed = 0;
         for summary in self.list_labelled(&filter).await? {
@@ -1498,13 +1515,56 @@ impl DockerSandbox {
     /// Copy transport: brings the artifacts and the edit step's result back to the host.
     async fn stage_out(&self, id: &str, prepared: &Prepared) -> Result<(), SandboxError> {
         if let Some((run_dir, tmp_dir)) = &prepared.artifacts_back {
-            self.copy_artifacts_and_tmp_back(id, run_dir, tmp_dir).await?;
+            transport::copy_artifacts_and_tmp_back(&self.docker, id, run_dir, tmp_dir).await?;
         }
         if let Some(state_dir) = &prepared.state_back {
             self.copy_state_back(id, state_dir, crate::sandbox::STATE_OUTPUT)
                 .await?;
         }
         Ok(())
+    }
+
+    /// Copies a judge's artifacts back, then removes its container and the volumes made for it,
+    /// in a task of its own: the run goes on. [`Self::settle`] waits for every such task; a
+    /// failed copy is a warning, as it is for a job that waits for it.
+    fn finish_later(&self, container: Container, prepared: Prepared) {
+        let docker = self.docker.clone();
+        let task = tokio::spawn(async move {
+            if let Some((run_dir, tmp_dir)) = &prepared.artifacts_back
+                && let Err(error) =
+                    transport::copy_artifacts_and_tmp_back(&docker, &container.id, run_dir, tmp_dir).await
+            {
+                tracing::warn!(
+                    "the job's artifacts were not copied back into {}: {error}",
+                    run_dir.display()
+                );
+            }
+            container.remove().await;
+            for name in &prepared.volumes {
+                remove_volume(&docker, name).await;
+            }
+        });
+        if let Ok(mut finishing) = self.finishing.lock() {
+            finishing.retain(|task| !task.is_finished());
+            finishing.push(task);
+        }
+    }
+
+    /// Waits until every judge whose result was returned before its artifacts came back has
+    /// its artifacts on the host and its container and volumes removed. The run's cleanup
+    /// (`cleanup_all`) does this first; so does anything that removes a volume a finished
+    /// judge may still name.
+    pub async fn settle(&self) {
+        let tasks = self
+            .finishing
+            .lock()
+            .map(|mut finishing| std::mem::take(&mut *finishing))
+            .unwrap_or_default();
+        for task in tasks {
+            if let Err(error) = task.await {
+                tracing::warn!("finishing a job: {error}");
+            }
+        }
     }
 
     /// Removes the volumes made for one job.
@@ -1850,6 +1910,17 @@ pub(super) async fn remove_volume(docker: &Docker, name: &str) {
     {
         tracing::warn!(volume = name, %error, "removing volume");
     }
+}
+
+/// Whether a job's artifacts can come back after its result is returned: a judge over `copy`
+/// whose artifact folder is a fresh one of its own (nothing reads it during the run; a Verifier
+/// pipeline, which names its folder and reads it at once, waits), with no edit step state.
+fn finishes_later(job: &Job, prepared: &Prepared) -> bool {
+    job.artifacts.is_none()
+        && !prepared.over_bind
+        && prepared.artifacts_back.is_some()
+        && prepared.state_back.is_none()
+        && prepared.state_stdio.is_none()
 }
 
 /// A container of this run, from [`DockerSandbox::new_container`]: removed by

@@ -27,6 +27,8 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use bollard::Docker;
+
 use super::{DockerSandbox, SandboxError, archive, docker_error, labels, no_logs};
 
 /// `sandbox.transport`.
@@ -891,6 +893,8 @@ impl DockerSandbox {
 
     /// Removes a tree's holder, then its volume (a volume a container names cannot go).
     async fn drop_tree(&self, tree: &TreeVolume) {
+        // A judge still finishing names the volume until its container is gone.
+        self.settle().await;
         if let Some(holder) = &tree.holder {
             super::remove_container(&self.docker, holder).await;
         }
@@ -1038,62 +1042,7 @@ impl DockerSandbox {
         path: &str,
         limit: u64,
     ) -> Result<std::fs::File, SandboxError> {
-        use std::io::Write as _;
-        let failed = |reason: String| SandboxError::Docker {
-            operation: "copy out of a container",
-            reason: format!("{path}: {reason}"),
-        };
-        let options = DownloadFromContainerOptions {
-            path: path.to_owned(),
-        };
-        let mut stream = self.docker.download_from_container(id, Some(options));
-        let mut file = tempfile::tempfile().map_err(|e| failed(e.to_string()))?;
-        let mut total = 0u64;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| failed(e.to_string()))?;
-            total += chunk.len() as u64;
-            if total > limit {
-                return Err(failed(format!("larger than {limit} bytes")));
-            }
-            file.write_all(&chunk).map_err(|e| failed(e.to_string()))?;
-        }
-        archive::rewind(file).map_err(|e| failed(e.to_string()))
-    }
-
-    /// Copies a judge's `/artifacts` back into `run_dir` (the runner's `logs/` aside) and its
-    /// `/artifacts/tmp` (its `TMPDIR`) into `tmp_dir`, from one download, each within
-    /// [`ARTIFACT_LIMITS`]. Test temporaries are for people: more than the limits, or a failed
-    /// copy there, is a warning, never the job's failure.
-    pub(super) async fn copy_artifacts_and_tmp_back(
-        &self,
-        id: &str,
-        run_dir: &Path,
-        tmp_dir: &Path,
-    ) -> Result<(), SandboxError> {
-        let limit = ARTIFACT_LIMITS.bytes + (ARTIFACT_LIMITS.bytes / 8);
-        let file = self.download(id, super::ARTIFACTS_MOUNT, limit).await?;
-        let (run_dir, tmp_dir) = (run_dir.to_owned(), tmp_dir.to_owned());
-        let (artifacts, tmp) = tokio::task::spawn_blocking(move || {
-            let artifacts = archive::extract_into(&file, &run_dir, ARTIFACT_LIMITS, &["logs", "tmp"]);
-            let tmp = archive::rewind(file)
-                .and_then(|file| archive::extract_under(file, &tmp_dir, ARTIFACT_LIMITS, "tmp"));
-            (artifacts.map(|done| (done, run_dir)), tmp)
-        })
-        .await
-        .map_err(|e| SandboxError::Backend(e.to_string()))?;
-        let (extracted, run_dir) = artifacts.map_err(|source| SandboxError::Prepare {
-            what: "the artifacts copied back".to_owned(),
-            source,
-        })?;
-        warn_if_cut("the job's artifacts", &extracted);
-        match tmp {
-            Ok(done) => warn_if_cut("the job's temporary folder", &done),
-            Err(error) => tracing::warn!(
-                "the job's temporary folder was not copied back beside {}: {error}",
-                run_dir.display()
-            ),
-        }
-        Ok(())
+        download_from(&self.docker, id, path, limit).await
     }
 
     /// Copies `/state/<name>` of the edit step's container into `state_dir` on the host, when
@@ -1198,6 +1147,72 @@ fn read_first(file: std::fs::File) -> std::io::Result<(Vec<u8>, u64)> {
     let mut bytes = Vec::new();
     (&mut entry).take(1 << 20).read_to_end(&mut bytes)?;
     Ok((bytes, mtime))
+}
+
+/// Downloads `path` of container `id` as a tar into an anonymous temporary file, at most
+/// `limit` bytes (past it the download stops with an error).
+async fn download_from(
+    docker: &Docker,
+    id: &str,
+    path: &str,
+    limit: u64,
+) -> Result<std::fs::File, SandboxError> {
+    use std::io::Write as _;
+    let failed = |reason: String| SandboxError::Docker {
+        operation: "copy out of a container",
+        reason: format!("{path}: {reason}"),
+    };
+    let options = DownloadFromContainerOptions {
+        path: path.to_owned(),
+    };
+    let mut stream = docker.download_from_container(id, Some(options));
+    let mut file = tempfile::tempfile().map_err(|e| failed(e.to_string()))?;
+    let mut total = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| failed(e.to_string()))?;
+        total += chunk.len() as u64;
+        if total > limit {
+            return Err(failed(format!("larger than {limit} bytes")));
+        }
+        file.write_all(&chunk).map_err(|e| failed(e.to_string()))?;
+    }
+    archive::rewind(file).map_err(|e| failed(e.to_string()))
+}
+
+/// Copies a judge's `/artifacts` back into `run_dir` (the runner's `logs/` aside) and its
+/// `/artifacts/tmp` (its `TMPDIR`) into `tmp_dir`, from one download, each within
+/// [`ARTIFACT_LIMITS`]. Test temporaries are for people: more than the limits, or a failed
+/// copy there, is a warning, never the job's failure.
+pub(super) async fn copy_artifacts_and_tmp_back(
+    docker: &Docker,
+    id: &str,
+    run_dir: &Path,
+    tmp_dir: &Path,
+) -> Result<(), SandboxError> {
+    let limit = ARTIFACT_LIMITS.bytes + (ARTIFACT_LIMITS.bytes / 8);
+    let file = download_from(docker, id, super::ARTIFACTS_MOUNT, limit).await?;
+    let (run_dir, tmp_dir) = (run_dir.to_owned(), tmp_dir.to_owned());
+    let (artifacts, tmp) = tokio::task::spawn_blocking(move || {
+        let artifacts = archive::extract_into(&file, &run_dir, ARTIFACT_LIMITS, &["logs", "tmp"]);
+        let tmp = archive::rewind(file)
+            .and_then(|file| archive::extract_under(file, &tmp_dir, ARTIFACT_LIMITS, "tmp"));
+        (artifacts.map(|done| (done, run_dir)), tmp)
+    })
+    .await
+    .map_err(|e| SandboxError::Backend(e.to_string()))?;
+    let (extracted, run_dir) = artifacts.map_err(|source| SandboxError::Prepare {
+        what: "the artifacts copied back".to_owned(),
+        source,
+    })?;
+    warn_if_cut("the job's artifacts", &extracted);
+    match tmp {
+        Ok(done) => warn_if_cut("the job's temporary folder", &done),
+        Err(error) => tracing::warn!(
+            "the job's temporary folder was not copied back beside {}: {error}",
+            run_dir.display()
+        ),
+    }
+    Ok(())
 }
 
 #[cfg(test)]

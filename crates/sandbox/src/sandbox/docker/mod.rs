@@ -1525,8 +1525,8 @@ impl DockerSandbox {
     }
 
     /// Copies a judge's artifacts back, then removes its container and the volumes made for it,
-    /// in a task of its own: the run goes on. [`Self::settle`] waits for every such task; a
-    /// failed copy is a warning, as it is for a job that waits for it.
+    /// in a task of its own: the run goes on. [`Self::settle`] waits for every such task. The
+    /// verdict is already returned, so a failed copy is a warning (the artifacts are for people).
     fn finish_later(&self, container: Container, prepared: Prepared) {
         let docker = self.docker.clone();
         let task = tokio::spawn(async move {

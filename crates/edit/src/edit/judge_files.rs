@@ -103,8 +103,6 @@ pub enum Format {
     Toml,
 }
 
-/// At most this many entries of the working tree are looked at by one [`Baseline`] walk.
-const MAX_ENTRIES: usize = 1_000_000;
 /// A keyed judge file larger than this is not parsed (its section reads as unreadable).
 const MAX_KEYED_BYTES: u64 = 16 << 20;
 
@@ -413,20 +411,16 @@ impl Baseline {
     /// Records the judge files of the tree at `repo` as they are now.
     pub fn capture(repo: &Path, matcher: &Matcher) -> std::io::Result<Baseline> {
         let mut entries = BTreeMap::new();
-        walk(repo, matcher, &mut |path, entry, _| {
-            entries.insert(path, entry);
-        })?;
         let mut stats = BTreeMap::new();
         let mut tests = std::collections::BTreeSet::new();
-        walk_not_code(repo, matcher, None, &mut |found| {
+        visit_judged(repo, matcher, None, &mut |found| {
             if found.test {
                 tests.insert(found.path.clone());
             }
             if let Some(stat) = found.stat {
                 stats.insert(found.path.clone(), stat);
             }
-            // A judge file keeps the entry the judge walk gave it (a keyed one its sections).
-            entries.entry(found.path).or_insert(found.entry);
+            entries.insert(found.path, found.entry);
         })?;
         Ok(Baseline {
             entries,
@@ -454,15 +448,12 @@ impl Baseline {
     /// mode and content. Returns the first difference, in path order.
     pub fn check(&self, repo: &Path, matcher: &Matcher) -> std::io::Result<Result<(), Drift>> {
         let mut now: BTreeMap<String, (Entry, String)> = BTreeMap::new();
-        walk(repo, matcher, &mut |path, entry, rule| {
-            now.insert(path, (entry, rule));
-        })?;
-        walk_not_code(repo, matcher, Some(self), &mut |found| {
-            // A new test file is the model's to add.
-            if found.test && !self.entries.contains_key(&found.path) {
+        visit_judged(repo, matcher, Some(self), &mut |found| {
+            // A new test file is the model's to add (a judge file never is).
+            if found.test && !found.judge && !self.entries.contains_key(&found.path) {
                 return;
             }
-            now.entry(found.path).or_insert((found.entry, found.rule));
+            now.insert(found.path, (found.entry, found.rule));
         })?;
         let mut drifts = Vec::new();
         for (path, (entry, rule)) in &now {
@@ -520,117 +511,100 @@ fn describe_change(approved: &Entry, now: &Entry) -> &'static str {
     }
 }
 
-/// Visits every judge file below `repo` (never entering `.git` or following a symlink): its path,
-/// what it is, and the rule that makes it one.
-fn walk(repo: &Path, matcher: &Matcher, visit: &mut dyn FnMut(String, Entry, String)) -> std::io::Result<()> {
-    let mut stack: Vec<String> = vec![String::new()];
-    let mut seen = 0usize;
-    while let Some(dir) = stack.pop() {
-        let full = if dir.is_empty() {
-            repo.to_owned()
-        } else {
-            repo.join(&dir)
-        };
-        for item in std::fs::read_dir(&full)? {
-            let item = item?;
-            seen += 1;
-            if seen > MAX_ENTRIES {
-                return Err(std::io::Error::other(format!(
-                    "the working tree has more than {MAX_ENTRIES} entries; too many to check the judge files"
-                )));
-            }
-            let name = item.file_name().to_string_lossy().into_owned();
-            if name.eq_ignore_ascii_case(".git") {
-                continue;
-            }
-            let rel = if dir.is_empty() {
-                name
-            } else {
-                format!("{dir}/{name}")
-            };
-            // The kind from the directory listing (a link is a link, as `lstat` says), so that
-            // only a judge file costs a `stat`.
-            let is_dir = item.file_type()?.is_dir();
-            let folded = fold(&rel);
-            if let Some(found) = matcher.classify(&folded) {
-                let meta = item.path().symlink_metadata()?;
-                let rule = match found {
-                    JudgeMatch::Whole { rule } => rule.to_owned(),
-                    JudgeMatch::Keyed => "keyed judge file".to_owned(),
-                };
-                let entry = match found {
-                    JudgeMatch::Keyed if meta.is_file() => {
-                        let bytes = bork_ci_core::safe_fs::read_no_follow(&item.path(), MAX_KEYED_BYTES).ok();
-                        Entry::Sections(matcher.keyed_sections(&folded, bytes.as_deref()))
-                    }
-                    _ => entry_of(repo, &rel, &item.path(), &meta),
-                };
-                visit(rel.clone(), entry, rule);
-            }
-            if is_dir {
-                stack.push(rel);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A path that is not code (or an approved test), as [`walk_not_code`] finds it.
-struct NotCode {
+/// A path the judges' comparison looks at, as [`visit_judged`] finds it.
+struct Found {
     path: String,
     entry: Entry,
+    /// The rule that makes it a judge file, or why it is not code.
     rule: String,
+    /// A judge file (its entry is what the judges read of it).
+    judge: bool,
+    /// A test file (`edit::code`'s tests) git does not ignore.
     test: bool,
+    /// A regular file that is not code and not a judge file: its identity and change time.
     stat: Option<Stat>,
 }
 
-/// Visits every file below `repo` that git does not ignore and that is not code (tests
-/// included), when the rules state what code is; `approved`, when given, lends the hash of a
-/// file whose identity and change time are those it recorded.
-fn walk_not_code(
+/// Visits, in one walk of the tree below `repo` (`layout::walk`: never entering `.git` or
+/// following a symlink), every judge file, ignored or not, and, when the rules state what code
+/// is, every file git does not ignore that is not code (tests included). `approved`, when
+/// given, lends the hash of a file that is not code whose identity and change time are those it
+/// recorded.
+fn visit_judged(
     repo: &Path,
     matcher: &Matcher,
     approved: Option<&Baseline>,
-    visit: &mut dyn FnMut(NotCode),
+    visit: &mut dyn FnMut(Found),
 ) -> std::io::Result<()> {
-    let Some(code) = &matcher.code else {
-        return Ok(());
-    };
-    for listed in crate::edit::layout::listing(repo)? {
-        if listed.is_dir || matcher.is_excluded(&listed.path) {
-            continue;
-        }
-        let folded = fold(&listed.path);
-        let (rule, test) = match code.kind(&folded) {
-            crate::edit::code::Kind::Code => continue,
-            crate::edit::code::Kind::Test => (crate::edit::code::APPROVED_TEST.to_owned(), true),
-            crate::edit::code::Kind::NotCode { why } => (why.to_owned(), false),
+    use crate::edit::code::{APPROVED_TEST, Kind};
+    let code = matcher.code.as_ref();
+    crate::edit::layout::walk(repo, code.is_some(), &mut |seen| {
+        let folded = fold(seen.path);
+        let judge = matcher.classify(&folded);
+        let not_code = match code {
+            Some(code) if !seen.ignored && !seen.is_dir && !matcher.is_excluded(seen.path) => {
+                match code.kind(&folded) {
+                    Kind::Code => None,
+                    Kind::Test => Some((APPROVED_TEST, true)),
+                    Kind::NotCode { why } => Some((why, false)),
+                }
+            }
+            _ => None,
         };
-        let full = repo.join(&listed.path);
-        let meta = match full.symlink_metadata() {
+        if judge.is_none() && not_code.is_none() {
+            return Ok(());
+        }
+        let meta = match seen.full.symlink_metadata() {
             Ok(meta) => meta,
-            // Gone between the listing and now: the comparison sees it missing.
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            // Gone between the folder's listing and now: the comparison sees it missing.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(error) => return Err(error),
         };
-        let stat = meta.is_file().then(|| Stat::of(&meta));
-        let known = approved.and_then(|baseline| {
-            let recorded = baseline.stats.get(&listed.path)?;
-            (Some(*recorded) == stat).then(|| baseline.entries.get(&listed.path).cloned())?
-        });
-        let entry = match known {
-            Some(entry) if matches!(entry, Entry::File { mode, .. } if mode == meta.mode() & 0o7777) => entry,
-            _ => entry_of(repo, &listed.path, &full, &meta),
+        let test = not_code.is_some_and(|(_, test)| test);
+        let found = match (judge, not_code) {
+            (Some(found), _) => Found {
+                path: seen.path.to_owned(),
+                entry: match found {
+                    JudgeMatch::Keyed if meta.is_file() => {
+                        let bytes = bork_ci_core::safe_fs::read_no_follow(seen.full, MAX_KEYED_BYTES).ok();
+                        Entry::Sections(matcher.keyed_sections(&folded, bytes.as_deref()))
+                    }
+                    _ => entry_of(repo, seen.path, seen.full, &meta),
+                },
+                rule: match found {
+                    JudgeMatch::Whole { rule } => rule.to_owned(),
+                    JudgeMatch::Keyed => "keyed judge file".to_owned(),
+                },
+                judge: true,
+                test,
+                stat: None,
+            },
+            (None, Some((why, _))) => {
+                let stat = meta.is_file().then(|| Stat::of(&meta));
+                let known = approved.and_then(|baseline| {
+                    let recorded = baseline.stats.get(seen.path)?;
+                    (Some(*recorded) == stat).then(|| baseline.entries.get(seen.path).cloned())?
+                });
+                let entry = match known {
+                    Some(entry) if matches!(entry, Entry::File { mode, .. } if mode == meta.mode() & 0o7777) => {
+                        entry
+                    }
+                    _ => entry_of(repo, seen.path, seen.full, &meta),
+                };
+                Found {
+                    path: seen.path.to_owned(),
+                    entry,
+                    rule: why.to_owned(),
+                    judge: false,
+                    test,
+                    stat,
+                }
+            }
+            (None, None) => return Ok(()),
         };
-        visit(NotCode {
-            path: listed.path,
-            entry,
-            rule,
-            test,
-            stat,
-        });
-    }
-    Ok(())
+        visit(found);
+        Ok(())
+    })
 }
 
 fn entry_of(repo: &Path, rel: &str, full: &Path, meta: &std::fs::Metadata) -> Entry {
@@ -851,6 +825,71 @@ mod tests {
         assert_eq!(
             baseline.check(root, &m).expect("walks").unwrap_err().how,
             "changed its kind"
+        );
+    }
+
+    #[test]
+    fn one_walk_compares_judge_files_ignored_or_not_and_what_git_keeps_that_is_not_code() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        for (path, text) in [
+            (".gitignore", "build/\nnode_modules/\n"),
+            ("src/app.py", "print(1)\n"),
+            ("requirements.txt", "pytest==8\n"),
+            ("tests/test_app.py", "def test(): pass\n"),
+            ("build/notes.txt", "scratch\n"),
+            ("web/node_modules/pkg/conftest.py", "approved\n"),
+        ] {
+            std::fs::create_dir_all(root.join(path).parent().expect("parent")).expect("mkdir");
+            std::fs::write(root.join(path), text).expect("write");
+        }
+        let mut rules = JudgeRules::resolve(None, &[], &BTreeMap::new()).expect("resolves");
+        rules.code = Some(crate::edit::code::CodeRules {
+            code: vec!["src/".to_owned()],
+            tests: vec!["tests/".to_owned()],
+            ..Default::default()
+        });
+        let m = rules.matcher().expect("compiles");
+        // Seven folders: the root, src, tests, build, web, web/node_modules, .../pkg.
+        let folders = 7;
+        let reads = |run: &mut dyn FnMut()| {
+            crate::edit::layout::FOLDERS_READ.with(|read| read.set(0));
+            run();
+            crate::edit::layout::FOLDERS_READ.with(std::cell::Cell::get)
+        };
+        let mut baseline = Baseline::default();
+        assert_eq!(
+            reads(&mut || baseline = Baseline::capture(root, &m).expect("captures")),
+            folders
+        );
+        assert!(baseline.tests().contains("tests/test_app.py"));
+        assert_eq!(
+            reads(&mut || assert!(baseline.check(root, &m).expect("walks").is_ok())),
+            folders
+        );
+        // Code, a new test and what git ignores (not a judge file) are the model's.
+        std::fs::write(root.join("src/app.py"), "print(2)\n").expect("write");
+        std::fs::write(root.join("tests/test_new.py"), "def test(): pass\n").expect("write");
+        std::fs::write(root.join("build/notes.txt"), "other\n").expect("write");
+        assert!(baseline.check(root, &m).expect("walks").is_ok());
+        // A judge file is compared even where git ignores it.
+        std::fs::write(root.join("web/node_modules/pkg/conftest.py"), "evil\n").expect("write");
+        let drift = baseline.check(root, &m).expect("walks").unwrap_err();
+        assert_eq!(
+            (drift.path.as_str(), drift.how),
+            ("web/node_modules/pkg/conftest.py", "changed")
+        );
+        std::fs::write(root.join("web/node_modules/pkg/conftest.py"), "approved\n").expect("write");
+        // What is not code, and an approved test, are the approved revision's.
+        std::fs::write(root.join("requirements.txt"), "pytest-evil==1\n").expect("write");
+        let drift = baseline.check(root, &m).expect("walks").unwrap_err();
+        assert_eq!((drift.path.as_str(), drift.how), ("requirements.txt", "changed"));
+        std::fs::write(root.join("requirements.txt"), "pytest==8\n").expect("write");
+        std::fs::remove_file(root.join("tests/test_app.py")).expect("rm");
+        let drift = baseline.check(root, &m).expect("walks").unwrap_err();
+        assert_eq!(
+            (drift.path.as_str(), drift.how),
+            ("tests/test_app.py", "was removed")
         );
     }
 }

@@ -37,40 +37,150 @@ pub struct Listed {
 /// `.git/info/exclude` or a global file), `.git` aside, symlinks not followed, in path order.
 pub fn listing(repo: &Path) -> std::io::Result<Vec<Listed>> {
     let mut listed = Vec::new();
-    let walker = ignore::WalkBuilder::new(repo)
-        .hidden(false)
-        .ignore(false)
-        .git_ignore(true)
-        .git_exclude(false)
-        .git_global(false)
-        .parents(false)
-        .require_git(false)
-        .follow_links(false)
-        .filter_entry(|entry| !entry.file_name().eq_ignore_ascii_case(".git"))
-        .build();
-    for entry in walker {
-        let entry = entry.map_err(std::io::Error::other)?;
-        if entry.depth() == 0 {
-            continue;
+    walk(repo, true, &mut |seen| {
+        if !seen.ignored {
+            listed.push(Listed {
+                path: seen.path.to_owned(),
+                is_dir: seen.is_dir,
+            });
         }
-        if listed.len() >= MAX_ENTRIES {
-            return Err(std::io::Error::other(format!(
-                "the working tree has more than {MAX_ENTRIES} entries"
-            )));
-        }
-        let Ok(relative) = entry.path().strip_prefix(repo) else {
-            continue;
-        };
-        let Some(path) = relative.to_str() else {
-            continue;
-        };
-        listed.push(Listed {
-            path: path.to_owned(),
-            is_dir: entry.file_type().is_some_and(|kind| kind.is_dir()),
-        });
-    }
+        Ok(())
+    })?;
     listed.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(listed)
+}
+
+/// One entry of the working tree as [`walk`] finds it.
+pub(crate) struct Seen<'a> {
+    /// Its path below the repository (a name that is not UTF-8 read lossily).
+    pub(crate) path: &'a str,
+    /// Its path on this machine.
+    pub(crate) full: &'a Path,
+    /// A folder (a symlink is not one: none is followed).
+    pub(crate) is_dir: bool,
+    /// Whether the `.gitignore` files ignore it (or a folder above it).
+    pub(crate) ignored: bool,
+}
+
+/// The `.gitignore` of one folder, and those of the folders above it.
+struct Ignores {
+    gitignore: ignore::gitignore::Gitignore,
+    parent: Option<std::rc::Rc<Ignores>>,
+}
+
+impl Ignores {
+    /// The `.gitignore` file of the folder at `dir` (one whose lines do not all parse keeps
+    /// those that do, as git does; one that cannot be read ignores nothing).
+    fn of(dir: &Path, parent: Option<std::rc::Rc<Ignores>>) -> Ignores {
+        let mut builder = ignore::gitignore::GitignoreBuilder::new(dir);
+        let _unparsed = builder.add(dir.join(".gitignore"));
+        Ignores {
+            gitignore: builder
+                .build()
+                .unwrap_or_else(|_| ignore::gitignore::Gitignore::empty()),
+            parent,
+        }
+    }
+
+    /// Whether `full` is ignored: the nearest `.gitignore` with a line for it decides (a `!`
+    /// line un-ignores).
+    fn ignore(&self, full: &Path, is_dir: bool) -> bool {
+        let mut ignores = Some(self);
+        while let Some(here) = ignores {
+            match here.gitignore.matched(full, is_dir) {
+                ignore::Match::Ignore(_) => return true,
+                ignore::Match::Whitelist(_) => return false,
+                ignore::Match::None => ignores = here.parent.as_deref(),
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many folders [`walk`] has read on this thread.
+    pub(crate) static FOLDERS_READ: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Visits every entry below `repo` once, reading each folder once: `.git` (in any case) is
+/// never entered, symlinks are not followed, and ignored folders are entered too (what git
+/// ignores is still on disk for a judge that runs without a sandbox). With `ignores`, each entry
+/// says whether git's `.gitignore` files ignore it, as `git ls-files --others --exclude-standard`
+/// decides (not `.git/info/exclude` or a global file; the repository's folders alone, nested
+/// repositories' included); without, nothing is read for that and no entry is ignored.
+pub(crate) fn walk(
+    repo: &Path,
+    ignores: bool,
+    visit: &mut dyn FnMut(Seen<'_>) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    use std::rc::Rc;
+    // A folder to read: its path below the repository, and the `.gitignore`s above it (`None`:
+    // ignored, or not asked).
+    let mut stack: Vec<(String, Option<Rc<Ignores>>)> = vec![(String::new(), None)];
+    let mut root = true;
+    let mut seen = 0usize;
+    while let Some((dir, above)) = stack.pop() {
+        let full = if dir.is_empty() {
+            repo.to_owned()
+        } else {
+            repo.join(&dir)
+        };
+        #[cfg(test)]
+        FOLDERS_READ.with(|read| read.set(read.get() + 1));
+        let items = std::fs::read_dir(&full)?.collect::<std::io::Result<Vec<_>>>()?;
+        // An ignored folder's own `.gitignore` cannot un-ignore what lies below it.
+        let here = if ignores && (root || above.is_some()) {
+            let has_file = items.iter().any(|item| item.file_name() == ".gitignore");
+            Some(if has_file {
+                Rc::new(Ignores::of(&full, above))
+            } else {
+                match above {
+                    Some(above) => above,
+                    None => Rc::new(Ignores {
+                        gitignore: ignore::gitignore::Gitignore::empty(),
+                        parent: None,
+                    }),
+                }
+            })
+        } else {
+            None
+        };
+        root = false;
+        for item in items {
+            seen += 1;
+            if seen > MAX_ENTRIES {
+                return Err(std::io::Error::other(format!(
+                    "the working tree has more than {MAX_ENTRIES} entries"
+                )));
+            }
+            let name = item.file_name();
+            if name.eq_ignore_ascii_case(".git") {
+                continue;
+            }
+            let name = name.to_string_lossy();
+            let path = if dir.is_empty() {
+                name.into_owned()
+            } else {
+                format!("{dir}/{name}")
+            };
+            // The kind from the folder's listing: a symlink is a symlink, as `lstat` says.
+            let is_dir = item.file_type()?.is_dir();
+            let entry_full = item.path();
+            let ignored = ignores && here.as_ref().is_none_or(|here| here.ignore(&entry_full, is_dir));
+            visit(Seen {
+                path: &path,
+                full: &entry_full,
+                is_dir,
+                ignored,
+            })?;
+            if is_dir {
+                let below = if ignored { None } else { here.clone() };
+                stack.push((path, below));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The code and tests globs of the repository at `repo`, derived from its layout.
@@ -267,6 +377,165 @@ mod tests {
             };
             assert_eq!(got, *want, "{path} under {:?}", rules.code);
         }
+    }
+
+    /// What the `ignore` crate's own walker leaves when it honours `.gitignore` files alone: the
+    /// reference [`listing`] is held to.
+    fn reference_listing(repo: &Path) -> Vec<Listed> {
+        let walker = ignore::WalkBuilder::new(repo)
+            .hidden(false)
+            .ignore(false)
+            .git_ignore(true)
+            .git_exclude(false)
+            .git_global(false)
+            .parents(false)
+            .require_git(false)
+            .follow_links(false)
+            .filter_entry(|entry| !entry.file_name().eq_ignore_ascii_case(".git"))
+            .build();
+        let mut listed: Vec<Listed> = walker
+            .map(|entry| entry.expect("walks"))
+            .filter(|entry| entry.depth() > 0)
+            .map(|entry| Listed {
+                path: entry
+                    .path()
+                    .strip_prefix(repo)
+                    .expect("below")
+                    .to_str()
+                    .expect("UTF-8")
+                    .to_owned(),
+                is_dir: entry.file_type().is_some_and(|kind| kind.is_dir()),
+            })
+            .collect();
+        listed.sort_by(|a, b| a.path.cmp(&b.path));
+        listed
+    }
+
+    fn ignoring_tree() -> tempfile::TempDir {
+        let repo = tree(&[
+            (
+                ".gitignore",
+                "*.log\n/build/\nnode_modules\ncache/\n!keep.log\n/root-only.txt\ndocs/*.tmp\n[unclosed\n",
+            ),
+            ("a.log", ""),
+            ("keep.log", ""),
+            ("root-only.txt", ""),
+            ("src/root-only.txt", ""),
+            ("src/main.rs", ""),
+            ("src/x.log", ""),
+            ("src/.gitignore", "!x.log\ngen/\n"),
+            ("src/gen/out.rs", ""),
+            ("src/gen/.gitignore", "!out.rs\n"),
+            ("build/out.o", ""),
+            ("sub/build/kept.o", ""),
+            ("node_modules/pkg/index.js", ""),
+            ("web/node_modules/pkg/conftest.py", ""),
+            ("cache/x", ""),
+            ("docs/a.tmp", ""),
+            ("docs/deep/a.tmp", ""),
+            ("vendor/lib/.gitignore", "*\n!.gitignore\n"),
+            ("vendor/lib/code.c", ""),
+            ("nested/.git/HEAD", ""),
+            ("nested/.gitignore", "inner.txt\n"),
+            ("nested/inner.txt", ""),
+            ("nested/other.txt", ""),
+            (".GIT/config", ""),
+        ]);
+        std::fs::create_dir_all(repo.path().join("empty/cache")).expect("mkdir");
+        std::os::unix::fs::symlink("src", repo.path().join("link-to-src")).expect("symlink");
+        std::os::unix::fs::symlink("a.log", repo.path().join("link.log")).expect("symlink");
+        repo
+    }
+
+    #[test]
+    fn the_listing_leaves_what_the_gitignore_files_ignore_as_the_ignore_crate_does() {
+        let repo = ignoring_tree();
+        let listed = listing(repo.path()).expect("lists");
+        assert_eq!(listed, reference_listing(repo.path()));
+        let paths: Vec<&str> = listed.iter().map(|listed| listed.path.as_str()).collect();
+        for kept in [
+            "keep.log",
+            "src/root-only.txt",
+            "src/x.log",
+            "sub/build/kept.o",
+            "docs/deep/a.tmp",
+            "nested/other.txt",
+            "vendor/lib/.gitignore",
+        ] {
+            assert!(paths.contains(&kept), "{kept} is listed: {paths:?}");
+        }
+        for left in [
+            "a.log",
+            "root-only.txt",
+            "build",
+            "build/out.o",
+            "src/gen/out.rs",
+            "node_modules",
+            "web/node_modules/pkg/conftest.py",
+            "cache",
+            "empty/cache",
+            "docs/a.tmp",
+            "vendor/lib/code.c",
+            "nested/inner.txt",
+            "nested/.git/HEAD",
+            ".GIT/config",
+            "link.log",
+        ] {
+            assert!(!paths.contains(&left), "{left} is left out: {paths:?}");
+        }
+    }
+
+    #[test]
+    fn the_listing_is_what_git_lists_where_git_reads_only_gitignore_files() {
+        let repo = ignoring_tree();
+        // Git stops at a nested repository, and reads its own `.git` folder: those aside, the
+        // two agree.
+        std::fs::remove_dir_all(repo.path().join("nested/.git")).expect("rm");
+        std::fs::remove_dir_all(repo.path().join(".GIT")).expect("rm");
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "core.excludesFile=/dev/null"])
+                .args(args)
+                .current_dir(repo.path())
+                .output()
+                .expect("git runs");
+            assert!(out.status.success(), "git {args:?}");
+            out.stdout
+        };
+        git(&["init", "-q"]);
+        let listed_by_git = git(&["ls-files", "-z", "--others", "--exclude-standard"]);
+        let mut by_git: Vec<&str> = listed_by_git
+            .split(|byte| *byte == 0)
+            .filter(|path| !path.is_empty())
+            .map(|path| std::str::from_utf8(path).expect("UTF-8"))
+            .collect();
+        by_git.sort_unstable();
+        let listed = listing(repo.path()).expect("lists");
+        let files: Vec<&str> = listed
+            .iter()
+            .filter(|listed| !listed.is_dir)
+            .map(|listed| listed.path.as_str())
+            .collect();
+        assert_eq!(files, by_git);
+    }
+
+    #[test]
+    fn the_walk_reads_each_folder_once_and_enters_ignored_ones() {
+        let repo = ignoring_tree();
+        let mut folders = 1;
+        let mut ignored = Vec::new();
+        FOLDERS_READ.with(|read| read.set(0));
+        walk(repo.path(), true, &mut |seen| {
+            folders += usize::from(seen.is_dir);
+            if seen.ignored {
+                ignored.push(seen.path.to_owned());
+            }
+            Ok(())
+        })
+        .expect("walks");
+        assert_eq!(FOLDERS_READ.with(std::cell::Cell::get), folders);
+        assert!(ignored.contains(&"web/node_modules/pkg/conftest.py".to_owned()));
+        assert!(ignored.contains(&"build/out.o".to_owned()));
     }
 
     #[test]

@@ -19,6 +19,9 @@ const MAX_ENTRIES: usize = 1_000_000;
 /// A manifest or script larger than this is not read.
 const MAX_READ: u64 = 1 << 20;
 
+/// The name of git's per-folder ignore file.
+const GITIGNORE: &str = ".gitignore";
+
 /// Folders a derivation never looks into.
 const SKIPPED: &[&str] = &["node_modules", "target", "vendor", "third_party", ".git"];
 
@@ -73,7 +76,7 @@ impl Ignores {
     /// those that do, as git does; one that cannot be read ignores nothing).
     fn of(dir: &Path, parent: Option<std::rc::Rc<Ignores>>) -> Ignores {
         let mut builder = ignore::gitignore::GitignoreBuilder::new(dir);
-        let _unparsed = builder.add(dir.join(".gitignore"));
+        let _unparsed = builder.add(dir.join(GITIGNORE));
         Ignores {
             gitignore: builder
                 .build()
@@ -131,7 +134,7 @@ pub(crate) fn walk(
         let items = std::fs::read_dir(&full)?.collect::<std::io::Result<Vec<_>>>()?;
         // An ignored folder's own `.gitignore` cannot un-ignore what lies below it.
         let here = if ignores && (root || above.is_some()) {
-            let has_file = items.iter().any(|item| item.file_name() == ".gitignore");
+            let has_file = items.iter().any(|item| item.file_name() == GITIGNORE);
             Some(if has_file {
                 Rc::new(Ignores::of(&full, above))
             } else {
@@ -435,12 +438,18 @@ mod tests {
             ("docs/deep/a.tmp", ""),
             ("vendor/lib/.gitignore", "*\n!.gitignore\n"),
             ("vendor/lib/code.c", ""),
-            ("nested/.git/HEAD", ""),
             ("nested/.gitignore", "inner.txt\n"),
             ("nested/inner.txt", ""),
             ("nested/other.txt", ""),
             (".GIT/config", ""),
         ]);
+        // A repository of its own inside: git stops there, the `.gitignore` files still apply.
+        let status = std::process::Command::new("git")
+            .args(["init", "-q", "nested"])
+            .current_dir(repo.path())
+            .status()
+            .expect("git runs");
+        assert!(status.success());
         std::fs::create_dir_all(repo.path().join("empty/cache")).expect("mkdir");
         std::os::unix::fs::symlink("src", repo.path().join("link-to-src")).expect("symlink");
         std::os::unix::fs::symlink("a.log", repo.path().join("link.log")).expect("symlink");
@@ -488,10 +497,6 @@ mod tests {
     #[test]
     fn the_listing_is_what_git_lists_where_git_reads_only_gitignore_files() {
         let repo = ignoring_tree();
-        // Git stops at a nested repository, and reads its own `.git` folder: those aside, the
-        // two agree.
-        std::fs::remove_dir_all(repo.path().join("nested/.git")).expect("rm");
-        std::fs::remove_dir_all(repo.path().join(".GIT")).expect("rm");
         let git = |args: &[&str]| {
             let out = std::process::Command::new("git")
                 .args(["-c", "core.excludesFile=/dev/null"])
@@ -504,10 +509,14 @@ mod tests {
         };
         git(&["init", "-q"]);
         let listed_by_git = git(&["ls-files", "-z", "--others", "--exclude-standard"]);
+        // Git stops at a nested repository and takes `.GIT` for a folder like any other: those
+        // aside, the two agree.
+        let aside = |path: &&str| !path.starts_with("nested/") && !path.starts_with(".GIT/");
         let mut by_git: Vec<&str> = listed_by_git
             .split(|byte| *byte == 0)
             .filter(|path| !path.is_empty())
             .map(|path| std::str::from_utf8(path).expect("UTF-8"))
+            .filter(aside)
             .collect();
         by_git.sort_unstable();
         let listed = listing(repo.path()).expect("lists");
@@ -515,8 +524,10 @@ mod tests {
             .iter()
             .filter(|listed| !listed.is_dir)
             .map(|listed| listed.path.as_str())
+            .filter(aside)
             .collect();
         assert_eq!(files, by_git);
+        assert!(by_git.len() > 5, "{by_git:?}");
     }
 
     #[test]

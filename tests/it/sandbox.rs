@@ -1145,6 +1145,28 @@ async fn auto_binds_only_where_the_engine_sees_this_hosts_paths() {
     }
     again.cleanup_all().await.expect("cleanup");
     assert!(job_containers_of(again.run_id()).is_empty());
+    // The edit step is made for its transport (its state, who applies the edits): a remembered
+    // `bind` is proven before the step is made, not by the step's own container.
+    if expected == Transport::Copy {
+        std::fs::create_dir_all(remembered.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&remembered, "bind\n").expect("write");
+    }
+    let step = sandbox_over(artifacts.path(), "auto-step", Transport::Auto).await;
+    assert_eq!(
+        step.edit_step_transport(repo.path()).await.expect("decides"),
+        expected
+    );
+    assert!(step.transport_probed(), "the remembered bind was proven first");
+    assert_eq!(step.chosen_transport(), Some(expected));
+    if engine() == "dood" {
+        assert_eq!(
+            remembered.exists(),
+            expected == Transport::Bind,
+            "a bind that did not hold is forgotten"
+        );
+    }
+    step.cleanup_all().await.expect("cleanup");
+    assert!(job_containers_of(step.run_id()).is_empty());
 }
 
 /// The volumes of run `run_id` labelled `bork-ci.step=step`. One label filter, the other label

@@ -632,13 +632,19 @@ impl DockerSandbox {
         self.helper_failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The transport the edit step will use on `repo` (probing for `auto` with its image).
+    /// The transport the edit step will use on `repo` (probing for `auto` with its image). The
+    /// step is made for its transport, so a remembered `bind` is proven first, not by the
+    /// step's own container.
     pub async fn edit_step_transport(&self, repo: &Path) -> Result<Transport, SandboxError> {
-        if let Some(chosen) = self.chosen_transport() {
+        if let Some(chosen) = self.chosen_transport()
+            && !self.bind_unproven()
+        {
             return Ok(chosen);
         }
         let image = self.ready_image(JobKind::EditStep).await?;
-        Ok(self.transport(repo, &image).await)
+        let transport = self.transport(repo, &image).await;
+        self.prove_bind_now(repo, &image).await;
+        Ok(self.chosen_transport().unwrap_or(transport))
     }
 
     /// Makes sure `image` is present, pulling it as `sandbox.pull` says (progress as log lines).

@@ -328,6 +328,25 @@ impl DockerSandbox {
         chosen
     }
 
+    /// Proves a remembered `bind` that no job has proven yet with a probe container of `image`
+    /// (created, never started), or forgets it and goes over `copy`. For a job that is made for
+    /// its transport before its container is (the edit step's state and whether it applies the
+    /// edits itself): such a job cannot be made again over `copy` once it is under way.
+    pub(super) async fn prove_bind_now(&self, repo: &Path, image: &str) {
+        if !self.bind_unproven() {
+            return;
+        }
+        let _probing = self.probing.lock().await;
+        if !self.bind_unproven() {
+            return;
+        }
+        self.probed.store(true, std::sync::atomic::Ordering::Relaxed);
+        match self.probe_bind(repo, image).await {
+            Ok(()) => self.set_transport(Transport::Bind, true),
+            Err(reason) => self.bind_disproven(repo, &reason),
+        }
+    }
+
     fn set_transport(&self, transport: Transport, proven: bool) {
         if let Ok(mut state) = self.resolved_transport.lock() {
             *state = Some((transport, proven));

@@ -2,8 +2,8 @@
 //! beside its floor: one bare walk of the same tree (`read_dir` of every folder, the kind from
 //! the listing, nothing else). The tree is a git repository of 50,000 files in 2,500 folders:
 //! code under `src/`, tests under `tests/`, a file that is not code in each folder, and an
-//! ignored `build/` of 5,000 files, with the code rules a run states. Interleaved rounds,
-//! medians.
+//! ignored `build/` of 5,000 files, with the code rules a run derives from that layout.
+//! Interleaved rounds, medians.
 //!
 //! Run: `cargo bench --bench comparison`; `BORK_BENCH_FILES` sets the number of files.
 #![expect(
@@ -16,7 +16,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bork_ci_edit::edit::code::CodeRules;
 use bork_ci_edit::edit::judge_files::{Baseline, JudgeRules};
 
 const ROUNDS: usize = 9;
@@ -89,11 +88,8 @@ fn main() {
     let root = dir.path();
     tree(root, files);
     let mut rules = JudgeRules::resolve(None, &[], &BTreeMap::new()).expect("resolves");
-    rules.code = Some(CodeRules {
-        code: vec!["src/".to_owned()],
-        tests: vec!["tests/".to_owned()],
-        ..Default::default()
-    });
+    // The code rules a run derives from the layout when `.config/bork.json` states none.
+    rules.code = Some(bork_ci_edit::edit::layout::derive(root).expect("derives"));
     let matcher = rules.matcher().expect("compiles");
     let entries = bare_walk(root);
     let baseline = Baseline::capture(root, &matcher).expect("captures");

@@ -327,10 +327,32 @@ impl CodeMatcher {
     /// `edit::path::protected_key`) is: an exempted judge file is code; then never-code rules,
     /// then `code`, then `tests`.
     pub fn kind(&self, folded: &str) -> Kind<'_> {
-        if matches(&self.exempt, folded) {
+        self.kind_in(folded, &mut None)
+    }
+
+    /// [`Self::kind`], the decisions about `folded`'s folder kept in `memo` for the next path
+    /// in the same folder (a walk asks about a folder's files one after the other; each folder
+    /// above a path is otherwise asked again for every file in it).
+    pub fn kind_in(&self, folded: &str, memo: &mut Option<FolderMemo>) -> Kind<'_> {
+        let folder = folded.rsplit_once('/').map_or("", |(folder, _)| folder);
+        let memo = match memo {
+            Some(memo) if memo.folder == folder => memo,
+            _ => memo.insert(FolderMemo {
+                folder: folder.to_owned(),
+                exempt: Above::of(&self.exempt, folder),
+                never_any: self.never_any.as_ref().map(|any| Above::of(any, folder)),
+                code: Above::of(&self.code, folder),
+                tests: Above::of(&self.tests, folder),
+            }),
+        };
+        if memo.exempt.matches(&self.exempt, folded) {
             return Kind::Code;
         }
-        if let Some(why) = self.never_code(folded) {
+        let never = match (&self.never_any, memo.never_any) {
+            (Some(any), Some(above)) if !above.matches(any, folded) => None,
+            _ => self.never_rule(folded),
+        };
+        if let Some(why) = never {
             return Kind::NotCode { why };
         }
         // `src/` is on the import path of a src layout: a top-level module there named like the
@@ -342,10 +364,10 @@ impl CodeMatcher {
                 why: "a top-level module of a src layout named like the standard library",
             };
         }
-        if matches(&self.code, folded) {
+        if memo.code.matches(&self.code, folded) {
             return Kind::Code;
         }
-        if matches(&self.tests, folded) {
+        if memo.tests.matches(&self.tests, folded) {
             return Kind::Test;
         }
         Kind::NotCode { why: NOT_CODE }
@@ -358,10 +380,73 @@ impl CodeMatcher {
         {
             return None;
         }
+        self.never_rule(folded)
+    }
+
+    /// The first never-code rule that selects `folded`, asked one by one.
+    fn never_rule(&self, folded: &str) -> Option<&str> {
         self.never
             .iter()
             .find(|rule| rule.selects(folded))
             .map(|rule| rule.why.as_str())
+    }
+}
+
+/// What [`CodeMatcher::kind_in`] decided about one folder, for the paths in it.
+#[derive(Debug, Clone)]
+pub struct FolderMemo {
+    folder: String,
+    exempt: Above,
+    never_any: Option<Above>,
+    code: Above,
+    tests: Above,
+}
+
+/// What one rule set says of the folders above a path (see [`matches`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Above {
+    /// A negation matched one of them: nothing below is selected.
+    Unselected,
+    /// Whether a rule selected one of them.
+    Open { selected: bool },
+}
+
+impl Above {
+    /// Asks `rules` about `folder` and each folder above it.
+    fn of(rules: &Gitignore, folder: &str) -> Above {
+        if rules.is_empty() || folder.is_empty() {
+            return Above::Open { selected: false };
+        }
+        let mut selected = false;
+        let mut end = 0;
+        loop {
+            let next = folder[end..].find('/').map(|at| end + at);
+            let prefix = &folder[..next.unwrap_or(folder.len())];
+            match rules.matched(std::path::Path::new(prefix), true) {
+                Match::Ignore(_) => selected = true,
+                Match::Whitelist(_) => return Above::Unselected,
+                Match::None => {}
+            }
+            match next {
+                Some(at) => end = at + 1,
+                None => return Above::Open { selected },
+            }
+        }
+    }
+
+    /// Whether `rules` select `folded`, a path in the folder this was asked about.
+    fn matches(self, rules: &Gitignore, folded: &str) -> bool {
+        if rules.is_empty() || folded.is_empty() {
+            return false;
+        }
+        match self {
+            Above::Unselected => false,
+            Above::Open { selected } => match rules.matched(std::path::Path::new(folded), false) {
+                Match::Ignore(_) => true,
+                Match::Whitelist(_) => false,
+                Match::None => selected,
+            },
+        }
     }
 }
 
@@ -404,6 +489,89 @@ pub fn fold(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`CodeMatcher::kind`] asked rule set by rule set, every folder of the path each time.
+    fn kind_by_prefixes<'a>(matcher: &'a CodeMatcher, folded: &str) -> Kind<'a> {
+        if matches(&matcher.exempt, folded) {
+            return Kind::Code;
+        }
+        if let Some(why) = matcher.never_code(folded) {
+            return Kind::NotCode { why };
+        }
+        if let Some(module) = folded.strip_prefix("src/")
+            && crate::edit::stdlib::shadows_stdlib(module)
+        {
+            return Kind::NotCode {
+                why: "a top-level module of a src layout named like the standard library",
+            };
+        }
+        if matches(&matcher.code, folded) {
+            return Kind::Code;
+        }
+        if matches(&matcher.tests, folded) {
+            return Kind::Test;
+        }
+        Kind::NotCode { why: NOT_CODE }
+    }
+
+    mod memo {
+        use super::*;
+        use proptest::prelude::*;
+
+        const PARTS: &[&str] = &[
+            "src",
+            "tests",
+            "gen",
+            "lib",
+            "node_modules",
+            ".config",
+            "vendor",
+            "a",
+            "Makefile",
+            "conftest.py",
+            "json.py",
+            "test_a.py",
+            "x.rs",
+            "x.snap",
+            "requirements.txt",
+            "keep.rs",
+        ];
+
+        proptest! {
+            #[test]
+            fn the_folder_memo_decides_as_every_folder_asked_again(
+                paths in proptest::collection::vec(
+                    proptest::collection::vec(0..PARTS.len(), 1..5), 1..40),
+                negations in any::<bool>(),
+            ) {
+                let mut code = vec!["src/".to_owned(), "lib/".to_owned(), "*.rs".to_owned()];
+                let mut never = vec![("gen/".to_owned(), "generated".to_owned())];
+                if negations {
+                    code.extend(["!src/gen/".to_owned(), "!*.snap".to_owned()]);
+                    never.push(("!vendor/a/".to_owned(), "not vendored".to_owned()));
+                }
+                let matcher = CodeRules {
+                    code,
+                    tests: TEST_GLOBS.iter().map(|glob| (*glob).to_owned()).collect(),
+                    never,
+                    exempt: vec!["Makefile".to_owned()],
+                    source: CodeSource::Configured,
+                }
+                .matcher()
+                .expect("compiles");
+                let mut memo = None;
+                for parts in paths {
+                    let path: Vec<&str> = parts.iter().map(|index| PARTS[*index]).collect();
+                    let folded = fold(&path.join("/"));
+                    prop_assert_eq!(
+                        matcher.kind_in(&folded, &mut memo),
+                        kind_by_prefixes(&matcher, &folded),
+                        "{}", folded
+                    );
+                }
+            }
+        }
+    }
 
     fn rules(code: &[&str], tests: &[&str]) -> CodeMatcher {
         CodeRules {

@@ -538,12 +538,14 @@ fn visit_judged(
 ) -> std::io::Result<()> {
     use crate::edit::code::{APPROVED_TEST, Kind};
     let code = matcher.code.as_ref();
+    // A folder's entries come one after the other: what the code rules say of it is kept.
+    let mut memo = None;
     crate::edit::layout::walk(repo, code.is_some(), &mut |seen| {
         let folded = fold(seen.path);
         let judge = matcher.classify(&folded);
         let not_code = match code {
             Some(code) if !seen.ignored && !seen.is_dir && !matcher.is_excluded(seen.path) => {
-                match code.kind(&folded) {
+                match code.kind_in(&folded, &mut memo) {
                     Kind::Code => None,
                     Kind::Test => Some((APPROVED_TEST, true)),
                     Kind::NotCode { why } => Some((why, false)),

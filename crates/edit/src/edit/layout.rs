@@ -121,7 +121,6 @@ pub(crate) fn walk(
     // A folder to read: its path below the repository, and the `.gitignore`s above it (`None`:
     // ignored, or not asked).
     let mut stack: Vec<(String, Option<Rc<Ignores>>)> = vec![(String::new(), None)];
-    let mut root = true;
     let mut seen = 0usize;
     while let Some((dir, above)) = stack.pop() {
         let full = if dir.is_empty() {
@@ -133,7 +132,7 @@ pub(crate) fn walk(
         FOLDERS_READ.with(|read| read.set(read.get() + 1));
         let items = std::fs::read_dir(&full)?.collect::<std::io::Result<Vec<_>>>()?;
         // An ignored folder's own `.gitignore` cannot un-ignore what lies below it.
-        let here = if ignores && (root || above.is_some()) {
+        let here = if ignores && (dir.is_empty() || above.is_some()) {
             let has_file = items.iter().any(|item| item.file_name() == GITIGNORE);
             Some(if has_file {
                 Rc::new(Ignores::of(&full, above))
@@ -149,7 +148,6 @@ pub(crate) fn walk(
         } else {
             None
         };
-        root = false;
         for item in items {
             seen += 1;
             if seen > MAX_ENTRIES {

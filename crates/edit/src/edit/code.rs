@@ -454,26 +454,9 @@ impl Above {
 /// matches the path or a folder above it always unselects (the stricter reading: `!gen/`
 /// takes everything below `gen/` out, whatever else matches).
 fn matches(rules: &Gitignore, folded: &str) -> bool {
-    if rules.is_empty() || folded.is_empty() {
-        return false;
-    }
     // Every prefix is a folder: a rule naming a folder covers everything below it.
-    let mut selected = false;
-    let mut prefix = String::new();
-    let parts: Vec<&str> = folded.split('/').collect();
-    for (index, part) in parts.iter().enumerate() {
-        if !prefix.is_empty() {
-            prefix.push('/');
-        }
-        prefix.push_str(part);
-        let is_dir = index + 1 < parts.len();
-        match rules.matched(std::path::Path::new(&prefix), is_dir) {
-            Match::Ignore(_) => selected = true,
-            Match::Whitelist(_) => return false,
-            Match::None => {}
-        }
-    }
-    selected
+    let folder = folded.rsplit_once('/').map_or("", |(folder, _)| folder);
+    Above::of(rules, folder).matches(rules, folded)
 }
 
 /// Folds a repository path the way the policy matches it.
@@ -490,9 +473,33 @@ pub fn fold(path: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The rules asked about every folder of the path and the path itself, one by one.
+    fn matches_by_prefixes(rules: &Gitignore, folded: &str) -> bool {
+        if rules.is_empty() || folded.is_empty() {
+            return false;
+        }
+        // Every prefix is a folder: a rule naming a folder covers everything below it.
+        let mut selected = false;
+        let mut prefix = String::new();
+        let parts: Vec<&str> = folded.split('/').collect();
+        for (index, part) in parts.iter().enumerate() {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(part);
+            let is_dir = index + 1 < parts.len();
+            match rules.matched(std::path::Path::new(&prefix), is_dir) {
+                Match::Ignore(_) => selected = true,
+                Match::Whitelist(_) => return false,
+                Match::None => {}
+            }
+        }
+        selected
+    }
+
     /// [`CodeMatcher::kind`] asked rule set by rule set, every folder of the path each time.
     fn kind_by_prefixes<'a>(matcher: &'a CodeMatcher, folded: &str) -> Kind<'a> {
-        if matches(&matcher.exempt, folded) {
+        if matches_by_prefixes(&matcher.exempt, folded) {
             return Kind::Code;
         }
         if let Some(why) = matcher.never_code(folded) {
@@ -505,10 +512,10 @@ mod tests {
                 why: "a top-level module of a src layout named like the standard library",
             };
         }
-        if matches(&matcher.code, folded) {
+        if matches_by_prefixes(&matcher.code, folded) {
             return Kind::Code;
         }
-        if matches(&matcher.tests, folded) {
+        if matches_by_prefixes(&matcher.tests, folded) {
             return Kind::Test;
         }
         Kind::NotCode { why: NOT_CODE }

@@ -553,35 +553,42 @@ fn visit_judged(
             }
             _ => None,
         };
-        if judge.is_none() && not_code.is_none() {
-            return Ok(());
-        }
-        let meta = match seen.full.symlink_metadata() {
-            Ok(meta) => meta,
-            // Gone between the folder's listing and now: the comparison sees it missing.
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(error) => return Err(error),
+        // Gone between the folder's listing and now (`None`): the comparison sees it missing.
+        let lstat = || match seen.full.symlink_metadata() {
+            Ok(meta) => Ok(Some(meta)),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(error),
         };
         let test = not_code.is_some_and(|(_, test)| test);
         let found = match (judge, not_code) {
-            (Some(found), _) => Found {
-                path: seen.path.to_owned(),
-                entry: match found {
-                    JudgeMatch::Keyed if meta.is_file() => {
-                        let bytes = bork_ci_core::safe_fs::read_no_follow(seen.full, MAX_KEYED_BYTES).ok();
-                        Entry::Sections(matcher.keyed_sections(&folded, bytes.as_deref()))
-                    }
-                    _ => entry_of(repo, seen.path, seen.full, &meta),
-                },
-                rule: match found {
-                    JudgeMatch::Whole { rule } => rule.to_owned(),
-                    JudgeMatch::Keyed => "keyed judge file".to_owned(),
-                },
-                judge: true,
-                test,
-                stat: None,
-            },
+            (None, None) => return Ok(()),
+            (Some(found), _) => {
+                let Some(meta) = lstat()? else {
+                    return Ok(());
+                };
+                Found {
+                    path: seen.path.to_owned(),
+                    entry: match found {
+                        JudgeMatch::Keyed if meta.is_file() => {
+                            let bytes =
+                                bork_ci_core::safe_fs::read_no_follow(seen.full, MAX_KEYED_BYTES).ok();
+                            Entry::Sections(matcher.keyed_sections(&folded, bytes.as_deref()))
+                        }
+                        _ => entry_of(repo, seen.path, seen.full, &meta),
+                    },
+                    rule: match found {
+                        JudgeMatch::Whole { rule } => rule.to_owned(),
+                        JudgeMatch::Keyed => "keyed judge file".to_owned(),
+                    },
+                    judge: true,
+                    test,
+                    stat: None,
+                }
+            }
             (None, Some((why, _))) => {
+                let Some(meta) = lstat()? else {
+                    return Ok(());
+                };
                 let stat = meta.is_file().then(|| Stat::of(&meta));
                 let known = approved.and_then(|baseline| {
                     let recorded = baseline.stats.get(seen.path)?;
@@ -602,7 +609,6 @@ fn visit_judged(
                     stat,
                 }
             }
-            (None, None) => return Ok(()),
         };
         visit(found);
         Ok(())

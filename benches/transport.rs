@@ -8,8 +8,9 @@
 //! Then whole `bork-ci run`s (the executable built with the bench, the Docker sandbox, a
 //! scripted model) over `bind` and over `copy`, in interleaved pairs: the quick start's
 //! repository converging at the third iteration (two answers the checker rejects, then the
-//! right one), each run on a fresh checkout. `BORK_BENCH_RUN_ROUNDS` sets the pairs (default
-//! 5; 0 skips the part).
+//! right one), each run on a fresh checkout; then the same with 3,500 generated files of 10 KiB
+//! added under `src/` (about 35 MiB: the first fill of a run's tree volume is most of what
+//! `copy` adds there). `BORK_BENCH_RUN_ROUNDS` sets the pairs (default 5; 0 skips the part).
 #![expect(
     clippy::disallowed_methods,
     reason = "benchmarks lay out fixtures and run tools directly"
@@ -180,7 +181,8 @@ fn main() {
         let _ = bind.cleanup_all().await;
         let _ = copy.cleanup_all().await;
     });
-    whole_runs(root);
+    whole_runs(root, false);
+    whole_runs(root, true);
     let canonical = std::fs::canonicalize(repo.path()).expect("canonical");
     let volumes = Command::new("docker")
         .args(["volume", "ls", "-q", "--filter"])
@@ -200,9 +202,32 @@ const ANSWERS: &str = r##"{"answers": [
   {"create-or-update": {"src/greet.sh": "#!/bin/sh\nif [ \"$1\" = --shout ]; then\n    name=\"${2:-world}\"\n    echo \"Hello, $name!\" | tr a-z A-Z\n    exit 0\nfi\nname=\"${1:-world}\"\necho \"Hello, $name!\"\n"}}
 ]}"##;
 
+/// Generated files of 10 KiB added under `src/gen/` for the large whole runs.
+const LARGE_FILES: usize = 3_500;
+
+/// [`LARGE_FILES`] files of 10 KiB of text in folders of 20 under `dir/src/gen/`, the same
+/// bytes every time.
+fn generate(dir: &Path) {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    for folder in 0..LARGE_FILES / 20 {
+        let path = dir.join(format!("src/gen/p{folder}"));
+        std::fs::create_dir_all(&path).expect("mkdir");
+        for file in 0..20 {
+            let mut text = String::with_capacity(10 << 10);
+            while text.len() + 17 <= 10 << 10 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                text.push_str(&format!("{state:016x}\n"));
+            }
+            std::fs::write(path.join(format!("f{file}.txt")), text).expect("write");
+        }
+    }
+}
+
 /// A fresh checkout of the quick start's repository in `dir` (its spec changed, as the example
-/// does), set up for the Docker sandbox over `transport`.
-fn quickstart(root: &Path, dir: &Path, transport: &str) {
+/// does), set up for the Docker sandbox over `transport`; with `large`, [`generate`]d files too.
+fn quickstart(root: &Path, dir: &Path, transport: &str, large: bool) {
     let copied = Command::new("cp")
         .arg("-R")
         .arg(root.join("examples/quickstart/repo/."))
@@ -216,6 +241,9 @@ fn quickstart(root: &Path, dir: &Path, transport: &str) {
   "sandbox": {{"kind": "docker", "image": "{IMAGE}", "pull": "never", "transport": "{transport}"}}}}"#
     );
     std::fs::write(dir.join(".config/bork.json"), config).expect("config");
+    if large {
+        generate(dir);
+    }
     let chmod = Command::new("chmod")
         .args(["-R", "a+rX"])
         .arg(dir)
@@ -231,11 +259,21 @@ fn quickstart(root: &Path, dir: &Path, transport: &str) {
 }
 
 /// One `bork-ci run` over `transport` on a fresh checkout: its wall time.
-fn whole_run(root: &Path, work: &Path, answers: &Path, transport: &str, round: usize) -> Duration {
-    let dir = work.join(format!("{transport}-{round}"));
+fn whole_run(
+    root: &Path,
+    work: &Path,
+    answers: &Path,
+    transport: &str,
+    round: usize,
+    large: bool,
+) -> Duration {
+    let dir = work.join(format!(
+        "{transport}-{round}-{}",
+        if large { "large" } else { "small" }
+    ));
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
-    quickstart(root, &dir, transport);
+    quickstart(root, &dir, transport, large);
     let report = dir.join("report.json");
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_bork-ci"))
@@ -243,6 +281,8 @@ fn whole_run(root: &Path, work: &Path, answers: &Path, transport: &str, round: u
         .arg(&report)
         .current_dir(&dir)
         .env("BORK_LLM_SCRIPT", answers)
+        // The large tree's prompt (about 9M tokens) within the run's budget.
+        .env("BORK_CONTEXT_BUDGET_TOKENS", "50000000")
         .env("BORK_SANDBOX_ARTIFACT_DIR", work.join("artifacts"))
         .output()
         .expect("bork-ci runs");
@@ -256,10 +296,12 @@ fn whole_run(root: &Path, work: &Path, answers: &Path, transport: &str, round: u
         serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("a JSON report");
     let iterations = report["iterations"].as_array().map_or(0, Vec::len);
     assert_eq!(iterations, 3, "{report}");
+    // The checkout goes now, not with the bench's folder: each run starts as the last ended.
+    let _ = std::fs::remove_dir_all(&dir);
     elapsed
 }
 
-fn whole_runs(root: &Path) {
+fn whole_runs(root: &Path, large: bool) {
     let rounds: usize = std::env::var("BORK_BENCH_RUN_ROUNDS")
         .ok()
         .and_then(|value| value.parse().ok())
@@ -273,12 +315,12 @@ fn whole_runs(root: &Path) {
     let answers = work.path().join("answers.json");
     std::fs::write(&answers, ANSWERS).expect("answers");
     // Warm both (the runner image, page cache).
-    whole_run(root, work.path(), &answers, "bind", 100);
-    whole_run(root, work.path(), &answers, "copy", 100);
+    whole_run(root, work.path(), &answers, "bind", 100, large);
+    whole_run(root, work.path(), &answers, "copy", 100, large);
     let (mut bind, mut copy) = (Vec::new(), Vec::new());
     for round in 0..rounds {
-        bind.push(whole_run(root, work.path(), &answers, "bind", round));
-        copy.push(whole_run(root, work.path(), &answers, "copy", round));
+        bind.push(whole_run(root, work.path(), &answers, "bind", round, large));
+        copy.push(whole_run(root, work.path(), &answers, "copy", round, large));
     }
     let ratios: Vec<f64> = bind
         .iter()
@@ -287,8 +329,13 @@ fn whole_runs(root: &Path) {
         .collect();
     let (bind, copy) = (median(bind), median(copy));
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let what = if large {
+        format!("with {LARGE_FILES} files of 10 KiB more (about 35 MiB)")
+    } else {
+        "as it is".to_owned()
+    };
     println!(
-        "whole `bork-ci run`s, the quick start converging at iteration 3, median of {rounds} interleaved pairs:"
+        "whole `bork-ci run`s, the quick start {what} converging at iteration 3, median of {rounds} interleaved pairs:"
     );
     println!(
         "  bind                                            {:>8.1} ms",

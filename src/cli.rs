@@ -167,15 +167,13 @@ pub enum Command {
 /// `bork-ci sandbox-unpack`.
 #[derive(Debug, Args)]
 pub struct SandboxUnpackArgs {
-    /// The tar file to unpack (removed when done).
-    #[arg(long, value_name = "FILE")]
-    pub archive: PathBuf,
-    /// The directory to unpack into.
+    /// The directory to unpack the tar read from stdin into.
     #[arg(long, value_name = "DIR")]
     pub into: PathBuf,
-    /// A file of NUL-separated relative paths to remove first (removed when done).
-    #[arg(long, value_name = "FILE")]
-    pub remove: Option<PathBuf>,
+    /// Names this call: the archive's first entry `.bork-ci-remove-TOKEN`, when there, lists
+    /// the relative paths (NUL-separated) to remove first; the confirmation names it too.
+    #[arg(long, value_name = "TOKEN", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub token: String,
 }
 
 /// How `bork-ci config` prints.

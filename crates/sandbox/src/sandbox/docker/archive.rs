@@ -229,9 +229,11 @@ pub fn changes(old: &Manifest, new: &Manifest) -> (Vec<String>, Vec<String>) {
 /// Writes into `out` a tar of the `paths` of `manifest` (all when `None`) read from `repo`,
 /// owned by root, files with git's modes, git configs through `strip`. The archive's root
 /// entry is `./` with mode 0755. A path that changed into something else since the manifest
-/// was taken is written as it is now, or left out when it is gone.
+/// was taken is written as it is now, or left out when it is gone. `first`, when given, is
+/// written before everything else as a regular file (the list [`unpack_tree`] reads).
 pub fn write_tree<W: Write>(
     out: W,
+    first: Option<(&str, &[u8])>,
     repo: &Path,
     manifest: &Manifest,
     paths: Option<&[String]>,
@@ -239,6 +241,10 @@ pub fn write_tree<W: Write>(
 ) -> std::io::Result<W> {
     let mut builder = tar::Builder::new(out);
     builder.follow_symlinks(false);
+    if let Some((name, bytes)) = first {
+        let mut entry = header(tar::EntryType::Regular, 0o600, bytes.len() as u64, 0);
+        builder.append_data(&mut entry, name, bytes)?;
+    }
     let mut root = header(tar::EntryType::Directory, 0o755, 0, 0);
     builder.append_data(&mut root, "./", std::io::empty())?;
     let all: Vec<String>;
@@ -580,41 +586,188 @@ pub fn read_single<R: Read>(reader: R, name: &str, limit: u64) -> std::io::Resul
     Ok(None)
 }
 
-/// Removes the paths listed (NUL-separated, relative) in `delete` from `dest`, then unpacks the
-/// tree archive at `archive` (one `write_tree` made) into it, keeping modes and modification
-/// times, then removes both files. Runs inside a helper container.
 /// Largest list of paths to remove that `sandbox-unpack` reads.
 const MAX_REMOVE_LIST_BYTES: u64 = 256 * 1024 * 1024;
 
-pub fn unpack_tree(archive: &Path, delete: Option<&Path>, dest: &Path) -> std::io::Result<()> {
-    let file = bork_ci_core::safe_fs::open_no_follow(archive)?;
-    let listed = match delete {
-        Some(list) => bork_ci_core::safe_fs::read_regular(list, MAX_REMOVE_LIST_BYTES)?,
-        None => Vec::new(),
-    };
-    // Relative paths from inside `dest`: no lookup goes through the container's root
+/// The name of the entry that, first in a tree archive, lists the paths to remove: named by
+/// the call's `token`, so no file of a tree is taken for it.
+pub fn remove_list_entry(token: &str) -> String {
+    format!(".bork-ci-remove-{token}")
+}
+
+/// Files written side by side when a tree is unpacked: creating a file costs the engine's
+/// filesystem far more than reading it from the archive (about 0.3-0.8 ms a file on a
+/// fuse-overlayfs engine's volume here), and the waits overlap.
+const UNPACK_WRITERS: usize = 4;
+/// Largest file handed to a writer (read whole into memory first); larger ones are written
+/// as they are read.
+const UNPACK_SMALL_FILE: u64 = 1 << 20;
+/// Files read ahead of the writers at most.
+const UNPACK_QUEUE: usize = 64;
+
+/// A regular file of the tree, read whole, for a writer.
+struct SmallFile {
+    path: PathBuf,
+    bytes: Vec<u8>,
+    mode: u32,
+    mtime: u64,
+}
+
+/// Unpacks the tree archive read from `reader` (one [`write_tree`] made) into `dest`, keeping
+/// modes and modification times; when its first entry is [`remove_list_entry`] of `token`,
+/// the paths it lists (NUL-separated, relative) are removed from `dest` first. Read as it
+/// arrives (the helper container's stdin): the archive is never a file in the volume. Small
+/// files are written by [`UNPACK_WRITERS`] threads side by side, each inside `dest` only
+/// (`cap_std`: no path, link or `..` leads out) and replacing, never writing through, what is
+/// there; the rest by `tar`, which checks each path too. Folders are made as their files need
+/// them and given their modes last, the deepest first (as `tar::Archive::unpack` does). Runs
+/// inside a helper container.
+pub fn unpack_tree(reader: impl Read, token: &str, dest: &Path) -> std::io::Result<()> {
+    // Files are opened relative to this handle: no lookup goes through the container's root
     // filesystem (a FUSE mount on some engines) for each file.
-    std::env::set_current_dir(dest)?;
-    let root = cap_std::fs::Dir::open_ambient_dir(".", cap_std::ambient_authority())?;
-    for raw in listed.split(|b| *b == 0).filter(|raw| !raw.is_empty()) {
-        let Ok(relative) = std::str::from_utf8(raw) else {
-            continue;
-        };
-        if !plain_relative(relative) {
-            continue;
+    let root = cap_std::fs::Dir::open_ambient_dir(dest, cap_std::ambient_authority())?;
+    let (queue, taken) = std::sync::mpsc::sync_channel::<SmallFile>(UNPACK_QUEUE);
+    let taken = std::sync::Mutex::new(taken);
+    std::thread::scope(|scope| {
+        let writers: Vec<_> = (0..UNPACK_WRITERS)
+            .map(|_| scope.spawn(|| write_small_files(&root, &taken)))
+            .collect();
+        let read = read_tree_entries(reader, token, dest, &root, &queue);
+        drop(queue);
+        let mut written = Ok(());
+        for writer in writers {
+            let result = writer
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("a writer panicked")));
+            if written.is_ok() {
+                written = result;
+            }
         }
-        remove_listed(&root, Path::new(relative))?;
-    }
-    let mut unpacker = tar::Archive::new(std::io::BufReader::with_capacity(1 << 20, file));
+        read.and(written)
+    })
+}
+
+/// The reading side of [`unpack_tree`]: removes what the list names, hands small files to
+/// `queue`, writes the rest, then gives the folders their modes.
+fn read_tree_entries(
+    reader: impl Read,
+    token: &str,
+    here: &Path,
+    root: &cap_std::fs::Dir,
+    queue: &std::sync::mpsc::SyncSender<SmallFile>,
+) -> std::io::Result<()> {
+    let list_name = remove_list_entry(token);
+    let mut unpacker = tar::Archive::new(std::io::BufReader::with_capacity(1 << 20, reader));
     unpacker.set_preserve_permissions(true);
     unpacker.set_preserve_mtime(true);
     unpacker.set_overwrite(true);
-    unpacker.unpack(".")?;
-    std::fs::remove_file(archive)?;
-    if let Some(list) = delete {
-        std::fs::remove_file(list)?;
+    let mut folders = Vec::new();
+    let mut made: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+    for (index, entry) in unpacker.entries()?.enumerate() {
+        let mut entry = entry?;
+        let kind = entry.header().entry_type();
+        if index == 0 && kind == tar::EntryType::Regular && *entry.path_bytes() == *list_name.as_bytes() {
+            let mut listed = Vec::new();
+            (&mut entry)
+                .take(MAX_REMOVE_LIST_BYTES + 1)
+                .read_to_end(&mut listed)?;
+            if listed.len() as u64 > MAX_REMOVE_LIST_BYTES {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "the list of paths to remove is too long",
+                ));
+            }
+            for raw in listed.split(|b| *b == 0).filter(|raw| !raw.is_empty()) {
+                let Ok(relative) = std::str::from_utf8(raw) else {
+                    continue;
+                };
+                if plain_relative(relative) {
+                    remove_listed(root, Path::new(relative))?;
+                }
+            }
+            continue;
+        }
+        let size = entry.header().size()?;
+        let small = kind == tar::EntryType::Regular && size <= UNPACK_SMALL_FILE;
+        let path = entry.path()?.into_owned();
+        match tree_relative(&path) {
+            Some(relative) if small => {
+                if let Some(parent) = relative
+                    .parent()
+                    .filter(|p| !p.as_os_str().is_empty() && !made.contains(*p))
+                {
+                    root.create_dir_all(parent)?;
+                    made.insert(parent.to_owned());
+                }
+                let mut bytes = Vec::with_capacity(size as usize);
+                (&mut entry).take(size).read_to_end(&mut bytes)?;
+                let small = SmallFile {
+                    path: relative,
+                    bytes,
+                    mode: entry.header().mode()? & 0o7777,
+                    mtime: entry.header().mtime()?,
+                };
+                if queue.send(small).is_err() {
+                    // Every writer stopped: the first one's error is the answer.
+                    return Ok(());
+                }
+            }
+            _ if kind == tar::EntryType::Directory => folders.push(entry),
+            _ => {
+                entry.unpack_in(here)?;
+            }
+        }
+    }
+    folders.sort_by(|a, b| b.path_bytes().cmp(&a.path_bytes()));
+    for mut folder in folders {
+        folder.unpack_in(here)?;
     }
     Ok(())
+}
+
+/// A path of a tree archive as a plain relative one (`./` dropped); `None` for the root or a
+/// path with `..` or a root in it.
+fn tree_relative(path: &Path) -> Option<PathBuf> {
+    let mut relative = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::Normal(part) => relative.push(part),
+            _ => return None,
+        }
+    }
+    (!relative.as_os_str().is_empty()).then_some(relative)
+}
+
+/// A writer of [`unpack_tree`]: writes the files it takes until the queue ends; stops at the
+/// first error (and so, once all have stopped, does the reader).
+fn write_small_files(
+    root: &cap_std::fs::Dir,
+    taken: &std::sync::Mutex<std::sync::mpsc::Receiver<SmallFile>>,
+) -> std::io::Result<()> {
+    use cap_std::fs::OpenOptionsExt as _;
+    loop {
+        let next = match taken.lock() {
+            Ok(receiver) => receiver.recv(),
+            Err(_) => return Err(std::io::Error::other("a writer panicked")),
+        };
+        let Ok(file) = next else { return Ok(()) };
+        // Replace, never write through what is there (a link, say).
+        match root.symlink_metadata(&file.path) {
+            Ok(meta) if meta.is_dir() => root.remove_dir_all(&file.path)?,
+            Ok(_) => root.remove_file(&file.path)?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error),
+        }
+        let mut options = cap_std::fs::OpenOptions::new();
+        options.write(true).create_new(true).mode(file.mode);
+        let mut written = root.open_with(&file.path, &options)?.into_std();
+        written.write_all(&file.bytes)?;
+        // The mode as archived, whatever the umask took from it.
+        written.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(file.mode))?;
+        let mtime = std::time::UNIX_EPOCH + std::time::Duration::from_secs(file.mtime);
+        written.set_times(std::fs::FileTimes::new().set_modified(mtime).set_accessed(mtime))?;
+    }
 }
 
 /// Removes `relative` (a file, a symlink, or a folder with everything in it) under `root`,
@@ -641,20 +794,6 @@ fn remove_listed(root: &cap_std::fs::Dir, relative: &Path) -> std::io::Result<()
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(error) => Err(error),
     }
-}
-
-/// Wraps the file `inner` as the entry `name` (mode 0600) of a new archive, with the entry
-/// `list_name` holding `list` when given, in an anonymous temporary file.
-pub fn wrap(inner: std::fs::File, name: &str, list: Option<(&str, &[u8])>) -> std::io::Result<std::fs::File> {
-    let size = inner.metadata()?.len();
-    let mut builder = tar::Builder::new(tempfile::tempfile()?);
-    let mut entry = header(tar::EntryType::Regular, 0o600, size, 0);
-    builder.append_data(&mut entry, name, inner)?;
-    if let Some((list_name, bytes)) = list {
-        let mut entry = header(tar::EntryType::Regular, 0o600, bytes.len() as u64, 0);
-        builder.append_data(&mut entry, list_name, bytes)?;
-    }
-    rewind(builder.into_inner()?)
 }
 
 /// Rewinds a spooled archive for reading.
@@ -748,7 +887,10 @@ mod tests {
         std::os::unix::fs::symlink("src/a.txt", root.join("link")).expect("symlink");
         let paths = ["link", "run.sh", "src/a.txt", "../escape", "gone.txt"].map(str::to_owned);
         let manifest = manifest(root, &paths);
-        let tar = write_tree(Vec::new(), root, &manifest, None, &|_| "[core]\n".to_owned()).expect("tar");
+        let tar = write_tree(Vec::new(), None, root, &manifest, None, &|_| {
+            "[core]\n".to_owned()
+        })
+        .expect("tar");
         let entries = names(&tar);
         let find = |name: &str| {
             entries
@@ -900,5 +1042,109 @@ mod tests {
         );
         assert!(read_single(tar.as_slice(), "output.json", 1).is_err());
         assert_eq!(read_single(tar.as_slice(), "other", 10).expect("reads"), None);
+    }
+
+    #[test]
+    fn unpack_tree_writes_every_file_as_archived_replacing_links_after_removing_the_listed() {
+        use std::os::unix::fs::PermissionsExt;
+        let source = tempfile::tempdir().expect("tempdir");
+        let root = source.path();
+        let mut paths = Vec::new();
+        for folder in 0..6 {
+            std::fs::create_dir_all(root.join(format!("f{folder}/deep"))).expect("mkdir");
+            for file in 0..40 {
+                let path = format!("f{folder}/deep/{file}.txt");
+                std::fs::write(root.join(&path), format!("{folder}-{file}\n")).expect("write");
+                paths.push(path);
+            }
+        }
+        std::fs::write(root.join("run.sh"), "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(root.join("run.sh"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        // Larger than a writer takes: written as it is read.
+        std::fs::write(root.join("big.bin"), vec![7u8; (UNPACK_SMALL_FILE + 10) as usize]).expect("write");
+        std::os::unix::fs::symlink("run.sh", root.join("link")).expect("symlink");
+        paths.extend(["run.sh", "big.bin", "link", "f0", "f0/deep"].map(str::to_owned));
+        let manifest = manifest(root, &paths);
+        let list_name = remove_list_entry("tok");
+        let tar = write_tree(
+            Vec::new(),
+            Some((list_name.as_str(), b"gone.txt\0old\0../outside.txt\0".as_slice())),
+            root,
+            &manifest,
+            None,
+            &|text| text.to_owned(),
+        )
+        .expect("tar");
+        let place = tempfile::tempdir().expect("tempdir");
+        let dest = place.path().join("repo");
+        std::fs::create_dir_all(dest.join("old/inner")).expect("mkdir");
+        std::fs::create_dir_all(dest.join("f1/deep")).expect("mkdir");
+        std::fs::write(dest.join("gone.txt"), "gone").expect("write");
+        let outside = place.path().join("outside.txt");
+        std::fs::write(&outside, "untouched").expect("write");
+        // A link where the tree has a file: replaced, never written through.
+        std::os::unix::fs::symlink(&outside, dest.join("f1/deep/3.txt")).expect("symlink");
+        unpack_tree(tar.as_slice(), "tok", &dest).expect("unpacked");
+        for path in &paths {
+            let (from, to) = (root.join(path), dest.join(path));
+            let (a, b) = (
+                std::fs::symlink_metadata(&from).expect("source"),
+                std::fs::symlink_metadata(&to).unwrap_or_else(|e| panic!("{path}: {e}")),
+            );
+            assert_eq!(a.file_type().is_symlink(), b.file_type().is_symlink(), "{path}");
+            if a.is_file() {
+                assert_eq!(
+                    std::fs::read(&from).expect("read"),
+                    std::fs::read(&to).expect("read"),
+                    "{path}"
+                );
+                assert_eq!(
+                    a.permissions().mode() & 0o777,
+                    b.permissions().mode() & 0o777,
+                    "{path}"
+                );
+                assert_eq!(
+                    a.modified()
+                        .expect("mtime")
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .expect("epoch")
+                        .as_secs(),
+                    b.modified()
+                        .expect("mtime")
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .expect("epoch")
+                        .as_secs(),
+                    "{path}"
+                );
+            }
+        }
+        assert_eq!(
+            std::fs::read_link(dest.join("link")).expect("link"),
+            Path::new("run.sh")
+        );
+        assert!(
+            !dest.join("gone.txt").exists() && !dest.join("old").exists(),
+            "the listed are gone"
+        );
+        assert!(
+            !dest.join(&list_name).exists(),
+            "the list is not a file of the tree"
+        );
+        assert_eq!(std::fs::read_to_string(&outside).expect("read"), "untouched");
+        assert!(
+            !std::fs::symlink_metadata(dest.join("f1/deep/3.txt"))
+                .expect("meta")
+                .file_type()
+                .is_symlink()
+        );
+        // Without the token the first entry is a file like any other.
+        let again = place.path().join("again");
+        std::fs::create_dir_all(&again).expect("mkdir");
+        unpack_tree(tar.as_slice(), "other", &again).expect("unpacked");
+        assert!(again.join(&list_name).is_file());
+        // A cut archive is an error, not a half tree called done.
+        let cut = place.path().join("cut");
+        std::fs::create_dir_all(&cut).expect("mkdir");
+        assert!(unpack_tree(&tar[..tar.len() / 2 + 100], "tok", &cut).is_err());
     }
 }

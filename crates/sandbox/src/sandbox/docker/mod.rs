@@ -750,7 +750,12 @@ impl DockerSandbox {
         let result = async {
             let result = async {
                 let mut output = self
-                    .run_in_with_state(&guard.id, job, started, prepared.state_stdio.as_deref())
+                    .run_in_with_stdin(
+                        &guard.id,
+                        job,
+                        started,
+                        prepared.state_stdio.as_deref().map(Stdin::State),
+                    )
                     .await?;
                 self.stage_out(&guard.id, &prepared).await?;
                 if let Some(state) = &prepared.state_stdio {
@@ -773,21 +778,22 @@ impl DockerSandbox {
         job: &Job,
         started: Instant,
     ) -> Result<JobOutput, SandboxError> {
-        self.run_in_with_state(id, job, started, None).await
+        self.run_in_with_stdin(id, job, started, None).await
     }
 
-    /// [`Self::run_in`]; with `state`, the edit step's state folder goes in on the job's stdin
-    /// ([`state_stdio::send`]) and its stdout is kept up to [`state_stdio::RESULT_LIMIT`].
-    async fn run_in_with_state(
+    /// [`Self::run_in`], with `stdin` sent to the job's stdin while its container starts: the
+    /// edit step's state folder ([`state_stdio::send`]; its stdout is then kept up to
+    /// [`state_stdio::RESULT_LIMIT`]) or an archive still being made.
+    async fn run_in_with_stdin(
         &self,
         id: &str,
         job: &Job,
         started: Instant,
-        state: Option<&Path>,
+        stdin: Option<Stdin<'_>>,
     ) -> Result<JobOutput, SandboxError> {
         let attach = AttachContainerOptions {
             stream: true,
-            stdin: state.is_some(),
+            stdin: stdin.is_some(),
             stdout: true,
             stderr: true,
             ..Default::default()
@@ -797,7 +803,7 @@ impl DockerSandbox {
             .attach_container(id, Some(attach))
             .await
             .map_err(docker_error("attach"))?;
-        let stdout_cap = if state.is_some() {
+        let stdout_cap = if matches!(stdin, Some(Stdin::State(_))) {
             state_stdio::RESULT_LIMIT as usize
         } else {
             job.output_cap
@@ -809,10 +815,7 @@ impl DockerSandbox {
             job.live_stderr,
         ));
         // Written while the container starts: the engine takes stdin once it runs.
-        let writer = state.map(|dir| {
-            let (dir, input) = (dir.to_owned(), attached.input);
-            tokio::spawn(async move { state_stdio::send(&dir, input).await })
-        });
+        let writer = stdin.map(|stdin| tokio::spawn(stdin.send(attached.input)));
         self.docker
             .start_container(id, None::<StartContainerOptions>)
             .await
@@ -826,10 +829,16 @@ impl DockerSandbox {
             // The engine closes stdin when the job ends; bound the wait all the same.
             match tokio::time::timeout(Duration::from_secs(5), &mut writer).await {
                 Ok(Ok(Ok(()))) => {}
-                Ok(Ok(Err(error))) => tracing::warn!("sending the edit step its state: {error}"),
+                Ok(Ok(Err(Unsent::Making(source)))) => {
+                    return Err(SandboxError::Prepare {
+                        what: "the archive for the job's stdin".into(),
+                        source,
+                    });
+                }
+                Ok(Ok(Err(Unsent::Sending(error)))) => tracing::warn!("sending the job its stdin: {error}"),
                 Ok(Err(_)) | Err(_) => {
                     writer.abort();
-                    tracing::warn!("sending the edit step its state did not end");
+                    tracing::warn!("sending the job its stdin did not end");
                 }
             }
         }
@@ -2185,6 +2194,68 @@ async fn join_reader(reader: tokio::task::JoinHandle<Captured>) -> Captured {
             stderr_truncated: true,
             ..Captured::default()
         },
+    }
+}
+
+/// What a job reads on its stdin ([`DockerSandbox::run_in_with_stdin`]).
+pub(super) enum Stdin<'a> {
+    /// The edit step's state folder ([`state_stdio::send`]).
+    State(&'a Path),
+    /// An archive being made on a blocking thread, sent whole once it is made.
+    Archive(tokio::task::JoinHandle<std::io::Result<std::fs::File>>),
+}
+
+/// Why a job's stdin was not all sent.
+enum Unsent {
+    /// The archive to send could not be made.
+    Making(std::io::Error),
+    /// Writing to the container failed (it may have ended first).
+    Sending(std::io::Error),
+}
+
+impl Stdin<'_> {
+    /// Sends this to `input`, then closes it (also when something failed, so that the job sees
+    /// the end of its stdin rather than waiting for more).
+    fn send(
+        self,
+        mut input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    ) -> impl std::future::Future<Output = Result<(), Unsent>> + Send + 'static {
+        use tokio::io::AsyncWriteExt as _;
+        let state = match &self {
+            Stdin::State(dir) => Some(dir.to_path_buf()),
+            Stdin::Archive(_) => None,
+        };
+        let making = match self {
+            Stdin::Archive(making) => Some(making),
+            Stdin::State(_) => None,
+        };
+        let sent_state = state.is_some();
+        async move {
+            let sent = match (state, making) {
+                (Some(dir), _) => state_stdio::send(&dir, &mut input).await.map_err(Unsent::Sending),
+                (None, Some(making)) => match making.await {
+                    Ok(Ok(file)) => {
+                        let mut file = tokio::fs::File::from_std(file);
+                        tokio::io::copy(&mut file, &mut input)
+                            .await
+                            .map(drop)
+                            .map_err(Unsent::Sending)
+                    }
+                    Ok(Err(error)) => Err(Unsent::Making(error)),
+                    Err(error) => Err(Unsent::Making(std::io::Error::other(error))),
+                },
+                (None, None) => Ok(()),
+            };
+            match sent {
+                // `state_stdio::send` closes its writer itself.
+                Ok(()) if sent_state => Ok(()),
+                Ok(()) => input.shutdown().await.map_err(Unsent::Sending),
+                Err(error) => {
+                    let _ = input.shutdown().await;
+                    Err(error)
+                }
+            }
+        }
     }
 }
 

@@ -221,9 +221,10 @@ fn tree_archive(
     repo: &Path,
     manifest: &archive::Manifest,
     paths: Option<&[String]>,
+    first: Option<(&str, &[u8])>,
 ) -> std::io::Result<std::fs::File> {
     let file = tempfile::tempfile()?;
-    let file = archive::write_tree(file, repo, manifest, paths, &super::strip_git_credentials)?;
+    let file = archive::write_tree(file, first, repo, manifest, paths, &super::strip_git_credentials)?;
     archive::rewind(file)
 }
 
@@ -245,7 +246,7 @@ async fn tree_archive_off_thread(
     paths: Option<Vec<String>>,
 ) -> Result<std::fs::File, SandboxError> {
     let (repo, manifest) = (repo.to_owned(), manifest.clone());
-    tokio::task::spawn_blocking(move || tree_archive(&repo, &manifest, paths.as_deref()))
+    tokio::task::spawn_blocking(move || tree_archive(&repo, &manifest, paths.as_deref(), None))
         .await
         .map_err(|e| SandboxError::Backend(e.to_string()))?
         .map_err(|source| SandboxError::Prepare {
@@ -731,7 +732,8 @@ impl DockerSandbox {
     /// Brings this sandbox's tree volume up to date with the working tree of `repo` and returns
     /// its name. The first call fills a new volume; later ones send only the paths that changed
     /// and the list of those gone, unpacked by bork-ci in a helper container of the runner image
-    /// (an engine extracts archives file by file, about 0.5 ms each on a fuse-overlayfs engine).
+    /// from its stdin (an engine extracts archives file by file, about 0.5 ms each on a
+    /// fuse-overlayfs engine).
     /// When the helper cannot be had, the engine extracts the whole tree into a fresh volume
     /// through a container of `image` that never starts. Hold `tree_lock` for writing.
     pub(super) async fn sync_tree(&self, repo: &Path, image: &str) -> Result<String, SandboxError> {
@@ -861,7 +863,8 @@ impl DockerSandbox {
     }
 
     /// Sends `write` (paths of `manifest`) and the `remove` list into volume `name` through the
-    /// helper container.
+    /// helper container: the archive is made on a blocking thread while the helper is made and
+    /// starts, and goes in on its stdin.
     async fn update_tree(
         &self,
         name: &str,
@@ -871,13 +874,24 @@ impl DockerSandbox {
         remove: &[String],
     ) -> Result<(), SandboxError> {
         let runner = self.ready_image(super::JobKind::EditStep).await?;
-        let archive = tree_archive_off_thread(repo, manifest, Some(write.to_vec())).await?;
-        let list: Vec<u8> = remove
-            .iter()
-            .flat_map(|path| path.bytes().chain(std::iter::once(0)))
-            .collect();
-        self.unpack_in_helper(name, &runner, archive, (!remove.is_empty()).then_some(list))
-            .await
+        let token = uuid::Uuid::new_v4().simple().to_string()[..16].to_owned();
+        let list = (!remove.is_empty()).then(|| {
+            let bytes: Vec<u8> = remove
+                .iter()
+                .flat_map(|path| path.bytes().chain(std::iter::once(0)))
+                .collect();
+            (archive::remove_list_entry(&token), bytes)
+        });
+        let making = {
+            let (repo, manifest, write) = (repo.to_owned(), manifest.clone(), write.to_vec());
+            tokio::task::spawn_blocking(move || {
+                let first = list
+                    .as_ref()
+                    .map(|(entry, bytes)| (entry.as_str(), bytes.as_slice()));
+                tree_archive(&repo, &manifest, Some(&write), first)
+            })
+        };
+        self.unpack_in_helper(name, &runner, making, &token).await
     }
 
     /// Sends the files of `write` (no removal, no change of kind) into the tree's volume through
@@ -937,55 +951,36 @@ impl DockerSandbox {
         uploaded
     }
 
-    /// Puts `archive` into the volume as one file and runs `bork-ci sandbox-unpack` on it in a
-    /// locked-down container of `runner` (root, no capabilities, no network, read-only root).
+    /// Runs `bork-ci sandbox-unpack` in a locked-down container of `runner` (root, no
+    /// capabilities, no network, read-only root) with volume `name` at `/repo`, and sends it the
+    /// archive `making` yields on its stdin (the archive is never a file in the volume).
     async fn unpack_in_helper(
         &self,
         name: &str,
         runner: &str,
-        archive: std::fs::File,
-        remove: Option<Vec<u8>>,
+        making: tokio::task::JoinHandle<std::io::Result<std::fs::File>>,
+        token: &str,
     ) -> Result<(), SandboxError> {
-        let token = uuid::Uuid::new_v4().simple().to_string();
-        let entry = format!(".bork-ci-tree-{}.tar", &token[..12]);
-        let list_entry = format!(".bork-ci-tree-{}.remove", &token[..12]);
-        let has_list = remove.is_some();
-        let wrapped = {
-            let entry = entry.clone();
-            let list_entry = list_entry.clone();
-            tokio::task::spawn_blocking(move || {
-                let list = remove.as_deref().map(|bytes| (list_entry.as_str(), bytes));
-                archive::wrap(archive::rewind(archive)?, &entry, list)
-            })
-            .await
-            .map_err(|e| SandboxError::Backend(e.to_string()))?
-            .map_err(|source| SandboxError::Prepare {
-                what: "the tree archive".into(),
-                source,
-            })?
-        };
         let mut container_labels = self.labels(super::JobKind::Checker);
         container_labels.insert(labels::STEP.to_owned(), "fill".to_owned());
-        let mut cmd = vec![
+        let cmd = vec![
             "bork-ci".to_owned(),
             "sandbox-unpack".to_owned(),
-            "--archive".to_owned(),
-            format!("{}/{entry}", super::REPO_MOUNT),
             "--into".to_owned(),
             super::REPO_MOUNT.to_owned(),
+            "--token".to_owned(),
+            token.to_owned(),
         ];
-        if has_list {
-            cmd.extend([
-                "--remove".to_owned(),
-                format!("{}/{list_entry}", super::REPO_MOUNT),
-            ]);
-        }
         let body = ContainerCreateBody {
             image: Some(runner.to_owned()),
             cmd: Some(cmd),
             entrypoint: Some(Vec::new()),
             user: Some("0:0".to_owned()),
             working_dir: Some("/".to_owned()),
+            attach_stdin: Some(true),
+            open_stdin: Some(true),
+            // The helper's stdin closes when the archive has been sent.
+            stdin_once: Some(true),
             attach_stdout: Some(true),
             attach_stderr: Some(true),
             labels: Some(container_labels),
@@ -997,26 +992,31 @@ impl DockerSandbox {
             )),
             ..Default::default()
         };
-        let helper = self
-            .new_container("fill", body)
-            .await
-            .map_err(docker_error("create"))?;
-        let id = helper.id.clone();
-        let ran = async {
-            self.upload_file(&id, super::REPO_MOUNT, wrapped).await?;
-            let job = super::Job::new(
-                super::JobKind::Checker,
-                Vec::new(),
-                std::time::Duration::from_secs(600),
-                64 << 10,
-            );
-            self.run_in(&id, &job, std::time::Instant::now()).await
-        }
-        .await;
+        let helper = match self.new_container("fill", body).await {
+            Ok(helper) => helper,
+            Err(error) => {
+                making.abort();
+                return Err(docker_error("create")(error));
+            }
+        };
+        let job = super::Job::new(
+            super::JobKind::Checker,
+            Vec::new(),
+            std::time::Duration::from_secs(600),
+            64 << 10,
+        );
+        let ran = self
+            .run_in_with_stdin(
+                &helper.id,
+                &job,
+                std::time::Instant::now(),
+                Some(super::Stdin::Archive(making)),
+            )
+            .await;
         helper.remove().await;
         let output = ran?;
-        // The answer names the archive: an image whose `bork-ci` is something else fails here.
-        let expected = format!("bork-ci unpacked {entry}");
+        // The answer names the call: an image whose `bork-ci` is something else fails here.
+        let expected = format!("bork-ci unpacked {token}");
         if output.outcome != super::Outcome::Exited(0)
             || String::from_utf8_lossy(&output.stdout).trim() != expected
         {

@@ -296,8 +296,6 @@ fn whole_run(
         serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("a JSON report");
     let iterations = report["iterations"].as_array().map_or(0, Vec::len);
     assert_eq!(iterations, 3, "{report}");
-    // The checkout goes now, not with the bench's folder: each run starts as the last ended.
-    let _ = std::fs::remove_dir_all(&dir);
     elapsed
 }
 

@@ -158,8 +158,8 @@ pub enum Command {
     /// One edit step of a run (ask, parse, apply), started by `bork-ci run` inside its sandbox.
     #[command(hide = true)]
     EditStep(EditStepArgs),
-    /// Unpack the working tree's archive into a volume, inside a helper container of the runner
-    /// image (the `copy` transport's fast path); the archive is removed afterwards.
+    /// Unpack the working tree's archive, read from stdin, into a volume, inside a helper
+    /// container of the runner image (the `copy` transport's fast path).
     #[command(hide = true)]
     SandboxUnpack(SandboxUnpackArgs),
 }

@@ -752,16 +752,21 @@ fn write_small_files(
             Err(_) => return Err(std::io::Error::other("a writer panicked")),
         };
         let Ok(file) = next else { return Ok(()) };
-        // Replace, never write through what is there (a link, say).
-        match root.symlink_metadata(&file.path) {
-            Ok(meta) if meta.is_dir() => root.remove_dir_all(&file.path)?,
-            Ok(_) => root.remove_file(&file.path)?,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(error),
-        }
         let mut options = cap_std::fs::OpenOptions::new();
+        // `O_EXCL`: never opens what is there, a link included; that is replaced instead.
         options.write(true).create_new(true).mode(file.mode);
-        let mut written = root.open_with(&file.path, &options)?.into_std();
+        let created = match root.open_with(&file.path, &options) {
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                if root.symlink_metadata(&file.path)?.is_dir() {
+                    root.remove_dir_all(&file.path)?;
+                } else {
+                    root.remove_file(&file.path)?;
+                }
+                root.open_with(&file.path, &options)
+            }
+            created => created,
+        };
+        let mut written = created?.into_std();
         written.write_all(&file.bytes)?;
         // The mode as archived, whatever the umask took from it.
         written.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(file.mode))?;
@@ -1084,6 +1089,8 @@ mod tests {
         std::fs::write(&outside, "untouched").expect("write");
         // A link where the tree has a file: replaced, never written through.
         std::os::unix::fs::symlink(&outside, dest.join("f1/deep/3.txt")).expect("symlink");
+        // A folder where the tree has a file: replaced too.
+        std::fs::create_dir_all(dest.join("f2/deep/5.txt/inner")).expect("mkdir");
         unpack_tree(tar.as_slice(), "tok", &dest).expect("unpacked");
         for path in &paths {
             let (from, to) = (root.join(path), dest.join(path));

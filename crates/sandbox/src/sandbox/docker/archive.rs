@@ -632,29 +632,20 @@ pub fn unpack_tree(reader: impl Read, token: &str, dest: &Path) -> std::io::Resu
         let writers: Vec<_> = (0..UNPACK_WRITERS)
             .map(|_| scope.spawn(|| write_small_files(&root, &taken)))
             .collect();
-        let read = read_tree_entries(reader, token, dest, &root, &queue);
-        drop(queue);
-        let mut written = Ok(());
-        for writer in writers {
-            let result = writer
-                .join()
-                .unwrap_or_else(|_| Err(std::io::Error::other("a writer panicked")));
-            if written.is_ok() {
-                written = result;
-            }
-        }
-        read.and(written)
+        read_tree_entries(reader, token, dest, &root, queue, writers)
     })
 }
 
 /// The reading side of [`unpack_tree`]: removes what the list names, hands small files to
-/// `queue`, writes the rest, then gives the folders their modes.
+/// `queue` (taken by `writers`), writes the rest, then, once the writers are done, gives the
+/// folders their modes and times.
 fn read_tree_entries(
     reader: impl Read,
     token: &str,
     here: &Path,
     root: &cap_std::fs::Dir,
-    queue: &std::sync::mpsc::SyncSender<SmallFile>,
+    queue: std::sync::mpsc::SyncSender<SmallFile>,
+    writers: Vec<std::thread::ScopedJoinHandle<'_, std::io::Result<()>>>,
 ) -> std::io::Result<()> {
     let list_name = remove_list_entry(token);
     let mut unpacker = tar::Archive::new(std::io::BufReader::with_capacity(1 << 20, reader));
@@ -708,8 +699,8 @@ fn read_tree_entries(
                     mtime: entry.header().mtime()?,
                 };
                 if queue.send(small).is_err() {
-                    // Every writer stopped: the first one's error is the answer.
-                    return Ok(());
+                    // Every writer stopped: the first one's error, below, is the answer.
+                    break;
                 }
             }
             _ if kind == tar::EntryType::Directory => folders.push(entry),
@@ -717,6 +708,13 @@ fn read_tree_entries(
                 entry.unpack_in(here)?;
             }
         }
+    }
+    // Every file written before the folders get their modes and times.
+    drop(queue);
+    for writer in writers {
+        writer
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("a writer panicked")))?;
     }
     folders.sort_by(|a, b| b.path_bytes().cmp(&a.path_bytes()));
     for mut folder in folders {

@@ -754,7 +754,7 @@ impl DockerSandbox {
                         &guard.id,
                         job,
                         started,
-                        prepared.state_stdio.as_deref().map(Stdin::State),
+                        prepared.state_stdio.clone().map(Stdin::State),
                     )
                     .await?;
                 self.stage_out(&guard.id, &prepared).await?;
@@ -789,7 +789,7 @@ impl DockerSandbox {
         id: &str,
         job: &Job,
         started: Instant,
-        stdin: Option<Stdin<'_>>,
+        stdin: Option<Stdin>,
     ) -> Result<JobOutput, SandboxError> {
         let attach = AttachContainerOptions {
             stream: true,
@@ -2198,9 +2198,9 @@ async fn join_reader(reader: tokio::task::JoinHandle<Captured>) -> Captured {
 }
 
 /// What a job reads on its stdin ([`DockerSandbox::run_in_with_stdin`]).
-pub(super) enum Stdin<'a> {
+pub(super) enum Stdin {
     /// The edit step's state folder ([`state_stdio::send`]).
-    State(&'a Path),
+    State(PathBuf),
     /// An archive being made on a blocking thread, sent whole once it is made.
     Archive(tokio::task::JoinHandle<std::io::Result<std::fs::File>>),
 }
@@ -2213,49 +2213,34 @@ enum Unsent {
     Sending(std::io::Error),
 }
 
-impl Stdin<'_> {
+impl Stdin {
     /// Sends this to `input`, then closes it (also when something failed, so that the job sees
     /// the end of its stdin rather than waiting for more).
-    fn send(
+    async fn send(
         self,
         mut input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
-    ) -> impl std::future::Future<Output = Result<(), Unsent>> + Send + 'static {
+    ) -> Result<(), Unsent> {
         use tokio::io::AsyncWriteExt as _;
-        let state = match &self {
-            Stdin::State(dir) => Some(dir.to_path_buf()),
-            Stdin::Archive(_) => None,
-        };
-        let making = match self {
-            Stdin::Archive(making) => Some(making),
-            Stdin::State(_) => None,
-        };
-        let sent_state = state.is_some();
-        async move {
-            let sent = match (state, making) {
-                (Some(dir), _) => state_stdio::send(&dir, &mut input).await.map_err(Unsent::Sending),
-                (None, Some(making)) => match making.await {
-                    Ok(Ok(file)) => {
-                        let mut file = tokio::fs::File::from_std(file);
-                        tokio::io::copy(&mut file, &mut input)
-                            .await
-                            .map(drop)
-                            .map_err(Unsent::Sending)
+        let sent = match self {
+            // `state_stdio::send` closes its writer itself.
+            Stdin::State(dir) => state_stdio::send(&dir, &mut input).await.map_err(Unsent::Sending),
+            Stdin::Archive(making) => match making.await {
+                Ok(Ok(file)) => {
+                    let mut file = tokio::fs::File::from_std(file);
+                    let copied = tokio::io::copy(&mut file, &mut input).await;
+                    match copied {
+                        Ok(_) => input.shutdown().await.map_err(Unsent::Sending),
+                        Err(error) => Err(Unsent::Sending(error)),
                     }
-                    Ok(Err(error)) => Err(Unsent::Making(error)),
-                    Err(error) => Err(Unsent::Making(std::io::Error::other(error))),
-                },
-                (None, None) => Ok(()),
-            };
-            match sent {
-                // `state_stdio::send` closes its writer itself.
-                Ok(()) if sent_state => Ok(()),
-                Ok(()) => input.shutdown().await.map_err(Unsent::Sending),
-                Err(error) => {
-                    let _ = input.shutdown().await;
-                    Err(error)
                 }
-            }
+                Ok(Err(error)) => Err(Unsent::Making(error)),
+                Err(error) => Err(Unsent::Making(std::io::Error::other(error))),
+            },
+        };
+        if sent.is_err() {
+            let _ = input.shutdown().await;
         }
+        sent
     }
 }
 

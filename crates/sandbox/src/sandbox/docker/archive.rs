@@ -613,11 +613,11 @@ struct SmallFile {
     mtime: u64,
 }
 
-/// Unpacks the tree archive read from `reader` (one [`write_tree`] made) into `dest`, keeping
-/// modes and modification times; when its first entry is [`remove_list_entry`] of `token`,
+/// Unpacks the tree archive read from `reader` (one `write_tree` made) into `dest`, keeping
+/// modes and modification times; when its first entry is `remove_list_entry` of `token`,
 /// the paths it lists (NUL-separated, relative) are removed from `dest` first. Read as it
 /// arrives (the helper container's stdin): the archive is never a file in the volume. Small
-/// files are written by [`UNPACK_WRITERS`] threads side by side, each inside `dest` only
+/// files are written by `UNPACK_WRITERS` threads side by side, each inside `dest` only
 /// (`cap_std`: no path, link or `..` leads out) and replacing, never writing through, what is
 /// there; the rest by `tar`, which checks each path too. Folders are made as their files need
 /// them and given their modes last, the deepest first (as `tar::Archive::unpack` does). Runs

@@ -595,9 +595,10 @@ pub fn remove_list_entry(token: &str) -> String {
     format!(".bork-ci-remove-{token}")
 }
 
-/// Files written side by side when a tree is unpacked: creating a file costs the engine's
-/// filesystem far more than reading it from the archive (about 0.3-0.8 ms a file on a
-/// fuse-overlayfs engine's volume here), and the waits overlap.
+/// Files written side by side when a tree is unpacked: creating a file costs far more than
+/// reading it from the archive. Measured (docs/performance.md): about twice as fast as one
+/// writer into a folder of an engine's filesystem; no faster where creating a file is itself
+/// the floor (a fuse-overlayfs engine's volumes folder, 0.5-0.75 ms a file).
 const UNPACK_WRITERS: usize = 4;
 /// Largest file handed to a writer (read whole into memory first); larger ones are written
 /// as they are read.

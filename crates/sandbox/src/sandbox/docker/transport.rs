@@ -992,13 +992,11 @@ impl DockerSandbox {
             )),
             ..Default::default()
         };
-        let helper = match self.new_container("fill", body).await {
-            Ok(helper) => helper,
-            Err(error) => {
-                making.abort();
-                return Err(docker_error("create")(error));
-            }
-        };
+        // Without a helper the archive being made is dropped unread (a blocking task runs on).
+        let helper = self
+            .new_container("fill", body)
+            .await
+            .map_err(docker_error("create"))?;
         let job = super::Job::new(
             super::JobKind::Checker,
             Vec::new(),

@@ -201,17 +201,120 @@ fn git_manifest(repo: &Path, relative: &str, manifest: &mut Manifest) {
 /// remove first (gone, or of another kind now).
 pub fn changes(old: &Manifest, new: &Manifest) -> (Vec<String>, Vec<String>) {
     let kind = |stamp: &Stamp| std::mem::discriminant(stamp);
+    changes_by(old, new, |previous, stamp| {
+        if previous == stamp {
+            None
+        } else {
+            Some(kind(previous) != kind(stamp) || matches!(stamp, Stamp::Symlink { .. }))
+        }
+    })
+}
+
+/// What a path of a tree volume holds, told by content: how a tree kept across runs
+/// ([`content_manifest`]) is compared with a new checkout, whose files all have new times.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Content {
+    Dir,
+    File { mode: u32, sha256: String },
+    Symlink { target: String },
+    /// Not known (a file left out, or unreadable): removed and written again.
+    Unknown,
+}
+
+/// A tree by content: relative path → [`Content`].
+pub type ContentManifest = std::collections::BTreeMap<String, Content>;
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// `manifest`'s paths by content, read from `repo` as [`write_tree`] would send them (git
+/// configs through `strip`).
+pub fn content_manifest(repo: &Path, manifest: &Manifest, strip: &dyn Fn(&str) -> String) -> ContentManifest {
+    manifest
+        .iter()
+        .map(|(relative, stamp)| {
+            let content = match stamp {
+                Stamp::Dir => Content::Dir,
+                Stamp::Symlink { target } => symlink_content(target),
+                Stamp::File { mode, .. } => match read_file(&repo.join(relative), MAX_TREE_FILE) {
+                    Ok(Some((bytes, _))) => Content::File {
+                        mode: *mode,
+                        sha256: sha256_hex(&bytes),
+                    },
+                    _ => Content::Unknown,
+                },
+                Stamp::Config { .. } => match read_file(&repo.join(relative), 16 << 20) {
+                    Ok(Some((bytes, _))) => config_content(strip(&String::from_utf8_lossy(&bytes)).as_bytes()),
+                    _ => Content::Unknown,
+                },
+            };
+            (relative.clone(), content)
+        })
+        .collect()
+}
+
+/// A git config as sent: stripped, mode 0644.
+fn config_content(stripped: &[u8]) -> Content {
+    Content::File {
+        mode: 0o644,
+        sha256: sha256_hex(stripped),
+    }
+}
+
+fn symlink_content(target: &Path) -> Content {
+    target.to_str().map_or(Content::Unknown, |target| Content::Symlink {
+        target: target.to_owned(),
+    })
+}
+
+/// [`changes`] by content: what turns a tree volume holding `old` into `new`. A path whose
+/// content is not known is removed and written again.
+pub fn content_changes(old: &ContentManifest, new: &ContentManifest) -> (Vec<String>, Vec<String>) {
+    let kind = |content: &Content| std::mem::discriminant(content);
+    changes_by(old, new, |previous, content| {
+        let unknown = matches!(previous, Content::Unknown) || matches!(content, Content::Unknown);
+        if previous == content && !unknown {
+            None
+        } else {
+            Some(unknown || kind(previous) != kind(content) || matches!(content, Content::Symlink { .. }))
+        }
+    })
+}
+
+/// `old` after an update that removed `removed` (each with all below it) and wrote `written`.
+pub fn updated_content(old: &mut ContentManifest, removed: &[String], written: Vec<(String, Content)>) {
+    if !removed.is_empty() {
+        old.retain(|path, _| {
+            !removed.iter().any(|gone| {
+                path == gone || (path.starts_with(gone.as_str()) && path.as_bytes().get(gone.len()) == Some(&b'/'))
+            })
+        });
+    }
+    old.extend(written);
+}
+
+/// The paths to write and to remove first from `old` to `new`; `differs(old, new)` is `None`
+/// for the same entry, else whether the old one must be removed before the new is written.
+fn changes_by<T>(
+    old: &std::collections::BTreeMap<String, T>,
+    new: &std::collections::BTreeMap<String, T>,
+    differs: impl Fn(&T, &T) -> Option<bool>,
+) -> (Vec<String>, Vec<String>) {
     let mut write = Vec::new();
     let mut remove = Vec::new();
-    for (path, stamp) in new {
+    for (path, entry) in new {
         match old.get(path) {
-            Some(previous) if previous == stamp => {}
-            Some(previous) => {
-                if kind(previous) != kind(stamp) || matches!(stamp, Stamp::Symlink { .. }) {
-                    remove.push(path.clone());
+            Some(previous) => match differs(previous, entry) {
+                None => {}
+                Some(replace) => {
+                    if replace {
+                        remove.push(path.clone());
+                    }
+                    write.push(path.clone());
                 }
-                write.push(path.clone());
-            }
+            },
             None => write.push(path.clone()),
         }
     }
@@ -238,8 +341,15 @@ pub fn write_tree<W: Write>(
     manifest: &Manifest,
     paths: Option<&[String]>,
     strip: &dyn Fn(&str) -> String,
+    mut record: Option<&mut Vec<(String, Content)>>,
 ) -> std::io::Result<W> {
     let mut builder = tar::Builder::new(out);
+    let recording = record.is_some();
+    let mut note = |relative: &str, content: Content| {
+        if let Some(record) = record.as_deref_mut() {
+            record.push((relative.to_owned(), content));
+        }
+    };
     builder.follow_symlinks(false);
     if let Some((name, bytes)) = first {
         let mut entry = header(tar::EntryType::Regular, 0o600, bytes.len() as u64, 0);
@@ -265,10 +375,12 @@ pub fn write_tree<W: Write>(
             Stamp::Dir => {
                 let mut dir = header(tar::EntryType::Directory, 0o755, 0, 0);
                 builder.append_data(&mut dir, format!("{relative}/"), std::io::empty())?;
+                note(relative, Content::Dir);
             }
             Stamp::Symlink { target } => {
                 let mut link = header(tar::EntryType::Symlink, 0o777, 0, 0);
                 builder.append_link(&mut link, relative, target)?;
+                note(relative, symlink_content(target));
             }
             Stamp::File { mode, mtime_ns, .. } => match read_file(&full, MAX_TREE_FILE)? {
                 Some((bytes, _)) => {
@@ -279,10 +391,22 @@ pub fn write_tree<W: Write>(
                         mtime(*mtime_ns),
                     );
                     builder.append_data(&mut file, relative, bytes.as_slice())?;
+                    if recording {
+                        note(
+                            relative,
+                            Content::File {
+                                mode: *mode,
+                                sha256: sha256_hex(&bytes),
+                            },
+                        );
+                    }
                 }
-                None => tracing::warn!(
-                    "{relative} is not copied into the sandbox (not a regular file, or over 2 GiB)"
-                ),
+                None => {
+                    tracing::warn!(
+                        "{relative} is not copied into the sandbox (not a regular file, or over 2 GiB)"
+                    );
+                    note(relative, Content::Unknown);
+                }
             },
             Stamp::Config { mtime_ns, .. } => {
                 let original = read_file(&full, 16 << 20)?
@@ -296,6 +420,9 @@ pub fn write_tree<W: Write>(
                     mtime(*mtime_ns),
                 );
                 builder.append_data(&mut file, relative, stripped.as_slice())?;
+                if recording {
+                    note(relative, config_content(&stripped));
+                }
             }
         }
     }
@@ -303,7 +430,7 @@ pub fn write_tree<W: Write>(
 }
 
 /// True for a relative path of plain components (no `..`, no root, no `.`).
-fn plain_relative(path: &str) -> bool {
+pub fn plain_relative(path: &str) -> bool {
     !path.is_empty()
         && Path::new(path)
             .components()
@@ -891,9 +1018,15 @@ mod tests {
         std::os::unix::fs::symlink("src/a.txt", root.join("link")).expect("symlink");
         let paths = ["link", "run.sh", "src/a.txt", "../escape", "gone.txt"].map(str::to_owned);
         let manifest = manifest(root, &paths);
-        let tar = write_tree(Vec::new(), None, root, &manifest, None, &|_| {
-            "[core]\n".to_owned()
-        })
+        let tar = write_tree(
+            Vec::new(),
+            None,
+            root,
+            &manifest,
+            None,
+            &|_| "[core]\n".to_owned(),
+            None,
+        )
         .expect("tar");
         let entries = names(&tar);
         let find = |name: &str| {
@@ -1077,6 +1210,7 @@ mod tests {
             &manifest,
             None,
             &|text| text.to_owned(),
+            None,
         )
         .expect("tar");
         let place = tempfile::tempdir().expect("tempdir");

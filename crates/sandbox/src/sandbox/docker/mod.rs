@@ -1045,6 +1045,7 @@ impl DockerSandbox {
     /// how many were removed.
     pub async fn cleanup_all(&self) -> Result<usize, SandboxError> {
         self.settle().await;
+        self.release_kept_tree().await;
         let filter = format!("{}={}", labels::RUN, self.run_id);
         let mut removed = 0;
         for summary in self.list_labelled(&filter).await? {
@@ -1610,15 +1611,35 @@ impl DockerSandbox {
         body: ContainerCreateBody,
     ) -> Result<Container, bollard::errors::Error> {
         let created = create_named(&self.docker, role, body).await?;
+        Ok(self.tracked(created))
+    }
+
+    /// [`DockerSandbox::new_container`] under exactly `name`: the engine refuses it while a
+    /// container of that name exists (what makes the name a lock, see `transport::claim_kept`).
+    pub(super) async fn new_container_as(
+        &self,
+        name: &str,
+        body: ContainerCreateBody,
+    ) -> Result<Container, bollard::errors::Error> {
+        let options = CreateContainerOptions {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        };
+        let created = self.docker.create_container(Some(options), body).await?.id;
+        Ok(self.tracked(created))
+    }
+
+    /// A handle on container `created`, counted among this run's live containers.
+    fn tracked(&self, created: String) -> Container {
         if let Ok(mut live) = self.live.lock() {
             live.insert(created.clone());
         }
-        Ok(Container {
+        Container {
             docker: self.docker.clone(),
             id: created,
             live: Arc::clone(&self.live),
             armed: true,
-        })
+        }
     }
 }
 

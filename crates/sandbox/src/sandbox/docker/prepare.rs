@@ -244,7 +244,7 @@ impl DockerSandbox {
         mounts: &mut Vec<Mount>,
     ) -> Result<(), SandboxError> {
         let image = image.to_owned();
-        let repo_volume = match self.tree_volume_of(repo).await? {
+        let repo_volume = match self.tree_volume_of(repo, &image).await? {
             // Brought up to date (or filled, the first time) while the container is made
             // (`create_staged`).
             Some(name) => {

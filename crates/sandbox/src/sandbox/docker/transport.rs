@@ -198,7 +198,8 @@ pub fn ignored_paths(repo: &Path) -> Vec<String> {
 
 /// The working tree's volume over `copy`: one per sandbox (run), filled by the first job and
 /// brought up to date before each later one with only what changed; jobs mount it read-only,
-/// so what is in it is exactly what bork-ci put there.
+/// so what is in it is exactly what bork-ci put there. Where it can, a run takes the volume the
+/// previous run of the same repository left ([`Kept`]) and sends only what differs from it.
 #[derive(Debug)]
 pub struct TreeVolume {
     pub name: String,
@@ -210,6 +211,69 @@ pub struct TreeVolume {
     /// A container created once and never started, with the volume mounted writable: files an
     /// edit wrote reach the volume through it by the archive API, without a container start.
     holder: Option<String>,
+    /// Set when the volume is kept across runs.
+    kept: Option<Kept>,
+}
+
+/// A tree volume kept across runs of a repository, claimed by one run at a time.
+///
+/// Per repository (its path's digest, `KEY`) the engine keeps a state volume
+/// `bork-ci-kept-KEY-state` holding [`KEPT_STATE_FILE`]: the tree volume's name and id and what
+/// it holds, by content ([`archive::ContentManifest`]). A run claims both by creating the
+/// container `bork-ci-kept-KEY` (the engine refuses a second one of that name: a run that finds
+/// it takes a volume of its own, as before), reads the state, and blanks it before anything
+/// changes the volume. Its tree is then compared with the volume by content (a new checkout's
+/// files all have new times) and only what differs is sent. At its end the run writes the state
+/// again, describing exactly what it put there. A run killed in between leaves a blank state, so
+/// the next one starts a new volume; a volume removed or replaced since (`bork-ci gc`) no longer
+/// has the id the state names, likewise. The claim is a container of the run's, so it goes
+/// with the run, or after a killed run's lease.
+#[derive(Debug)]
+struct Kept {
+    /// The container whose name is the claim, with the state volume at [`KEPT_STATE_MOUNT`].
+    lock: String,
+    /// What the tree volume holds.
+    content: archive::ContentManifest,
+    /// Whether this run has brought the volume up to date with its tree yet.
+    synced: bool,
+}
+
+/// Where the state volume of a kept tree is mounted in its claim container.
+const KEPT_STATE_MOUNT: &str = "/bork-ci-state";
+/// The kept tree's state file: JSON of [`KeptState`], or empty while a run holds the tree.
+const KEPT_STATE_FILE: &str = "tree.json";
+/// Largest state file read back.
+const KEPT_STATE_LIMIT: usize = 256 << 20;
+
+/// What a run leaves in [`KEPT_STATE_FILE`].
+#[derive(Debug, Serialize, Deserialize)]
+struct KeptState {
+    volume: String,
+    id: String,
+    content: archive::ContentManifest,
+}
+
+/// The state of a kept tree of `key` read back, if it is one (hostile input: a volume of another
+/// name or a path that is not plain makes it no state).
+fn parse_kept_state(bytes: &[u8], key: &str) -> Option<KeptState> {
+    let state: KeptState = serde_json::from_slice(bytes).ok()?;
+    let generation = state.volume.strip_prefix(&format!("bork-ci-kept-{key}-"))?;
+    let plain = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric());
+    (plain(generation) && generation != "state" && !state.id.is_empty()
+        && state.content.keys().all(|path| archive::plain_relative(path)))
+    .then_some(state)
+}
+
+impl TreeVolume {
+    /// This tree after an update that removed `removed` and `sent` what it sent: for a kept
+    /// tree, what the volume now holds.
+    fn updated(mut self, removed: &[String], sent: Sent) -> Self {
+        if let Some(kept) = &mut self.kept {
+            archive::updated_content(&mut kept.content, removed, sent);
+            kept.synced = true;
+        }
+        self
+    }
 }
 
 /// Most files an update sends through the tree's holder (the engine extracts each, about half a
@@ -217,16 +281,29 @@ pub struct TreeVolume {
 const HOLDER_MAX_FILES: usize = 512;
 
 /// Writes an archive of `paths` of `manifest` (all when `None`) into an anonymous file.
+/// With `record`, what each path was sent as is noted there.
 fn tree_archive(
     repo: &Path,
     manifest: &archive::Manifest,
     paths: Option<&[String]>,
     first: Option<(&str, &[u8])>,
+    record: Option<&mut Vec<(String, archive::Content)>>,
 ) -> std::io::Result<std::fs::File> {
     let file = tempfile::tempfile()?;
-    let file = archive::write_tree(file, first, repo, manifest, paths, &super::strip_git_credentials)?;
+    let file = archive::write_tree(
+        file,
+        first,
+        repo,
+        manifest,
+        paths,
+        &super::strip_git_credentials,
+        record,
+    )?;
     archive::rewind(file)
 }
+
+/// What an update sent, by content, when the tree is kept (else nothing).
+type Sent = Vec<(String, archive::Content)>;
 
 /// Says so when what came back from a job stopped at [`ARTIFACT_LIMITS`].
 fn warn_if_cut(what: &str, extracted: &archive::Extracted) {
@@ -239,15 +316,20 @@ fn warn_if_cut(what: &str, extracted: &archive::Extracted) {
     }
 }
 
-/// [`tree_archive`] on a blocking thread.
+/// [`tree_archive`] on a blocking thread; with `record`, what it sent.
 async fn tree_archive_off_thread(
     repo: &Path,
     manifest: &archive::Manifest,
     paths: Option<Vec<String>>,
-) -> Result<std::fs::File, SandboxError> {
+    record: bool,
+) -> Result<(std::fs::File, Sent), SandboxError> {
     let (repo, manifest) = (repo.to_owned(), manifest.clone());
-    tokio::task::spawn_blocking(move || tree_archive(&repo, &manifest, paths.as_deref(), None))
-        .await
+    tokio::task::spawn_blocking(move || {
+        let mut sent = Vec::new();
+        let file = tree_archive(&repo, &manifest, paths.as_deref(), None, record.then_some(&mut sent))?;
+        Ok((file, sent))
+    })
+    .await
         .map_err(|e| SandboxError::Backend(e.to_string()))?
         .map_err(|source| SandboxError::Prepare {
             what: "the tree archive".into(),
@@ -606,9 +688,17 @@ impl DockerSandbox {
         mounts: Vec<Mount>,
         step: &str,
     ) -> Result<super::Container, SandboxError> {
+        let body = self.idle_body(image, mounts, step);
+        self.new_container(step, body)
+            .await
+            .map_err(docker_error("create"))
+    }
+
+    /// What [`DockerSandbox::create_idle`] creates.
+    pub(super) fn idle_body(&self, image: &str, mounts: Vec<Mount>, step: &str) -> ContainerCreateBody {
         let mut container_labels = self.labels(super::JobKind::Checker);
         container_labels.insert(labels::STEP.to_owned(), step.to_owned());
-        let body = ContainerCreateBody {
+        ContainerCreateBody {
             image: Some(image.to_owned()),
             cmd: Some(vec!["/bork-ci-never-started".to_owned()]),
             entrypoint: Some(Vec::new()),
@@ -621,10 +711,7 @@ impl DockerSandbox {
                 ..Default::default()
             }),
             ..Default::default()
-        };
-        self.new_container(step, body)
-            .await
-            .map_err(docker_error("create"))
+        }
     }
 
     /// Creates a volume with this run's labels (or, for a cache, the cache labels).
@@ -696,19 +783,22 @@ impl DockerSandbox {
         ])
     }
 
-    /// The run's tree volume of `repo`: the one filled before, or when the run has none yet a
-    /// new, empty one, made now (labelled with its id) and filled by the next
-    /// [`Self::sync_tree`], which then sends every file, while the job's container is made
-    /// beside it. `None` while the sandbox holds the tree of another repository (the next
-    /// [`Self::sync_tree`] replaces it).
-    pub(super) async fn tree_volume_of(&self, repo: &Path) -> Result<Option<String>, SandboxError> {
+    /// The run's tree volume of `repo`: the one filled before, or when the run has none yet the
+    /// volume kept from the previous run of `repo` ([`Kept`]) or a new, empty one, made now
+    /// (labelled with its id) and brought up to date by the next [`Self::sync_tree`] while the
+    /// job's container is made beside it. `None` while the sandbox holds the tree of another
+    /// repository (the next [`Self::sync_tree`] replaces it).
+    pub(super) async fn tree_volume_of(&self, repo: &Path, image: &str) -> Result<Option<String>, SandboxError> {
         let mut state = self.tree.lock().await;
         match state.as_ref() {
             Some(tree) if tree.repo == repo => return Ok(Some(tree.name.clone())),
             Some(_) => return Ok(None),
             None => {}
         }
-        let tree = self.new_tree_volume(repo).await?;
+        let tree = match self.claim_kept(repo, image).await {
+            Some(tree) => tree,
+            None => self.new_tree_volume(repo).await?,
+        };
         let name = tree.name.clone();
         *state = Some(tree);
         Ok(Some(name))
@@ -726,14 +816,160 @@ impl DockerSandbox {
             manifest: archive::Manifest::new(),
             id,
             holder: None,
+            kept: None,
         })
     }
 
+    /// Claims the tree volume kept for `repo` ([`Kept`]): the one the previous run left, when
+    /// the state names it and it is still that volume, else a new one. `None` when another run
+    /// holds it or the engine refuses a step: the run then uses a volume of its own.
+    async fn claim_kept(&self, repo: &Path, image: &str) -> Option<TreeVolume> {
+        let key = digest16(&repo.display().to_string());
+        let state_volume = format!("bork-ci-kept-{key}-state");
+        let labelled = |step: &str| {
+            let mut volume_labels = self.cache_volume_labels(repo);
+            volume_labels.insert(labels::STEP.to_owned(), step.to_owned());
+            volume_labels
+        };
+        if let Err(error) = self.create_volume(&state_volume, labelled("kept-state")).await {
+            tracing::debug!("no kept tree: {error}");
+            return None;
+        }
+        let body = self.idle_body(image, vec![volume(&state_volume, KEPT_STATE_MOUNT, false)], "kept");
+        let lock = match self.new_container_as(&format!("bork-ci-kept-{key}"), body).await {
+            Ok(lock) => lock,
+            Err(error) => {
+                tracing::debug!("the kept tree of this repository is not free ({error}); this run fills one of its own");
+                return None;
+            }
+        };
+        let stored = self
+            .read_back(&lock.id, format!("{KEPT_STATE_MOUNT}/{KEPT_STATE_FILE}"))
+            .await
+            .ok()
+            .filter(|(bytes, _)| bytes.len() <= KEPT_STATE_LIMIT)
+            .and_then(|(bytes, _)| parse_kept_state(&bytes, &key));
+        // Blank before anything changes the volume: a run that dies holding it leaves no state.
+        let blanked = match archive::skeleton_with_file(0o755, &[], Some((KEPT_STATE_FILE, b""))) {
+            Ok(blank) => self.upload(&lock.id, KEPT_STATE_MOUNT, blank).await,
+            Err(source) => Err(SandboxError::Prepare {
+                what: "the kept tree's state".into(),
+                source,
+            }),
+        };
+        if let Err(error) = blanked {
+            tracing::debug!("no kept tree: {error}");
+            lock.remove().await;
+            return None;
+        }
+        let (name, mut content) = match stored {
+            Some(state) => (state.volume, Some((state.id, state.content))),
+            None => (format!("bork-ci-kept-{key}-{}", &uuid::Uuid::new_v4().simple().to_string()[..16]), None),
+        };
+        let mut claimed = None;
+        for name in [name, format!("bork-ci-kept-{key}-{}", &uuid::Uuid::new_v4().simple().to_string()[..16])] {
+            let made = match self.create_or_find_volume(&name, labelled("kept-tree")).await {
+                Ok(id) => id,
+                Err(error) => {
+                    tracing::debug!("no kept tree: {error}");
+                    break;
+                }
+            };
+            // The holder mounts it from now on, so no `gc` removes it under this run; its id,
+            // read with the holder in place, tells whether it is the volume the state describes.
+            let holder = match self
+                .create_idle(image, vec![volume(&name, super::REPO_MOUNT, false)], "tree-holder")
+                .await
+            {
+                Ok(holder) => holder,
+                Err(error) => {
+                    tracing::debug!("no kept tree: {error}");
+                    break;
+                }
+            };
+            let id = match self.docker.inspect_volume(&name).await {
+                Ok(volume) => volume_id(&volume).unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            let known = match content.take() {
+                Some((stored_id, known)) if stored_id == id && !id.is_empty() => Some(known),
+                Some(_) => None,
+                // A volume made just now holds nothing.
+                None if id == made && !id.is_empty() => Some(archive::ContentManifest::new()),
+                None => None,
+            };
+            match known {
+                Some(known) => {
+                    claimed = Some((name, id, holder.keep(), known));
+                    break;
+                }
+                None => {
+                    // Not the volume the state describes: what it holds is unknown.
+                    holder.remove().await;
+                    tracing::debug!("the kept tree volume {name} is not the one its state describes; starting a new one");
+                }
+            }
+        }
+        let Some((name, id, holder, content)) = claimed else {
+            lock.remove().await;
+            return None;
+        };
+        tracing::debug!(
+            "claimed the kept tree volume {name} ({} paths known)",
+            content.len()
+        );
+        Some(TreeVolume {
+            name,
+            repo: repo.to_owned(),
+            manifest: archive::Manifest::new(),
+            id,
+            holder: Some(holder),
+            kept: Some(Kept {
+                lock: lock.keep(),
+                content,
+                synced: false,
+            }),
+        })
+    }
+
+    /// Writes the state of this run's kept tree, if it has one brought up to date (and no update
+    /// is under way): what the next run of the repository compares its tree with.
+    pub(super) async fn release_kept_tree(&self) {
+        let Ok(state) = self.tree.try_lock() else {
+            return;
+        };
+        let Some((tree, kept)) = state
+            .as_ref()
+            .and_then(|tree| Some((tree, tree.kept.as_ref().filter(|kept| kept.synced)?)))
+        else {
+            return;
+        };
+        let written = KeptState {
+            volume: tree.name.clone(),
+            id: tree.id.clone(),
+            content: kept.content.clone(),
+        };
+        let uploaded = match serde_json::to_vec(&written)
+            .map_err(std::io::Error::other)
+            .and_then(|json| archive::skeleton_with_file(0o755, &[], Some((KEPT_STATE_FILE, json.as_slice()))))
+        {
+            Ok(archive) => self.upload(&kept.lock, KEPT_STATE_MOUNT, archive).await,
+            Err(source) => Err(SandboxError::Prepare {
+                what: "the kept tree's state".into(),
+                source,
+            }),
+        };
+        match uploaded {
+            Ok(()) => tracing::debug!("kept the tree volume {} for the next run", tree.name),
+            Err(error) => tracing::debug!("the tree volume {} is not kept: {error}", tree.name),
+        }
+    }
+
     /// Brings this sandbox's tree volume up to date with the working tree of `repo` and returns
-    /// its name. The first call fills a new volume; later ones send only the paths that changed
-    /// and the list of those gone, unpacked by bork-ci in a helper container of the runner image
-    /// from its stdin (an engine extracts archives file by file, about 0.5 ms each on a
-    /// fuse-overlayfs engine).
+    /// its name. The first call fills a new volume, or sends what differs by content from a kept
+    /// one; later ones send only the paths that changed and the list of those gone, unpacked by
+    /// bork-ci in a helper container of the runner image from its stdin (an engine extracts
+    /// archives file by file, about 0.5 ms each on a fuse-overlayfs engine).
     /// When the helper cannot be had, the engine extracts the whole tree into a fresh volume
     /// through a container of `image` that never starts. Hold `tree_lock` for writing.
     pub(super) async fn sync_tree(&self, repo: &Path, image: &str) -> Result<String, SandboxError> {
@@ -768,19 +1004,33 @@ impl DockerSandbox {
         };
         let helper_ok = !self.helper_failed.load(std::sync::atomic::Ordering::Relaxed);
         if let Some(mut tree) = previous {
-            let (write, remove) = archive::changes(&tree.manifest, &manifest);
+            let (write, remove) = match tree.kept.as_ref().filter(|kept| !kept.synced) {
+                // A kept volume, first time in this run: compared by content.
+                Some(kept) => {
+                    let (repo_owned, listed) = (repo.to_owned(), manifest.clone());
+                    let here = tokio::task::spawn_blocking(move || archive::content_manifest(&repo_owned, &listed, &super::strip_git_credentials))
+                        .await
+                        .map_err(|e| SandboxError::Backend(e.to_string()))?;
+                    archive::content_changes(&kept.content, &here)
+                }
+                None => archive::changes(&tree.manifest, &manifest),
+            };
+            let record = tree.kept.is_some();
             if write.is_empty() && remove.is_empty() {
-                *state = Some(TreeVolume { manifest, ..tree });
-                return Ok(state.as_ref().map(|t| t.name.clone()).unwrap_or_default());
+                let tree = TreeVolume { manifest, ..tree }.updated(&remove, Vec::new());
+                let name = tree.name.clone();
+                *state = Some(tree);
+                return Ok(name);
             }
             if remove.is_empty() && write.len() <= HOLDER_MAX_FILES {
                 match self
-                    .update_through_holder(&mut tree, repo, &manifest, &write, image)
+                    .update_through_holder(&mut tree, repo, &manifest, &write, image, record)
                     .await
                 {
-                    Ok(()) => {
+                    Ok(sent) => {
+                        let tree = TreeVolume { manifest, ..tree }.updated(&remove, sent);
                         let name = tree.name.clone();
-                        *state = Some(TreeVolume { manifest, ..tree });
+                        *state = Some(tree);
                         return Ok(name);
                     }
                     Err(error) => {
@@ -791,15 +1041,16 @@ impl DockerSandbox {
                 }
             }
             let updated = if helper_ok {
-                self.update_tree(&tree.name, repo, &manifest, &write, &remove)
+                self.update_tree(&tree.name, repo, &manifest, &write, &remove, record)
                     .await
             } else {
                 Err(SandboxError::Backend("the helper failed before".into()))
             };
             match updated {
-                Ok(()) => {
+                Ok(sent) => {
+                    let tree = TreeVolume { manifest, ..tree }.updated(&remove, sent);
                     let name = tree.name.clone();
-                    *state = Some(TreeVolume { manifest, ..tree });
+                    *state = Some(tree);
                     return Ok(name);
                 }
                 Err(error) => {
@@ -816,7 +1067,7 @@ impl DockerSandbox {
             let mut tree = empty;
             let all: Vec<String> = manifest.keys().cloned().collect();
             if let Err(error) = self
-                .update_through_holder(&mut tree, repo, &manifest, &all, image)
+                .update_through_holder(&mut tree, repo, &manifest, &all, image, false)
                 .await
             {
                 self.drop_tree(&tree).await;
@@ -827,7 +1078,7 @@ impl DockerSandbox {
         }
         let filled = async {
             let fast = if helper_ok {
-                self.update_tree(&name, repo, &manifest, &manifest.keys().cloned().collect::<Vec<_>>(), &[])
+                self.update_tree(&name, repo, &manifest, &manifest.keys().cloned().collect::<Vec<_>>(), &[], false)
                     .await
             } else {
                 Err(SandboxError::Backend("the helper failed before".into()))
@@ -858,13 +1109,14 @@ impl DockerSandbox {
             manifest,
             id,
             holder: None,
+            kept: None,
         });
         Ok(name)
     }
 
     /// Sends `write` (paths of `manifest`) and the `remove` list into volume `name` through the
     /// helper container: the archive is made on a blocking thread while the helper is made and
-    /// starts, and goes in on its stdin.
+    /// starts, and goes in on its stdin. With `record`, returns what it sent.
     async fn update_tree(
         &self,
         name: &str,
@@ -872,7 +1124,8 @@ impl DockerSandbox {
         manifest: &archive::Manifest,
         write: &[String],
         remove: &[String],
-    ) -> Result<(), SandboxError> {
+        record: bool,
+    ) -> Result<Sent, SandboxError> {
         let runner = self.ready_image(super::JobKind::EditStep).await?;
         let token = uuid::Uuid::new_v4().simple().to_string()[..16].to_owned();
         let list = (!remove.is_empty()).then(|| {
@@ -882,21 +1135,33 @@ impl DockerSandbox {
                 .collect();
             (archive::remove_list_entry(&token), bytes)
         });
+        let sent = std::sync::Arc::new(std::sync::Mutex::new(Sent::new()));
         let making = {
             let (repo, manifest, write) = (repo.to_owned(), manifest.clone(), write.to_vec());
+            let sent = std::sync::Arc::clone(&sent);
             tokio::task::spawn_blocking(move || {
                 let first = list
                     .as_ref()
                     .map(|(entry, bytes)| (entry.as_str(), bytes.as_slice()));
-                tree_archive(&repo, &manifest, Some(&write), first)
+                let mut noted = Vec::new();
+                let file = tree_archive(&repo, &manifest, Some(&write), first, record.then_some(&mut noted))?;
+                if let Ok(mut sent) = sent.lock() {
+                    *sent = noted;
+                }
+                Ok(file)
             })
         };
-        self.unpack_in_helper(name, &runner, making, &token).await
+        self.unpack_in_helper(name, &runner, making, &token).await?;
+        let sent = sent
+            .lock()
+            .map(|mut sent| std::mem::take(&mut *sent))
+            .map_err(|_| SandboxError::Backend("the record of what was sent".into()))?;
+        Ok(sent)
     }
 
     /// Sends the files of `write` (no removal, no change of kind) into the tree's volume through
     /// its holder, a container of `image` created once and never started: one archive upload,
-    /// which the engine extracts.
+    /// which the engine extracts. With `record`, returns what it sent.
     async fn update_through_holder(
         &self,
         tree: &mut TreeVolume,
@@ -904,7 +1169,8 @@ impl DockerSandbox {
         manifest: &archive::Manifest,
         write: &[String],
         image: &str,
-    ) -> Result<(), SandboxError> {
+        record: bool,
+    ) -> Result<Sent, SandboxError> {
         let holder = match &tree.holder {
             Some(id) => id.clone(),
             None => {
@@ -920,11 +1186,13 @@ impl DockerSandbox {
                 id
             }
         };
-        let archive = tree_archive_off_thread(repo, manifest, Some(write.to_vec())).await?;
-        self.upload_file(&holder, super::REPO_MOUNT, archive).await
+        let (archive, sent) = tree_archive_off_thread(repo, manifest, Some(write.to_vec()), record).await?;
+        self.upload_file(&holder, super::REPO_MOUNT, archive).await?;
+        Ok(sent)
     }
 
-    /// Removes a tree's holder, then its volume (a volume a container names cannot go).
+    /// Removes a tree's holder, then its volume (a volume a container names cannot go). A kept
+    /// tree's state is blank while this run holds it, so the next run does not take this volume.
     async fn drop_tree(&self, tree: &TreeVolume) {
         // A judge still finishing names the volume until its container is gone.
         self.settle().await;
@@ -942,7 +1210,7 @@ impl DockerSandbox {
         manifest: &archive::Manifest,
         image: &str,
     ) -> Result<(), SandboxError> {
-        let archive = tree_archive_off_thread(repo, manifest, None).await?;
+        let (archive, _) = tree_archive_off_thread(repo, manifest, None, false).await?;
         let helper = self
             .create_idle(image, vec![volume(name, super::REPO_MOUNT, false)], "fill")
             .await?;

@@ -1429,8 +1429,10 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
     // the next job judges the whole tree again, not an empty volume the engine made for the
     // name it was created with, and finds the build cache's folders open to it again.
     let of_step = |step: &str| run_volumes_of_step(sandbox.run_id(), step);
-    let (trees, builds) = (of_step("repo"), of_step("build"));
+    // The tree is the repository's kept one (no other run held it).
+    let (trees, builds) = (kept_trees(repo.path()), of_step("build"));
     assert_eq!((trees.len(), builds.len()), (1, 1), "{trees:?} {builds:?}");
+    assert!(of_step("repo").is_empty(), "no tree volume of the run's own");
     let removed = Command::new("docker")
         .args(["rm", "-f"])
         .args(text(&holders.stdout).split_whitespace())
@@ -1462,6 +1464,125 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
     sandbox.cleanup_all().await.expect("cleanup");
     assert!(volumes_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
     drop_cache(repo.path());
+}
+
+/// The tree volumes the `copy` transport keeps for `repo` across runs.
+fn kept_trees(repo: &Path) -> Vec<String> {
+    let repo = std::fs::canonicalize(repo).unwrap_or_else(|_| repo.to_owned());
+    let with_repo = volumes_with(&format!("bork-ci.repo={}", repo.display()));
+    let kept = volumes_with("bork-ci.step=kept-tree");
+    with_repo.into_iter().filter(|name| kept.contains(name)).collect()
+}
+
+/// Sets the modification time of `path` to Unix second `seconds`.
+fn set_mtime(path: &Path, seconds: u64) {
+    let file = std::fs::File::options().write(true).open(path).expect("open");
+    file.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(seconds))
+        .expect("set mtime");
+}
+
+#[tokio::test]
+async fn a_kept_tree_gives_the_next_run_its_own_tree_sending_only_what_differs() {
+    // A repository's tree volume outlives its run: the next run of the same repository (a new
+    // checkout: every file has a new time) sends only what differs by content. One run holds it
+    // at a time; a run killed while holding it, or a state that is not one, makes the next
+    // run start a new volume. Every job sees exactly its own tree.
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    let root = repo.path();
+    drop_cache(root);
+    let write = |path: &str, text: &str| {
+        let full = root.join(path);
+        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&full, text).expect("write");
+    };
+    write("same.txt", "same\n");
+    write("changes.txt", "before\n");
+    write("gone.txt", "gone\n");
+    write("dir/inner.txt", "inner\n");
+    for path in [
+        "same.txt",
+        "changes.txt",
+        "gone.txt",
+        "dir/inner.txt",
+        "README.md",
+    ] {
+        set_mtime(&root.join(path), 1_000_000_000);
+    }
+    let look = sh(
+        JobKind::Checker,
+        "find . -path ./.git -prune -o -type f -print | sort; echo ---; \
+         cat same.txt changes.txt dir new.txt 2>&1; stat -c '%n %Y' same.txt changes.txt",
+    );
+    let first = sandbox_over(artifacts.path(), "kept-first", Transport::Copy).await;
+    let seen = text(&first.run(root, &look).await.expect("runs").stdout);
+    assert!(seen.contains("./gone.txt\n./same.txt\n"), "{seen}");
+    first.cleanup_all().await.expect("cleanup");
+    let kept = kept_trees(root);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(volumes_with(&format!("bork-ci.run={}", first.run_id())).is_empty());
+    // A new checkout: the same file with a new time, a change, a removal, an addition, a folder
+    // turned file.
+    write("changes.txt", "after\n");
+    std::fs::remove_file(root.join("gone.txt")).expect("rm");
+    std::fs::remove_dir_all(root.join("dir")).expect("rm");
+    write("dir", "now a file\n");
+    write("new.txt", "new\n");
+    for path in ["same.txt", "changes.txt", "dir", "new.txt", "README.md"] {
+        set_mtime(&root.join(path), 2_000_000_000);
+    }
+    let second = sandbox_over(artifacts.path(), "kept-second", Transport::Copy).await;
+    let seen = text(&second.run(root, &look).await.expect("runs").stdout);
+    assert_eq!(
+        seen,
+        "./README.md\n./changes.txt\n./dir\n./new.txt\n./same.txt\n---\n\
+         same\nafter\nnow a file\nnew\nsame.txt 1000000000\nchanges.txt 2000000000\n",
+        "the new tree; the unchanged file not sent again (its time is the first run's)"
+    );
+    assert_eq!(kept_trees(root), kept, "the same volume");
+    // While the second run holds it, a third run of the repository uses a volume of its own.
+    write("changes.txt", "third\n");
+    let third = sandbox_over(artifacts.path(), "kept-third", Transport::Copy).await;
+    let seen = text(&third.run(root, &look).await.expect("runs").stdout);
+    assert!(seen.contains("same\nthird\nnow a file\nnew\n"), "{seen}");
+    third.settle().await;
+    assert_eq!(
+        run_volumes_of_step(third.run_id(), "repo").len(),
+        1,
+        "its own tree volume"
+    );
+    third.cleanup_all().await.expect("cleanup");
+    second.cleanup_all().await.expect("cleanup");
+    // A run that dies holding the tree (its containers go as the reaper removes them; it writes
+    // no state): the next run does not trust that volume.
+    let killed = sandbox_over(artifacts.path(), "kept-killed", Transport::Copy).await;
+    write("changes.txt", "killed\n");
+    let seen = text(&killed.run(root, &look).await.expect("runs").stdout);
+    assert!(seen.contains("killed\n"), "{seen}");
+    killed.settle().await;
+    let leftovers = containers_with(&format!("bork-ci.run={}", killed.run_id()));
+    assert!(!leftovers.is_empty());
+    let removed = Command::new("docker")
+        .args(["rm", "-f"])
+        .args(&leftovers)
+        .output()
+        .expect("docker rm");
+    assert!(removed.status.success(), "{}", text(&removed.stderr));
+    write("changes.txt", "after the kill\n");
+    let next = sandbox_over(artifacts.path(), "kept-next", Transport::Copy).await;
+    let seen = text(&next.run(root, &look).await.expect("runs").stdout);
+    assert!(seen.contains("same\nafter the kill\nnow a file\nnew\n"), "{seen}");
+    assert!(
+        seen.contains("same.txt 2000000000"),
+        "a new volume, filled whole: {seen}"
+    );
+    next.cleanup_all().await.expect("cleanup");
+    let renewed = kept_trees(root);
+    assert!(
+        renewed.iter().any(|name| !kept.contains(name)),
+        "{renewed:?} {kept:?}"
+    );
+    drop_cache(root);
 }
 
 /// Loads an image made of `config` and `layer` under `tag` (as a co-tenant of the engine would,

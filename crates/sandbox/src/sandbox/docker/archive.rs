@@ -215,8 +215,13 @@ pub fn changes(old: &Manifest, new: &Manifest) -> (Vec<String>, Vec<String>) {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Content {
     Dir,
-    File { mode: u32, sha256: String },
-    Symlink { target: String },
+    File {
+        mode: u32,
+        sha256: String,
+    },
+    Symlink {
+        target: String,
+    },
     /// Not known (a file left out, or unreadable): removed and written again.
     Unknown,
 }
@@ -246,7 +251,9 @@ pub fn content_manifest(repo: &Path, manifest: &Manifest, strip: &dyn Fn(&str) -
                     _ => Content::Unknown,
                 },
                 Stamp::Config { .. } => match read_file(&repo.join(relative), 16 << 20) {
-                    Ok(Some((bytes, _))) => config_content(strip(&String::from_utf8_lossy(&bytes)).as_bytes()),
+                    Ok(Some((bytes, _))) => {
+                        config_content(strip(&String::from_utf8_lossy(&bytes)).as_bytes())
+                    }
                     _ => Content::Unknown,
                 },
             };
@@ -264,9 +271,11 @@ fn config_content(stripped: &[u8]) -> Content {
 }
 
 fn symlink_content(target: &Path) -> Content {
-    target.to_str().map_or(Content::Unknown, |target| Content::Symlink {
-        target: target.to_owned(),
-    })
+    target
+        .to_str()
+        .map_or(Content::Unknown, |target| Content::Symlink {
+            target: target.to_owned(),
+        })
 }
 
 /// [`changes`] by content: what turns a tree volume holding `old` into `new`. A path whose
@@ -288,7 +297,8 @@ pub fn updated_content(old: &mut ContentManifest, removed: &[String], written: V
     if !removed.is_empty() {
         old.retain(|path, _| {
             !removed.iter().any(|gone| {
-                path == gone || (path.starts_with(gone.as_str()) && path.as_bytes().get(gone.len()) == Some(&b'/'))
+                path == gone
+                    || (path.starts_with(gone.as_str()) && path.as_bytes().get(gone.len()) == Some(&b'/'))
             })
         });
     }
@@ -937,6 +947,86 @@ pub fn rewind(mut file: std::fs::File) -> std::io::Result<std::fs::File> {
 #[cfg(test)]
 #[expect(clippy::disallowed_methods, reason = "tests lay out their fixtures directly")]
 mod tests {
+
+    #[test]
+    fn a_kept_tree_is_compared_by_content_and_its_record_follows_each_update() {
+        use super::{
+            Content, ContentManifest, content_changes, content_manifest, updated_content, write_tree,
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("dir")).expect("mkdir");
+        std::fs::write(root.join("same.txt"), "same\n").expect("write");
+        std::fs::write(root.join("dir/inner.txt"), "inner\n").expect("write");
+        let paths = ["same.txt".to_owned(), "dir/inner.txt".to_owned()];
+        let first = manifest(root, &paths);
+        let mut sent = Vec::new();
+        write_tree(
+            Vec::new(),
+            None,
+            root,
+            &first,
+            None,
+            &|t| t.to_owned(),
+            Some(&mut sent),
+        )
+        .expect("tar");
+        let mut kept = ContentManifest::new();
+        updated_content(&mut kept, &[], sent);
+        assert_eq!(
+            kept,
+            content_manifest(root, &first, &|t| t.to_owned()),
+            "sent is what is read"
+        );
+        // New times only: nothing to send.
+        let file = std::fs::File::options()
+            .write(true)
+            .open(root.join("same.txt"))
+            .expect("open");
+        file.set_modified(std::time::UNIX_EPOCH).expect("mtime");
+        let again = manifest(root, &paths);
+        assert_ne!(first, again, "the stamps differ");
+        assert_eq!(
+            content_changes(&kept, &content_manifest(root, &again, &|t| t.to_owned())),
+            (vec![], vec![])
+        );
+        // A change, a folder turned file, a file that cannot be read.
+        std::fs::write(root.join("same.txt"), "changed\n").expect("write");
+        std::fs::remove_dir_all(root.join("dir")).expect("rm");
+        std::fs::write(root.join("dir"), "a file\n").expect("write");
+        let now = manifest(root, &["same.txt".to_owned(), "dir".to_owned()]);
+        let mut here = content_manifest(root, &now, &|t| t.to_owned());
+        let (write, remove) = content_changes(&kept, &here);
+        assert_eq!(write, vec!["dir".to_owned(), "same.txt".to_owned()]);
+        assert_eq!(
+            remove,
+            vec!["dir".to_owned()],
+            "the folder goes first, with what is in it"
+        );
+        updated_content(
+            &mut kept,
+            &remove,
+            vec![
+                ("dir".into(), here["dir"].clone()),
+                ("same.txt".into(), here["same.txt"].clone()),
+            ],
+        );
+        assert_eq!(
+            kept, here,
+            "nothing below the removed folder is left in the record"
+        );
+        here.insert("same.txt".into(), Content::Unknown);
+        let (write, remove) = content_changes(&kept, &here);
+        assert_eq!(
+            (write.as_slice(), remove.as_slice()),
+            (
+                ["same.txt".to_owned()].as_slice(),
+                ["same.txt".to_owned()].as_slice()
+            ),
+            "unknown: removed, written again"
+        );
+    }
+
     use super::*;
 
     fn names(tar: &[u8]) -> Vec<(String, tar::EntryType, u32)> {

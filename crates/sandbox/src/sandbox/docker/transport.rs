@@ -259,7 +259,9 @@ fn parse_kept_state(bytes: &[u8], key: &str) -> Option<KeptState> {
     let state: KeptState = serde_json::from_slice(bytes).ok()?;
     let generation = state.volume.strip_prefix(&format!("bork-ci-kept-{key}-"))?;
     let plain = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric());
-    (plain(generation) && generation != "state" && !state.id.is_empty()
+    (plain(generation)
+        && generation != "state"
+        && !state.id.is_empty()
         && state.content.keys().all(|path| archive::plain_relative(path)))
     .then_some(state)
 }
@@ -326,15 +328,21 @@ async fn tree_archive_off_thread(
     let (repo, manifest) = (repo.to_owned(), manifest.clone());
     tokio::task::spawn_blocking(move || {
         let mut sent = Vec::new();
-        let file = tree_archive(&repo, &manifest, paths.as_deref(), None, record.then_some(&mut sent))?;
+        let file = tree_archive(
+            &repo,
+            &manifest,
+            paths.as_deref(),
+            None,
+            record.then_some(&mut sent),
+        )?;
         Ok((file, sent))
     })
     .await
-        .map_err(|e| SandboxError::Backend(e.to_string()))?
-        .map_err(|source| SandboxError::Prepare {
-            what: "the tree archive".into(),
-            source,
-        })
+    .map_err(|e| SandboxError::Backend(e.to_string()))?
+    .map_err(|source| SandboxError::Prepare {
+        what: "the tree archive".into(),
+        source,
+    })
 }
 
 fn file_stream(
@@ -788,7 +796,11 @@ impl DockerSandbox {
     /// (labelled with its id) and brought up to date by the next [`Self::sync_tree`] while the
     /// job's container is made beside it. `None` while the sandbox holds the tree of another
     /// repository (the next [`Self::sync_tree`] replaces it).
-    pub(super) async fn tree_volume_of(&self, repo: &Path, image: &str) -> Result<Option<String>, SandboxError> {
+    pub(super) async fn tree_volume_of(
+        &self,
+        repo: &Path,
+        image: &str,
+    ) -> Result<Option<String>, SandboxError> {
         let mut state = self.tree.lock().await;
         match state.as_ref() {
             Some(tree) if tree.repo == repo => return Ok(Some(tree.name.clone())),
@@ -835,11 +847,17 @@ impl DockerSandbox {
             tracing::debug!("no kept tree: {error}");
             return None;
         }
-        let body = self.idle_body(image, vec![volume(&state_volume, KEPT_STATE_MOUNT, false)], "kept");
+        let body = self.idle_body(
+            image,
+            vec![volume(&state_volume, KEPT_STATE_MOUNT, false)],
+            "kept",
+        );
         let lock = match self.new_container_as(&format!("bork-ci-kept-{key}"), body).await {
             Ok(lock) => lock,
             Err(error) => {
-                tracing::debug!("the kept tree of this repository is not free ({error}); this run fills one of its own");
+                tracing::debug!(
+                    "the kept tree of this repository is not free ({error}); this run fills one of its own"
+                );
                 return None;
             }
         };
@@ -864,10 +882,22 @@ impl DockerSandbox {
         }
         let (name, mut content) = match stored {
             Some(state) => (state.volume, Some((state.id, state.content))),
-            None => (format!("bork-ci-kept-{key}-{}", &uuid::Uuid::new_v4().simple().to_string()[..16]), None),
+            None => (
+                format!(
+                    "bork-ci-kept-{key}-{}",
+                    &uuid::Uuid::new_v4().simple().to_string()[..16]
+                ),
+                None,
+            ),
         };
         let mut claimed = None;
-        for name in [name, format!("bork-ci-kept-{key}-{}", &uuid::Uuid::new_v4().simple().to_string()[..16])] {
+        for name in [
+            name,
+            format!(
+                "bork-ci-kept-{key}-{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..16]
+            ),
+        ] {
             let made = match self.create_or_find_volume(&name, labelled("kept-tree")).await {
                 Ok(id) => id,
                 Err(error) => {
@@ -878,7 +908,11 @@ impl DockerSandbox {
             // The holder mounts it from now on, so no `gc` removes it under this run; its id,
             // read with the holder in place, tells whether it is the volume the state describes.
             let holder = match self
-                .create_idle(image, vec![volume(&name, super::REPO_MOUNT, false)], "tree-holder")
+                .create_idle(
+                    image,
+                    vec![volume(&name, super::REPO_MOUNT, false)],
+                    "tree-holder",
+                )
                 .await
             {
                 Ok(holder) => holder,
@@ -906,7 +940,9 @@ impl DockerSandbox {
                 None => {
                     // Not the volume the state describes: what it holds is unknown.
                     holder.remove().await;
-                    tracing::debug!("the kept tree volume {name} is not the one its state describes; starting a new one");
+                    tracing::debug!(
+                        "the kept tree volume {name} is not the one its state describes; starting a new one"
+                    );
                 }
             }
         }
@@ -951,8 +987,9 @@ impl DockerSandbox {
         };
         let uploaded = match serde_json::to_vec(&written)
             .map_err(std::io::Error::other)
-            .and_then(|json| archive::skeleton_with_file(0o755, &[], Some((KEPT_STATE_FILE, json.as_slice()))))
-        {
+            .and_then(|json| {
+                archive::skeleton_with_file(0o755, &[], Some((KEPT_STATE_FILE, json.as_slice())))
+            }) {
             Ok(archive) => self.upload(&kept.lock, KEPT_STATE_MOUNT, archive).await,
             Err(source) => Err(SandboxError::Prepare {
                 what: "the kept tree's state".into(),
@@ -1008,9 +1045,11 @@ impl DockerSandbox {
                 // A kept volume, first time in this run: compared by content.
                 Some(kept) => {
                     let (repo_owned, listed) = (repo.to_owned(), manifest.clone());
-                    let here = tokio::task::spawn_blocking(move || archive::content_manifest(&repo_owned, &listed, &super::strip_git_credentials))
-                        .await
-                        .map_err(|e| SandboxError::Backend(e.to_string()))?;
+                    let here = tokio::task::spawn_blocking(move || {
+                        archive::content_manifest(&repo_owned, &listed, &super::strip_git_credentials)
+                    })
+                    .await
+                    .map_err(|e| SandboxError::Backend(e.to_string()))?;
                     archive::content_changes(&kept.content, &here)
                 }
                 None => archive::changes(&tree.manifest, &manifest),
@@ -1144,7 +1183,13 @@ impl DockerSandbox {
                     .as_ref()
                     .map(|(entry, bytes)| (entry.as_str(), bytes.as_slice()));
                 let mut noted = Vec::new();
-                let file = tree_archive(&repo, &manifest, Some(&write), first, record.then_some(&mut noted))?;
+                let file = tree_archive(
+                    &repo,
+                    &manifest,
+                    Some(&write),
+                    first,
+                    record.then_some(&mut noted),
+                )?;
                 if let Ok(mut sent) = sent.lock() {
                     *sent = noted;
                 }
@@ -1502,7 +1547,48 @@ pub(super) async fn copy_artifacts_and_tmp_back(
 
 #[cfg(test)]
 mod tests {
-    use super::same_mtime;
+    use super::{archive, parse_kept_state, same_mtime};
+
+    #[test]
+    fn a_kept_trees_state_is_taken_only_when_it_is_one() {
+        let key = "0123456789abcdef";
+        let state = |volume: &str, id: &str, path: &str| {
+            serde_json::json!({"volume": volume, "id": id, "content": {path: "Dir"}})
+                .to_string()
+                .into_bytes()
+        };
+        let good = state("bork-ci-kept-0123456789abcdef-00ff", "id1", "src");
+        let parsed = parse_kept_state(&good, key).expect("a state");
+        assert_eq!(parsed.content.get("src"), Some(&archive::Content::Dir));
+        for (bytes, why) in [
+            (Vec::new(), "blank: a run holds it or died holding it"),
+            (b"{".to_vec(), "not JSON"),
+            (
+                state("bork-ci-kept-fedcba9876543210-00ff", "id1", "src"),
+                "another repository's volume",
+            ),
+            (
+                state("bork-ci-kept-0123456789abcdef-state", "id1", "src"),
+                "its own state volume",
+            ),
+            (
+                state("bork-ci-kept-0123456789abcdef-a/b", "id1", "src"),
+                "not a plain name",
+            ),
+            (state("other", "id1", "src"), "not a kept tree"),
+            (state("bork-ci-kept-0123456789abcdef-00ff", "", "src"), "no id"),
+            (
+                state("bork-ci-kept-0123456789abcdef-00ff", "id1", "../outside"),
+                "a path out of the tree",
+            ),
+            (
+                state("bork-ci-kept-0123456789abcdef-00ff", "id1", "/etc"),
+                "an absolute path",
+            ),
+        ] {
+            assert!(parse_kept_state(&bytes, key).is_none(), "{why}");
+        }
+    }
 
     #[test]
     fn an_archives_mtime_may_be_truncated_or_rounded_but_not_otherwise_off() {

@@ -361,11 +361,21 @@ async fn create_named(
     role: &str,
     body: ContainerCreateBody,
 ) -> Result<String, bollard::errors::Error> {
+    let name = format!(
+        "bork-ci-{role}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    );
+    create_as(docker, name, body).await
+}
+
+/// Creates a container named exactly `name`; returns its id.
+async fn create_as(
+    docker: &Docker,
+    name: String,
+    body: ContainerCreateBody,
+) -> Result<String, bollard::errors::Error> {
     let options = CreateContainerOptions {
-        name: Some(format!(
-            "bork-ci-{role}-{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..12]
-        )),
+        name: Some(name),
         ..Default::default()
     };
     Ok(docker.create_container(Some(options), body).await?.id)
@@ -1621,11 +1631,7 @@ impl DockerSandbox {
         name: &str,
         body: ContainerCreateBody,
     ) -> Result<Container, bollard::errors::Error> {
-        let options = CreateContainerOptions {
-            name: Some(name.to_owned()),
-            ..Default::default()
-        };
-        let created = self.docker.create_container(Some(options), body).await?.id;
+        let created = create_as(&self.docker, name.to_owned(), body).await?;
         Ok(self.tracked(created))
     }
 

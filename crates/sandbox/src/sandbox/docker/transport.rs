@@ -950,6 +950,10 @@ impl DockerSandbox {
             lock.remove().await;
             return None;
         };
+        if content.is_empty() {
+            // A new volume: the repository's older ones (a run died holding one) are of no use.
+            self.remove_kept_trees_but(repo, &name).await;
+        }
         tracing::debug!(
             "claimed the kept tree volume {name} ({} paths known)",
             content.len()
@@ -966,6 +970,31 @@ impl DockerSandbox {
                 synced: false,
             }),
         })
+    }
+
+    /// Removes the kept tree volumes of `repo` other than `keep` (one still in use stays).
+    async fn remove_kept_trees_but(&self, repo: &Path, keep: &str) {
+        let options = bollard::query_parameters::ListVolumesOptions {
+            filters: Some(HashMap::from([(
+                "label".to_owned(),
+                vec![
+                    format!("{REPO_LABEL}={}", repo.display()),
+                    format!("{}=kept-tree", labels::STEP),
+                ],
+            )])),
+        };
+        let Ok(listed) = self.docker.list_volumes(Some(options)).await else {
+            return;
+        };
+        for old in listed.volumes.unwrap_or_default() {
+            if old.name == keep {
+                continue;
+            }
+            let options = bollard::query_parameters::RemoveVolumeOptions { force: false };
+            if let Err(error) = self.docker.remove_volume(&old.name, Some(options)).await {
+                tracing::debug!(volume = old.name, %error, "an older kept tree stays");
+            }
+        }
     }
 
     /// Writes the state of this run's kept tree, if it has one brought up to date (and no update

@@ -149,6 +149,7 @@ fn main() {
         .expect("write");
         bind_times.push(once(&bind));
         copy_times.push(once(&copy));
+        // A new sandbox: `copy` holds the repository's kept tree, so this one fills its own.
         let fresh = sandbox(Transport::Copy, &format!("copy-first-{round}"));
         first_times.push(once(&fresh));
         runtime.block_on(fresh.cleanup_all()).expect("cleanup");

@@ -77,6 +77,7 @@ vars! {
     "BORK_SANDBOX_IMAGE" => "sandbox.image": Text,
     "BORK_SANDBOX_RUNNER_IMAGE" => "sandbox.runner-image": Text,
     "BORK_SANDBOX_TRANSPORT" => "sandbox.transport": Text,
+    "BORK_SANDBOX_KEEP_TREE" => "sandbox.keep-tree": Boolean,
     "BORK_SANDBOX_ULIMITS_NOFILE" => "sandbox.ulimits.nofile": Integer,
     "BORK_SANDBOX_ULIMITS_NPROC" => "sandbox.ulimits.nproc": Integer,
     "BORK_SANDBOX_PULL" => "sandbox.pull": Text,

@@ -255,6 +255,8 @@ pub struct SandboxConfig {
     pub runner_image: Option<String>,
     /// How files reach the containers: `auto` (default), `bind` or `copy`.
     pub transport: Transport,
+    /// Over `copy`: keep the tree volume for the next run of the repository (default `true`).
+    pub keep_tree: bool,
     /// Resource limits of every container.
     pub ulimits: SandboxUlimits,
     /// When to pull images: `missing`, `always` or `never`.
@@ -288,6 +290,7 @@ impl Default for SandboxConfig {
             image: "debian:bookworm-slim".into(),
             runner_image: None,
             transport: Transport::Auto,
+            keep_tree: true,
             ulimits: SandboxUlimits::default(),
             pull: PullPolicy::Missing,
             network: Network::None,
@@ -321,6 +324,7 @@ impl SandboxConfig {
             runner_image: self.runner_image.clone(),
             runner_binary: None,
             transport: self.transport,
+            keep_tree: self.keep_tree,
             ulimits: docker::Ulimits {
                 nofile: self.ulimits.nofile,
                 nproc: self.ulimits.nproc,

@@ -1601,6 +1601,40 @@ async fn a_kept_tree_gives_the_next_run_its_own_tree_sending_only_what_differs()
     assert_eq!(renewed.len(), 1, "the older volume is removed: {renewed:?}");
     assert_ne!(renewed, kept, "a new volume");
     drop_cache(root);
+    drop_cache(root);
+}
+
+#[tokio::test]
+async fn a_tree_not_kept_goes_with_its_run() {
+    // `sandbox.keep-tree: false`: a volume of the run's own, gone with it.
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let repo = repo();
+    let root = repo.path();
+    std::fs::write(root.join("same.txt"), "same\n").expect("write");
+    let look = sh(JobKind::Checker, "cat same.txt");
+    let mut settings = settings(artifacts.path());
+    settings.transport = Transport::Copy;
+    settings.keep_tree = false;
+    settings.runner_image = None;
+    settings.runner_binary = Some(env!("CARGO_BIN_EXE_bork-ci").into());
+    let unkept = DockerSandbox::connect(settings, &run_id("kept-off"))
+        .await
+        .expect("connects");
+    let seen = text(&unkept.run(root, &look).await.expect("runs").stdout);
+    assert_eq!(seen, "same\n");
+    unkept.settle().await;
+    assert_eq!(run_volumes_of_step(unkept.run_id(), "repo").len(), 1);
+    unkept.cleanup_all().await.expect("cleanup");
+    assert!(kept_trees(root).is_empty());
+    assert!(
+        volumes_with(&format!(
+            "bork-ci.repo={}",
+            std::fs::canonicalize(root).expect("canonical").display()
+        ))
+        .iter()
+        .all(|name| !name.starts_with("bork-ci-kept-"))
+    );
+    drop_cache(root);
 }
 
 /// Loads an image made of `config` and `layer` under `tag` (as a co-tenant of the engine would,

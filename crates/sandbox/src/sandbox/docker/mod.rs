@@ -136,6 +136,9 @@ pub struct DockerSettings {
     pub runner_binary: Option<PathBuf>,
     /// `sandbox.transport`.
     pub transport: Transport,
+    /// `sandbox.keep-tree`: over `copy`, the tree volume is kept for the next run of the
+    /// repository (`transport::Kept`).
+    pub keep_tree: bool,
     /// `sandbox.ulimits.nofile` and `sandbox.ulimits.nproc` (soft = hard) for every container.
     pub ulimits: Ulimits,
     /// `sandbox.pull`.

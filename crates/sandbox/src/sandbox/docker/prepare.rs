@@ -244,26 +244,76 @@ impl DockerSandbox {
         mounts: &mut Vec<Mount>,
     ) -> Result<(), SandboxError> {
         let image = image.to_owned();
-        let repo_volume = match self.tree_volume_of(repo, &image).await? {
+        // The tree volume (on a run's first job, the claim on the repository's kept one) beside
+        // the caches' volumes.
+        let (tree, caches) = tokio::join!(
+            self.judge_tree_volume(repo, &image),
+            self.judge_caches_over_copy(repo, job, &image, setup, dirs, ca, prepared, mounts)
+        );
+        let (repo_volume, pending, guard) = tree?;
+        caches?;
+        if pending.is_some() {
+            prepared.tree_pending = pending;
+        }
+        if guard.is_some() {
+            prepared.tree_guard = guard;
+        }
+        mounts.insert(0, transport::volume(&repo_volume, REPO_MOUNT, true));
+        Ok(())
+    }
+
+    /// The run's tree volume for a judge: brought up to date while its container is made (the
+    /// pending update returned), or, when the sandbox held another repository's, replaced now and
+    /// held still (the guard returned) while the job runs.
+    async fn judge_tree_volume(
+        &self,
+        repo: &Path,
+        image: &str,
+    ) -> Result<
+        (
+            String,
+            Option<TreePending>,
+            Option<tokio::sync::OwnedRwLockReadGuard<()>>,
+        ),
+        SandboxError,
+    > {
+        Ok(match self.tree_volume_of(repo, image).await? {
             // Brought up to date (or filled, the first time) while the container is made
             // (`create_staged`).
             Some(name) => {
-                prepared.tree_pending = Some(TreePending {
+                let pending = TreePending {
                     repo: repo.to_owned(),
-                    image: image.clone(),
+                    image: image.to_owned(),
                     name: name.clone(),
-                });
-                name
+                };
+                (name, Some(pending), None)
             }
             None => {
                 let writing = Arc::clone(&self.tree_lock).write_owned().await;
-                let name = self.sync_tree(repo, &image).await?;
+                let name = self.sync_tree(repo, image).await?;
                 // No update while this job runs: what it sees stays what was sent.
-                prepared.tree_guard = Some(writing.downgrade());
-                name
+                (name, None, Some(writing.downgrade()))
             }
-        };
-        mounts.push(transport::volume(&repo_volume, REPO_MOUNT, true));
+        })
+    }
+
+    /// A judge's volumes over `copy` other than the tree's (see [`Self::judge_tree_over_copy`]).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of one job's preparation, each borrowed once"
+    )]
+    async fn judge_caches_over_copy(
+        &self,
+        repo: &Path,
+        job: &Job,
+        image: &str,
+        setup: bool,
+        dirs: &crate::sandbox::ArtifactDirs,
+        ca: Option<&[u8]>,
+        prepared: &mut Prepared,
+        mounts: &mut Vec<Mount>,
+    ) -> Result<(), SandboxError> {
+        let image = image.to_owned();
         let run_wide = job.build == crate::sandbox::BuildCache::Run;
         // A judge's own volumes made ahead, while the edit step ran (`spare`).
         let spare = if setup {

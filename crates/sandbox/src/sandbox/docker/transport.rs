@@ -807,7 +807,12 @@ impl DockerSandbox {
             Some(_) => return Ok(None),
             None => {}
         }
-        let tree = match self.claim_kept(repo, image).await {
+        let kept = if self.settings.keep_tree {
+            self.claim_kept(repo, image).await
+        } else {
+            None
+        };
+        let tree = match kept {
             Some(tree) => tree,
             None => self.new_tree_volume(repo).await?,
         };

@@ -10,8 +10,9 @@
 //! converging at the third iteration (two answers the checker rejects, then the right one),
 //! each run on a fresh checkout (a new repository, its objects packed as a clone's are) at the
 //! same path, as a CI runner checks a repository out, so `copy` finds the tree volume the
-//! previous run of the repository kept; and `copy` on a repository it has never seen (a new
-//! path each time: the whole tree goes into a new volume). Then the same with 3,500 generated
+//! previous run of the repository kept; `copy` on a repository it has never seen (a new
+//! path each time: the whole tree goes into a new volume); and `copy` with
+//! `BORK_SANDBOX_KEEP_TREE=false` (a volume per run, as before trees were kept). Then the same with 3,500 generated
 //! files of 10 KiB added under `src/` (about 35 MiB). `BORK_BENCH_RUN_ROUNDS` sets the rounds
 //! (default 5; 0 skips the part).
 #![expect(
@@ -288,6 +289,7 @@ fn whole_run(
     transport: &str,
     place: &str,
     large: bool,
+    keep_tree: bool,
 ) -> Duration {
     let dir = work.join(place);
     if dir.exists() {
@@ -306,6 +308,7 @@ fn whole_run(
         // The large tree's prompt (about 9M tokens) within the run's budget.
         .env("BORK_CONTEXT_BUDGET_TOKENS", "50000000")
         .env("BORK_SANDBOX_ARTIFACT_DIR", work.join("artifacts"))
+        .env("BORK_SANDBOX_KEEP_TREE", if keep_tree { "true" } else { "false" })
         .output()
         .expect("bork-ci runs");
     let elapsed = started.elapsed();
@@ -337,14 +340,48 @@ fn whole_runs(root: &Path, large: bool) {
     let size = if large { "large" } else { "small" };
     let (bind_at, copy_at) = (format!("bind-{size}"), format!("copy-{size}"));
     // Warm both (the runner image, page cache); `copy` keeps the tree of its checkout's path.
-    whole_run(root, work.path(), &answers, "bind", &bind_at, large);
-    whole_run(root, work.path(), &answers, "copy", &copy_at, large);
-    let (mut bind, mut copy, mut first) = (Vec::new(), Vec::new(), Vec::new());
+    whole_run(root, work.path(), &answers, "bind", &bind_at, large, true);
+    whole_run(root, work.path(), &answers, "copy", &copy_at, large, true);
+    let (mut bind, mut copy, mut first, mut unkept) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
-        bind.push(whole_run(root, work.path(), &answers, "bind", &bind_at, large));
-        copy.push(whole_run(root, work.path(), &answers, "copy", &copy_at, large));
+        bind.push(whole_run(
+            root,
+            work.path(),
+            &answers,
+            "bind",
+            &bind_at,
+            large,
+            true,
+        ));
+        copy.push(whole_run(
+            root,
+            work.path(),
+            &answers,
+            "copy",
+            &copy_at,
+            large,
+            true,
+        ));
         let new_place = format!("copy-first-{round}-{size}");
-        first.push(whole_run(root, work.path(), &answers, "copy", &new_place, large));
+        first.push(whole_run(
+            root,
+            work.path(),
+            &answers,
+            "copy",
+            &new_place,
+            large,
+            true,
+        ));
+        let off_place = format!("copy-unkept-{size}");
+        unkept.push(whole_run(
+            root,
+            work.path(),
+            &answers,
+            "copy",
+            &off_place,
+            large,
+            false,
+        ));
     }
     // Removed at the end, not between rounds (a removal slows the engine's next file work).
     drop_kept(&work.path().join(&copy_at));
@@ -357,8 +394,9 @@ fn whole_runs(root: &Path, large: bool) {
             .map(|(b, c)| c.as_secs_f64() / b.as_secs_f64())
             .fold((f64::MAX, 0f64), |(low, high), r| (low.min(r), high.max(r)))
     };
-    let ((low, high), (first_low, first_high)) = (ratios(&copy), ratios(&first));
-    let (bind, copy, first) = (median(bind.clone()), median(copy), median(first));
+    let ((low, high), (first_low, first_high), (off_low, off_high)) =
+        (ratios(&copy), ratios(&first), ratios(&unkept));
+    let (bind, copy, first, unkept) = (median(bind.clone()), median(copy), median(first), median(unkept));
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let what = if large {
         format!("with {LARGE_FILES} files of 10 KiB more (about 35 MiB)")
@@ -381,8 +419,14 @@ fn whole_runs(root: &Path, large: bool) {
         ms(first)
     );
     println!(
-        "  ratio copy / bind: {:.2}x (rounds {low:.2}x to {high:.2}x); new repository {:.2}x ({first_low:.2}x to {first_high:.2}x)",
-        copy.as_secs_f64() / bind.as_secs_f64(),
-        first.as_secs_f64() / bind.as_secs_f64()
+        "  copy, `sandbox.keep-tree: false`                {:>8.1} ms",
+        ms(unkept)
+    );
+    let ratio = |of: Duration| of.as_secs_f64() / bind.as_secs_f64();
+    println!(
+        "  ratio copy / bind: {:.2}x (rounds {low:.2}x to {high:.2}x); new repository {:.2}x ({first_low:.2}x to {first_high:.2}x); keep-tree off {:.2}x ({off_low:.2}x to {off_high:.2}x)",
+        ratio(copy),
+        ratio(first),
+        ratio(unkept)
     );
 }

@@ -1449,10 +1449,10 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
     // the next job judges the whole tree again, not an empty volume the engine made for the
     // name it was created with, and finds the build cache's folders open to it again.
     let of_step = |step: &str| run_volumes_of_step(sandbox.run_id(), step);
-    // The tree is the repository's kept one (no other run held it).
-    let (trees, builds) = (kept_trees(repo.path()), of_step("build"));
+    // A small tree is not kept (see `a_kept_tree_gives_the_next_run_its_own_tree_sending_only_what_differs`).
+    let (trees, builds) = (of_step("repo"), of_step("build"));
     assert_eq!((trees.len(), builds.len()), (1, 1), "{trees:?} {builds:?}");
-    assert!(of_step("repo").is_empty(), "no tree volume of the run's own");
+    assert!(kept_trees(repo.path()).is_empty());
     let removed = Command::new("docker")
         .args(["rm", "-f"])
         .args(text(&holders.stdout).split_whitespace())
@@ -1520,6 +1520,10 @@ async fn a_kept_tree_gives_the_next_run_its_own_tree_sending_only_what_differs()
     write("changes.txt", "before\n");
     write("gone.txt", "gone\n");
     write("dir/inner.txt", "inner\n");
+    // More files than a small tree, which is not kept (its first fill is one upload).
+    for index in 0..600 {
+        write(&format!("many/{index}.txt"), "m");
+    }
     for path in [
         "same.txt",
         "changes.txt",
@@ -1531,7 +1535,7 @@ async fn a_kept_tree_gives_the_next_run_its_own_tree_sending_only_what_differs()
     }
     let look = sh(
         JobKind::Checker,
-        "find . -path ./.git -prune -o -type f -print | sort; echo ---; \
+        "find . -path ./.git -prune -o -path ./many -prune -o -type f -print | sort; echo ---; \
          cat same.txt changes.txt dir new.txt 2>&1; stat -c '%n %Y' same.txt changes.txt",
     );
     let first = sandbox_over(artifacts.path(), "kept-first", Transport::Copy).await;
@@ -1611,6 +1615,10 @@ async fn a_tree_not_kept_goes_with_its_run() {
     let repo = repo();
     let root = repo.path();
     std::fs::write(root.join("same.txt"), "same\n").expect("write");
+    std::fs::create_dir(root.join("many")).expect("mkdir");
+    for index in 0..600 {
+        std::fs::write(root.join(format!("many/{index}.txt")), "m").expect("write");
+    }
     let look = sh(JobKind::Checker, "cat same.txt");
     let mut settings = settings(artifacts.path());
     settings.transport = Transport::Copy;

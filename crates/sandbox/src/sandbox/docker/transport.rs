@@ -807,7 +807,7 @@ impl DockerSandbox {
             Some(_) => return Ok(None),
             None => {}
         }
-        let kept = if self.settings.keep_tree {
+        let kept = if self.settings.keep_tree && self.worth_keeping(repo).await {
             self.claim_kept(repo, image).await
         } else {
             None
@@ -819,6 +819,17 @@ impl DockerSandbox {
         let name = tree.name.clone();
         *state = Some(tree);
         Ok(Some(name))
+    }
+
+    /// Whether `repo`'s tree is worth a kept volume: more files than a first fill sends through
+    /// the tree's holder in one upload (the claim's engine calls cost about that much).
+    async fn worth_keeping(&self, repo: &Path) -> bool {
+        let repo = repo.to_owned();
+        tokio::task::spawn_blocking(move || {
+            tree_paths(&repo).is_ok_and(|paths| paths.len() > HOLDER_MAX_FILES)
+        })
+        .await
+        .unwrap_or(false)
     }
 
     /// A new, empty tree volume of `repo`, labelled with a fresh id.

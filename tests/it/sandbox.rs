@@ -1075,18 +1075,8 @@ async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
                 .partition(|name| name.starts_with("bork-ci-kept-"));
         assert_eq!(caches.len(), 1, "{caches:?}");
         cache_volume = caches[0].clone();
-        // The first run keeps its tree for the next one, beside its state; removed here, so the
-        // second run sends the whole tree (through the engine, into a volume of its own).
-        let trees = kept.iter().filter(|name| !name.ends_with("-state")).count();
-        assert_eq!(trees, usize::from(round == 0), "{kept:?}");
-        if !kept.is_empty() {
-            let removed = Command::new("docker")
-                .args(["volume", "rm"])
-                .args(&kept)
-                .output()
-                .expect("docker volume rm");
-            assert!(removed.status.success(), "{}", text(&removed.stderr));
-        }
+        // Not kept by default (`sandbox.keep-tree`).
+        assert!(kept.is_empty(), "{kept:?}");
     }
     let reaper = sandbox(artifacts.path(), "cache-gc").await;
     let report = docker::gc(&reaper, Duration::from_secs(3600))
@@ -1449,7 +1439,7 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
     // the next job judges the whole tree again, not an empty volume the engine made for the
     // name it was created with, and finds the build cache's folders open to it again.
     let of_step = |step: &str| run_volumes_of_step(sandbox.run_id(), step);
-    // A small tree is not kept (see `a_kept_tree_gives_the_next_run_its_own_tree_sending_only_what_differs`).
+    // Not kept (`sandbox.keep-tree` is off by default).
     let (trees, builds) = (of_step("repo"), of_step("build"));
     assert_eq!((trees.len(), builds.len()), (1, 1), "{trees:?} {builds:?}");
     assert!(kept_trees(repo.path()).is_empty());
@@ -1484,6 +1474,18 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
     sandbox.cleanup_all().await.expect("cleanup");
     assert!(volumes_with(&format!("bork-ci.run={}", sandbox.run_id())).is_empty());
     drop_cache(repo.path());
+}
+
+/// A sandbox over `copy` with `sandbox.keep-tree` on.
+async fn kept_sandbox(artifacts: &Path, label: &str) -> DockerSandbox {
+    let mut settings = settings(artifacts);
+    settings.transport = Transport::Copy;
+    settings.keep_tree = true;
+    settings.runner_image = None;
+    settings.runner_binary = Some(env!("CARGO_BIN_EXE_bork-ci").into());
+    DockerSandbox::connect(settings, &run_id(label))
+        .await
+        .expect("the Docker engine answers")
 }
 
 /// The tree volumes the `copy` transport keeps for `repo` across runs.
@@ -1538,7 +1540,7 @@ async fn a_kept_tree_gives_the_next_run_its_own_tree_sending_only_what_differs()
         "find . -path ./.git -prune -o -path ./many -prune -o -type f -print | sort; echo ---; \
          cat same.txt changes.txt dir new.txt 2>&1; stat -c '%n %Y' same.txt changes.txt",
     );
-    let first = sandbox_over(artifacts.path(), "kept-first", Transport::Copy).await;
+    let first = kept_sandbox(artifacts.path(), "kept-first").await;
     let seen = text(&first.run(root, &look).await.expect("runs").stdout);
     assert!(seen.contains("./gone.txt\n./same.txt\n"), "{seen}");
     first.cleanup_all().await.expect("cleanup");
@@ -1555,7 +1557,7 @@ async fn a_kept_tree_gives_the_next_run_its_own_tree_sending_only_what_differs()
     for path in ["same.txt", "changes.txt", "dir", "new.txt", "README.md"] {
         set_mtime(&root.join(path), 2_000_000_000);
     }
-    let second = sandbox_over(artifacts.path(), "kept-second", Transport::Copy).await;
+    let second = kept_sandbox(artifacts.path(), "kept-second").await;
     let seen = text(&second.run(root, &look).await.expect("runs").stdout);
     assert_eq!(
         seen,
@@ -1566,7 +1568,7 @@ async fn a_kept_tree_gives_the_next_run_its_own_tree_sending_only_what_differs()
     assert_eq!(kept_trees(root), kept, "the same volume");
     // While the second run holds it, a third run of the repository uses a volume of its own.
     write("changes.txt", "third\n");
-    let third = sandbox_over(artifacts.path(), "kept-third", Transport::Copy).await;
+    let third = kept_sandbox(artifacts.path(), "kept-third").await;
     let seen = text(&third.run(root, &look).await.expect("runs").stdout);
     assert!(seen.contains("same\nthird\nnow a file\nnew\n"), "{seen}");
     third.settle().await;
@@ -1579,7 +1581,7 @@ async fn a_kept_tree_gives_the_next_run_its_own_tree_sending_only_what_differs()
     second.cleanup_all().await.expect("cleanup");
     // A run that dies holding the tree (its containers go as the reaper removes them; it writes
     // no state): the next run does not trust that volume.
-    let killed = sandbox_over(artifacts.path(), "kept-killed", Transport::Copy).await;
+    let killed = kept_sandbox(artifacts.path(), "kept-killed").await;
     write("changes.txt", "killed\n");
     let seen = text(&killed.run(root, &look).await.expect("runs").stdout);
     assert!(seen.contains("killed\n"), "{seen}");
@@ -1593,7 +1595,7 @@ async fn a_kept_tree_gives_the_next_run_its_own_tree_sending_only_what_differs()
         .expect("docker rm");
     assert!(removed.status.success(), "{}", text(&removed.stderr));
     write("changes.txt", "after the kill\n");
-    let next = sandbox_over(artifacts.path(), "kept-next", Transport::Copy).await;
+    let next = kept_sandbox(artifacts.path(), "kept-next").await;
     let seen = text(&next.run(root, &look).await.expect("runs").stdout);
     assert!(seen.contains("same\nafter the kill\nnow a file\nnew\n"), "{seen}");
     assert!(

@@ -188,15 +188,7 @@ fn main() {
     });
     whole_runs(root, false);
     whole_runs(root, true);
-    let canonical = std::fs::canonicalize(repo.path()).expect("canonical");
-    let volumes = Command::new("docker")
-        .args(["volume", "ls", "-q", "--filter"])
-        .arg(format!("label=bork-ci.repo={}", canonical.display()))
-        .output()
-        .expect("docker volume ls");
-    for volume in String::from_utf8_lossy(&volumes.stdout).split_whitespace() {
-        let _ = Command::new("docker").args(["volume", "rm", volume]).output();
-    }
+    drop_kept(repo.path());
 }
 
 /// The quick start's greet script, wrong twice (no `--shout`; `--shout` without a name), then
@@ -265,7 +257,8 @@ fn quickstart(root: &Path, dir: &Path, transport: &str, large: bool) {
     .expect("the spec change");
 }
 
-/// Removes the volumes the `copy` transport keeps for the repository at `dir`.
+/// Removes the volumes the `copy` transport keeps for the repository at `dir` (its caches, and
+/// its tree with `sandbox.keep-tree`).
 fn drop_kept(dir: &Path) {
     let Ok(canonical) = std::fs::canonicalize(dir) else {
         return;

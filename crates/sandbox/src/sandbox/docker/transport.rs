@@ -199,7 +199,7 @@ pub fn ignored_paths(repo: &Path) -> Vec<String> {
 /// The working tree's volume over `copy`: one per sandbox (run), filled by the first job and
 /// brought up to date before each later one with only what changed; jobs mount it read-only,
 /// so what is in it is exactly what bork-ci put there. Where it can, a run takes the volume the
-/// previous run of the same repository left ([`Kept`]) and sends only what differs from it.
+/// previous run of the same repository left (`Kept`) and sends only what differs from it.
 #[derive(Debug)]
 pub struct TreeVolume {
     pub name: String,

@@ -242,8 +242,6 @@ struct Kept {
 const KEPT_STATE_MOUNT: &str = "/bork-ci-state";
 /// The kept tree's state file: JSON of [`KeptState`], or empty while a run holds the tree.
 const KEPT_STATE_FILE: &str = "tree.json";
-/// Largest state file read back.
-const KEPT_STATE_LIMIT: usize = 256 << 20;
 
 /// What a run leaves in [`KEPT_STATE_FILE`].
 #[derive(Debug, Serialize, Deserialize)]
@@ -881,7 +879,7 @@ impl DockerSandbox {
             .read_back(&lock.id, format!("{KEPT_STATE_MOUNT}/{KEPT_STATE_FILE}"))
             .await
             .ok()
-            .filter(|(bytes, _)| bytes.len() <= KEPT_STATE_LIMIT)
+            // At most what `read_back` reads (64 MiB): a larger state is no state.
             .and_then(|(bytes, _)| parse_kept_state(&bytes, &key));
         // Blank before anything changes the volume: a run that dies holding it leaves no state.
         let blanked = match archive::skeleton_with_file(0o755, &[], Some((KEPT_STATE_FILE, b""))) {

@@ -752,7 +752,7 @@ mod tests {
             None,
             &env(&[
                 ("BORK_SANDBOX_TRANSPORT", "copy"),
-                ("BORK_SANDBOX_KEEP_TREE", "true"),
+                ("BORK_SANDBOX_KEEP_TREE", "false"),
                 ("BORK_SANDBOX_PULL", "never"),
                 ("BORK_SANDBOX_NETWORK", "bridge"),
                 ("BORK_REVIEW_MIN_SEVERITY", "high"),
@@ -763,7 +763,11 @@ mod tests {
         .expect("loads");
         let config = &resolved.config;
         assert_eq!(config.sandbox.transport, Transport::Copy);
-        assert!(config.sandbox.keep_tree, "off unless asked for");
+        assert!(!config.sandbox.keep_tree, "on unless turned off");
+        assert!(
+            SandboxConfig::default().keep_tree,
+            "a tree worth keeping is kept by default"
+        );
         assert_eq!(config.sandbox.pull, PullPolicy::Never);
         assert_eq!(config.sandbox.network, Network::Bridge);
         assert_eq!(config.review.min_severity, Severity::High);

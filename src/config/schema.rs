@@ -255,7 +255,7 @@ pub struct SandboxConfig {
     pub runner_image: Option<String>,
     /// How files reach the containers: `auto` (default), `bind` or `copy`.
     pub transport: Transport,
-    /// Over `copy`: keep the tree volume for the next run of the repository (default `false`).
+    /// Over `copy`: keep the tree volume for the next run of the repository (default `true`).
     pub keep_tree: bool,
     /// Resource limits of every container.
     pub ulimits: SandboxUlimits,
@@ -290,7 +290,7 @@ impl Default for SandboxConfig {
             image: "debian:bookworm-slim".into(),
             runner_image: None,
             transport: Transport::Auto,
-            keep_tree: false,
+            keep_tree: true,
             ulimits: SandboxUlimits::default(),
             pull: PullPolicy::Missing,
             network: Network::None,

@@ -1014,13 +1014,23 @@ async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
     for round in 0..2 {
         // Two sandboxes: two runs of the same repository share the dependency cache, which only
         // the setup job writes; each run has a build cache of its own. The second has a runner
-        // image without bork-ci: the engine extracts the tree itself then.
-        let sandbox = if round == 0 {
-            sandbox_over(artifacts.path(), "cache", Transport::Copy).await
-        } else {
+        // image without bork-ci: the engine extracts the tree itself then. Each fills a tree
+        // volume of its own (a kept tree: `a_kept_tree_gives_the_next_run_its_own_tree_...`).
+        ensure_test_image();
+        let sandbox = {
             let mut settings = settings(artifacts.path());
             settings.transport = Transport::Copy;
-            DockerSandbox::connect(settings, &run_id("cache-fallback"))
+            settings.keep_tree = false;
+            if round == 0 {
+                settings.runner_image = None;
+                settings.runner_binary = Some(env!("CARGO_BIN_EXE_bork-ci").into());
+            }
+            let label = if round == 0 {
+                "cache-copy"
+            } else {
+                "cache-fallback"
+            };
+            DockerSandbox::connect(settings, &run_id(label))
                 .await
                 .expect("connects")
         };
@@ -1075,7 +1085,7 @@ async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
                 .partition(|name| name.starts_with("bork-ci-kept-"));
         assert_eq!(caches.len(), 1, "{caches:?}");
         cache_volume = caches[0].clone();
-        // Not kept by default (`sandbox.keep-tree`).
+        // `sandbox.keep-tree: false`: the tree went with its run.
         assert!(kept.is_empty(), "{kept:?}");
     }
     let reaper = sandbox(artifacts.path(), "cache-gc").await;
@@ -1439,7 +1449,7 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
     // the next job judges the whole tree again, not an empty volume the engine made for the
     // name it was created with, and finds the build cache's folders open to it again.
     let of_step = |step: &str| run_volumes_of_step(sandbox.run_id(), step);
-    // Not kept (`sandbox.keep-tree` is off by default).
+    // Not kept: a tree of 512 files or fewer (`sandbox.keep-tree`).
     let (trees, builds) = (of_step("repo"), of_step("build"));
     assert_eq!((trees.len(), builds.len()), (1, 1), "{trees:?} {builds:?}");
     assert!(kept_trees(repo.path()).is_empty());

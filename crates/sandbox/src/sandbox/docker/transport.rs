@@ -1085,6 +1085,9 @@ impl DockerSandbox {
         let helper_ok = !self.helper_failed.load(std::sync::atomic::Ordering::Relaxed);
         if let Some(mut tree) = previous {
             let (write, remove) = match tree.kept.as_ref().filter(|kept| !kept.synced) {
+                // A kept volume just made holds nothing: all of it goes, recorded as it is sent
+                // (no reading of the tree beforehand).
+                Some(kept) if kept.content.is_empty() => (manifest.keys().cloned().collect(), Vec::new()),
                 // A kept volume, first time in this run: compared by content.
                 Some(kept) => {
                     let (repo_owned, listed) = (repo.to_owned(), manifest.clone());

@@ -1513,111 +1513,156 @@ fn set_mtime(path: &Path, seconds: u64) {
         .expect("set mtime");
 }
 
+/// A first run of the repository at `root` on this engine, with `sandbox.keep-tree`: a tree
+/// volume of its own, gone with it, and the kept tree's state volume left for the next run.
+async fn a_first_run_keeps_no_tree(artifacts: PathBuf, root: PathBuf, look: Job) {
+    let (artifacts, root, look) = (artifacts.as_path(), root.as_path(), &look);
+    let zeroth = kept_sandbox(artifacts, "kept-zeroth").await;
+    let seen = text(&zeroth.run(root, look).await.expect("runs").stdout);
+    assert!(seen.contains("./gone.txt\n./same.txt\n"), "{seen}");
+    zeroth.settle().await;
+    assert_eq!(
+        run_volumes_of_step(zeroth.run_id(), "repo").len(),
+        1,
+        "a tree volume of its own"
+    );
+    zeroth.cleanup_all().await.expect("cleanup");
+    assert!(kept_trees(root).is_empty(), "nothing kept by a first run");
+    assert!(volumes_with(&format!("bork-ci.run={}", zeroth.run_id())).is_empty());
+    let canonical = std::fs::canonicalize(root).expect("canonical");
+    let states = volumes_with("bork-ci.step=kept-state");
+    let state_of_repo = volumes_with(&format!("bork-ci.repo={}", canonical.display()))
+        .into_iter()
+        .filter(|name| states.contains(name))
+        .count();
+    assert_eq!(state_of_repo, 1, "the state volume stays");
+}
+
 #[tokio::test]
 async fn a_kept_tree_gives_the_next_run_its_own_tree_sending_only_what_differs() {
     // A repository's tree volume outlives its run: the next run of the same repository (a new
     // checkout: every file has a new time) sends only what differs by content. One run holds it
     // at a time; a run killed while holding it, or a state that is not one, makes the next
     // run start a new volume. Every job sees exactly its own tree.
-    let artifacts = tempfile::tempdir().expect("tempdir");
-    let repo = repo();
-    let root = repo.path();
-    drop_cache(root);
-    let write = |path: &str, text: &str| {
-        let full = root.join(path);
-        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
-        std::fs::write(&full, text).expect("write");
-    };
-    write("same.txt", "same\n");
-    write("changes.txt", "before\n");
-    write("gone.txt", "gone\n");
-    write("dir/inner.txt", "inner\n");
-    // More files than a small tree, which is not kept (its first fill is one upload).
-    for index in 0..600 {
-        write(&format!("many/{index}.txt"), "m");
-    }
-    for path in [
-        "same.txt",
-        "changes.txt",
-        "gone.txt",
-        "dir/inner.txt",
-        "README.md",
-    ] {
-        set_mtime(&root.join(path), 1_000_000_000);
-    }
-    let look = sh(
-        JobKind::Checker,
-        "find . -path ./.git -prune -o -path ./many -prune -o -type f -print | sort; echo ---; \
-         cat same.txt changes.txt dir new.txt 2>&1; stat -c '%n %Y' same.txt changes.txt",
-    );
-    let first = kept_sandbox(artifacts.path(), "kept-first").await;
-    let seen = text(&first.run(root, &look).await.expect("runs").stdout);
-    assert!(seen.contains("./gone.txt\n./same.txt\n"), "{seen}");
-    first.cleanup_all().await.expect("cleanup");
-    let kept = kept_trees(root);
-    assert_eq!(kept.len(), 1, "{kept:?}");
-    assert!(volumes_with(&format!("bork-ci.run={}", first.run_id())).is_empty());
-    // A new checkout: the same file with a new time, a change, a removal, an addition, a folder
-    // turned file.
-    write("changes.txt", "after\n");
-    std::fs::remove_file(root.join("gone.txt")).expect("rm");
-    std::fs::remove_dir_all(root.join("dir")).expect("rm");
-    write("dir", "now a file\n");
-    write("new.txt", "new\n");
-    for path in ["same.txt", "changes.txt", "dir", "new.txt", "README.md"] {
-        set_mtime(&root.join(path), 2_000_000_000);
-    }
-    let second = kept_sandbox(artifacts.path(), "kept-second").await;
-    let seen = text(&second.run(root, &look).await.expect("runs").stdout);
-    assert_eq!(
-        seen,
-        "./README.md\n./changes.txt\n./dir\n./new.txt\n./same.txt\n---\n\
-         same\nafter\nnow a file\nnew\nsame.txt 1000000000\nchanges.txt 2000000000\n",
-        "the new tree; the unchanged file not sent again (its time is the first run's)"
-    );
-    assert_eq!(kept_trees(root), kept, "the same volume");
-    // While the second run holds it, a third run of the repository uses a volume of its own.
-    write("changes.txt", "third\n");
-    let third = kept_sandbox(artifacts.path(), "kept-third").await;
-    let seen = text(&third.run(root, &look).await.expect("runs").stdout);
-    assert!(seen.contains("same\nthird\nnow a file\nnew\n"), "{seen}");
-    third.settle().await;
-    assert_eq!(
-        run_volumes_of_step(third.run_id(), "repo").len(),
-        1,
-        "its own tree volume"
-    );
-    third.cleanup_all().await.expect("cleanup");
-    second.cleanup_all().await.expect("cleanup");
-    // A run that dies holding the tree (its containers go as the reaper removes them; it writes
-    // no state): the next run does not trust that volume.
-    let killed = kept_sandbox(artifacts.path(), "kept-killed").await;
-    write("changes.txt", "killed\n");
-    let seen = text(&killed.run(root, &look).await.expect("runs").stdout);
-    assert!(seen.contains("killed\n"), "{seen}");
-    killed.settle().await;
-    let leftovers = containers_with(&format!("bork-ci.run={}", killed.run_id()));
-    assert!(!leftovers.is_empty());
-    let removed = Command::new("docker")
-        .args(["rm", "-f"])
-        .args(&leftovers)
-        .output()
-        .expect("docker rm");
-    assert!(removed.status.success(), "{}", text(&removed.stderr));
-    write("changes.txt", "after the kill\n");
-    let next = kept_sandbox(artifacts.path(), "kept-next").await;
-    let seen = text(&next.run(root, &look).await.expect("runs").stdout);
-    assert!(seen.contains("same\nafter the kill\nnow a file\nnew\n"), "{seen}");
-    assert!(
-        seen.contains("same.txt 2000000000"),
-        "a new volume, filled whole: {seen}"
-    );
-    next.cleanup_all().await.expect("cleanup");
-    let renewed = kept_trees(root);
-    assert_eq!(renewed.len(), 1, "the older volume is removed: {renewed:?}");
-    assert_ne!(renewed, kept, "a new volume");
-    drop_cache(root);
-    drop_cache(root);
+    kept_tree_across_runs().await;
+}
+
+/// The body of [`a_kept_tree_gives_the_next_run_its_own_tree_sending_only_what_differs`], boxed
+/// by a plain function: a debug build's test future, held on the test thread's stack, would
+/// hold every run it awaits and overflow it.
+fn kept_tree_across_runs() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+    Box::pin(async {
+        let artifacts = tempfile::tempdir().expect("tempdir");
+        let repo = repo();
+        let root = repo.path();
+        drop_cache(root);
+        let write = |path: &str, text: &str| {
+            let full = root.join(path);
+            std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&full, text).expect("write");
+        };
+        write("same.txt", "same\n");
+        write("changes.txt", "before\n");
+        write("gone.txt", "gone\n");
+        write("dir/inner.txt", "inner\n");
+        // More files than a small tree, which is not kept (its first fill is one upload).
+        for index in 0..600 {
+            write(&format!("many/{index}.txt"), "m");
+        }
+        for path in [
+            "same.txt",
+            "changes.txt",
+            "gone.txt",
+            "dir/inner.txt",
+            "README.md",
+        ] {
+            set_mtime(&root.join(path), 1_000_000_000);
+        }
+        let look = sh(
+            JobKind::Checker,
+            "find . -path ./.git -prune -o -path ./many -prune -o -type f -print | sort; echo ---; \
+             cat same.txt changes.txt dir new.txt 2>&1; stat -c '%n %Y' same.txt changes.txt",
+        );
+        // The first run of the repository on this engine keeps nothing (an engine may live for one
+        // job); the state volume it leaves tells the next run that the engine outlives its runs.
+        // On a task of its own: polled inside this test's future, the run overflows a debug build's
+        // stack.
+        tokio::spawn(a_first_run_keeps_no_tree(
+            artifacts.path().to_owned(),
+            root.to_owned(),
+            look.clone(),
+        ))
+        .await
+        .expect("the first run");
+        let first = kept_sandbox(artifacts.path(), "kept-first").await;
+        let seen = text(&first.run(root, &look).await.expect("runs").stdout);
+        assert!(seen.contains("./gone.txt\n./same.txt\n"), "{seen}");
+        first.cleanup_all().await.expect("cleanup");
+        let kept = kept_trees(root);
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert!(volumes_with(&format!("bork-ci.run={}", first.run_id())).is_empty());
+        // A new checkout: the same file with a new time, a change, a removal, an addition, a folder
+        // turned file.
+        write("changes.txt", "after\n");
+        std::fs::remove_file(root.join("gone.txt")).expect("rm");
+        std::fs::remove_dir_all(root.join("dir")).expect("rm");
+        write("dir", "now a file\n");
+        write("new.txt", "new\n");
+        for path in ["same.txt", "changes.txt", "dir", "new.txt", "README.md"] {
+            set_mtime(&root.join(path), 2_000_000_000);
+        }
+        let second = kept_sandbox(artifacts.path(), "kept-second").await;
+        let seen = text(&second.run(root, &look).await.expect("runs").stdout);
+        assert_eq!(
+            seen,
+            "./README.md\n./changes.txt\n./dir\n./new.txt\n./same.txt\n---\n\
+             same\nafter\nnow a file\nnew\nsame.txt 1000000000\nchanges.txt 2000000000\n",
+            "the new tree; the unchanged file not sent again (its time is the first run's)"
+        );
+        assert_eq!(kept_trees(root), kept, "the same volume");
+        // While the second run holds it, a third run of the repository uses a volume of its own.
+        write("changes.txt", "third\n");
+        let third = kept_sandbox(artifacts.path(), "kept-third").await;
+        let seen = text(&third.run(root, &look).await.expect("runs").stdout);
+        assert!(seen.contains("same\nthird\nnow a file\nnew\n"), "{seen}");
+        third.settle().await;
+        assert_eq!(
+            run_volumes_of_step(third.run_id(), "repo").len(),
+            1,
+            "its own tree volume"
+        );
+        third.cleanup_all().await.expect("cleanup");
+        second.cleanup_all().await.expect("cleanup");
+        // A run that dies holding the tree (its containers go as the reaper removes them; it writes
+        // no state): the next run does not trust that volume.
+        let killed = kept_sandbox(artifacts.path(), "kept-killed").await;
+        write("changes.txt", "killed\n");
+        let seen = text(&killed.run(root, &look).await.expect("runs").stdout);
+        assert!(seen.contains("killed\n"), "{seen}");
+        killed.settle().await;
+        let leftovers = containers_with(&format!("bork-ci.run={}", killed.run_id()));
+        assert!(!leftovers.is_empty());
+        let removed = Command::new("docker")
+            .args(["rm", "-f"])
+            .args(&leftovers)
+            .output()
+            .expect("docker rm");
+        assert!(removed.status.success(), "{}", text(&removed.stderr));
+        write("changes.txt", "after the kill\n");
+        let next = kept_sandbox(artifacts.path(), "kept-next").await;
+        let seen = text(&next.run(root, &look).await.expect("runs").stdout);
+        assert!(seen.contains("same\nafter the kill\nnow a file\nnew\n"), "{seen}");
+        assert!(
+            seen.contains("same.txt 2000000000"),
+            "a new volume, filled whole: {seen}"
+        );
+        next.cleanup_all().await.expect("cleanup");
+        let renewed = kept_trees(root);
+        assert_eq!(renewed.len(), 1, "the older volume is removed: {renewed:?}");
+        assert_ne!(renewed, kept, "a new volume");
+        drop_cache(root);
+        drop_cache(root);
+    })
 }
 
 #[tokio::test]

@@ -806,7 +806,9 @@ impl DockerSandbox {
             None => {}
         }
         let kept = if self.settings.keep_tree && self.worth_keeping(repo).await {
-            self.claim_kept(repo, image).await
+            // Boxed: its many engine calls would otherwise make every job's preparation future
+            // (and a debug build's stack) that much larger.
+            Box::pin(self.claim_kept(repo, image)).await
         } else {
             None
         };
@@ -857,9 +859,24 @@ impl DockerSandbox {
             volume_labels.insert(labels::STEP.to_owned(), step.to_owned());
             volume_labels
         };
-        if let Err(error) = self.create_volume(&state_volume, labelled("kept-state")).await {
-            tracing::debug!("no kept tree: {error}");
-            return None;
+        // The first run of the repository on this engine keeps nothing: an engine that lives for
+        // one job (docker-in-docker) would pay for the claim and never use what it kept. The
+        // state volume it leaves (empty) tells the next run that the engine outlives its runs.
+        let fresh_id = uuid::Uuid::new_v4().simple().to_string();
+        let mut state_labels = labelled("kept-state");
+        state_labels.insert(labels::VOLUME_ID.to_owned(), fresh_id.clone());
+        match self.create_or_find_volume(&state_volume, state_labels).await {
+            Ok(id) if id == fresh_id => {
+                tracing::debug!(
+                    "the first run of this repository on this engine: its tree is not kept (the next run's is)"
+                );
+                return None;
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!("no kept tree: {error}");
+                return None;
+            }
         }
         let body = self.idle_body(
             image,

@@ -237,20 +237,44 @@ fn sha256_hex(bytes: &[u8]) -> String {
 /// `manifest`'s paths by content, read from `repo` as [`write_tree`] would send them (git
 /// configs through `strip`).
 pub fn content_manifest(repo: &Path, manifest: &Manifest, strip: &dyn Fn(&str) -> String) -> ContentManifest {
+    content_manifest_reusing(repo, manifest, strip, None)
+}
+
+/// A tree's [`content_manifest`] beside the [`manifest`] it was read with: what a later reading
+/// of the same tree may take for a path whose stamp has not changed since.
+#[derive(Debug, Clone, Default)]
+pub struct Hashed {
+    pub manifest: Manifest,
+    pub content: ContentManifest,
+}
+
+/// [`content_manifest`], taking from `earlier` the content of each path whose stamp there is
+/// the one in `manifest` (the same size, time, inode and mode: what tells a later iteration's
+/// changes, [`changes`]) and reading the others.
+pub fn content_manifest_reusing(
+    repo: &Path,
+    manifest: &Manifest,
+    strip: &dyn Fn(&str) -> String,
+    earlier: Option<&Hashed>,
+) -> ContentManifest {
     manifest
         .iter()
         .map(|(relative, stamp)| {
-            let content = match stamp {
-                Stamp::Dir => Content::Dir,
-                Stamp::Symlink { target } => symlink_content(target),
-                Stamp::File { mode, .. } => match read_file(&repo.join(relative), MAX_TREE_FILE) {
+            let known = earlier
+                .filter(|earlier| earlier.manifest.get(relative) == Some(stamp))
+                .and_then(|earlier| earlier.content.get(relative));
+            let content = match (known, stamp) {
+                (Some(content), _) => content.clone(),
+                (None, Stamp::Dir) => Content::Dir,
+                (None, Stamp::Symlink { target }) => symlink_content(target),
+                (None, Stamp::File { mode, .. }) => match read_file(&repo.join(relative), MAX_TREE_FILE) {
                     Ok(Some((bytes, _))) => Content::File {
                         mode: *mode,
                         sha256: sha256_hex(&bytes),
                     },
                     _ => Content::Unknown,
                 },
-                Stamp::Config { .. } => match read_file(&repo.join(relative), 16 << 20) {
+                (None, Stamp::Config { .. }) => match read_file(&repo.join(relative), 16 << 20) {
                     Ok(Some((bytes, _))) => {
                         config_content(strip(&String::from_utf8_lossy(&bytes)).as_bytes())
                     }
@@ -262,7 +286,6 @@ pub fn content_manifest(repo: &Path, manifest: &Manifest, strip: &dyn Fn(&str) -
         .collect()
 }
 
-/// A git config as sent: stripped, mode 0644.
 fn config_content(stripped: &[u8]) -> Content {
     Content::File {
         mode: 0o644,
@@ -1024,6 +1047,50 @@ mod tests {
                 ["same.txt".to_owned()].as_slice()
             ),
             "unknown: removed, written again"
+        );
+    }
+
+    #[test]
+    fn an_earlier_hashing_is_taken_only_for_paths_whose_stamp_is_unchanged() {
+        use super::{Content, Hashed, content_manifest, content_manifest_reusing};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        for name in ["kept.txt", "edited.txt", "gone.txt"] {
+            std::fs::write(root.join(name), format!("{name}\n")).expect("write");
+        }
+        let paths = ["kept.txt", "edited.txt", "gone.txt"].map(str::to_owned);
+        let strip = |text: &str| text.to_owned();
+        let before = manifest(root, &paths);
+        let mut earlier = Hashed {
+            content: content_manifest(root, &before, &strip),
+            manifest: before,
+        };
+        // A record that is not what the file holds shows which entries were taken, not read.
+        let marked = Content::File {
+            mode: 0o644,
+            sha256: "taken from the earlier hashing".into(),
+        };
+        for name in ["kept.txt", "edited.txt"] {
+            earlier.content.insert(name.into(), marked.clone());
+        }
+        std::fs::write(root.join("edited.txt"), "a longer text than before\n").expect("write");
+        std::fs::remove_file(root.join("gone.txt")).expect("rm");
+        std::fs::write(root.join("new.txt"), "new\n").expect("write");
+        let now = manifest(root, &["kept.txt", "edited.txt", "new.txt"].map(str::to_owned));
+        let here = content_manifest_reusing(root, &now, &strip, Some(&earlier));
+        assert_eq!(here["kept.txt"], marked, "an unchanged stamp: taken");
+        assert_eq!(
+            here["edited.txt"],
+            content_manifest(root, &now, &strip)["edited.txt"],
+            "a changed file: read again"
+        );
+        assert_ne!(here["edited.txt"], marked);
+        assert_eq!(here["new.txt"], content_manifest(root, &now, &strip)["new.txt"]);
+        assert!(!here.contains_key("gone.txt"), "only the paths asked about");
+        assert_eq!(
+            content_manifest_reusing(root, &now, &strip, None),
+            content_manifest(root, &now, &strip),
+            "without an earlier hashing: every path read"
         );
     }
 

@@ -1057,8 +1057,9 @@ impl DockerSandbox {
     /// Removes every container and volume of this run (for a SIGINT/SIGTERM handler). Returns
     /// how many were removed.
     pub async fn cleanup_all(&self) -> Result<usize, SandboxError> {
-        self.settle().await;
-        self.release_kept_tree().await;
+        // The kept tree's state is written while the last judge's artifacts come back (neither
+        // touches what the other does).
+        tokio::join!(self.settle(), self.release_kept_tree());
         let filter = format!("{}={}", labels::RUN, self.run_id);
         let mut removed = 0;
         for summary in self.list_labelled(&filter).await? {

@@ -113,6 +113,15 @@ pub fn volume(name: &str, target: &str, read_only: bool) -> Mount {
     }
 }
 
+/// `repo`'s tree as a tree volume gets it ([`tree_paths`], [`archive::manifest`]), hashed
+/// ([`archive::content_manifest`]); `None` when git cannot list it.
+fn hash_tree(repo: &Path) -> Option<archive::Hashed> {
+    let paths = tree_paths(repo).ok()?;
+    let manifest = archive::manifest(repo, &paths);
+    let content = archive::content_manifest(repo, &manifest, &super::strip_git_credentials);
+    Some(archive::Hashed { manifest, content })
+}
+
 /// The paths git selects in `repo`: tracked, and untracked but not ignored (what a run packs).
 /// Not a git work tree: every file below `repo`, `.git` aside.
 pub fn tree_paths(repo: &Path) -> std::io::Result<Vec<String>> {
@@ -234,6 +243,9 @@ struct Kept {
     lock: String,
     /// What the tree volume holds.
     content: archive::ContentManifest,
+    /// The run's tree hashed while the claim talked to the engine (see [`hash_tree`]): the first
+    /// update takes each path's content from it unless the path changed since.
+    hashed: Option<archive::Hashed>,
     /// Whether this run has brought the volume up to date with its tree yet.
     synced: bool,
 }
@@ -807,8 +819,13 @@ impl DockerSandbox {
         }
         let kept = if self.settings.keep_tree && self.worth_keeping(repo).await {
             // Boxed: its many engine calls would otherwise make every job's preparation future
-            // (and a debug build's stack) that much larger.
-            Box::pin(self.claim_kept(repo, image)).await
+            // (and a debug build's stack) that much larger. The runner image, which unpacks the
+            // tree, is made ready meanwhile (its failure is told by the update that needs it).
+            let (kept, _) = tokio::join!(
+                Box::pin(self.claim_kept(repo, image)),
+                Box::pin(self.ready_image(super::JobKind::EditStep))
+            );
+            kept
         } else {
             None
         };
@@ -878,6 +895,12 @@ impl DockerSandbox {
                 return None;
             }
         }
+        // The tree is hashed while the claim talks to the engine: a kept volume is compared
+        // with it by content.
+        let hashing = {
+            let repo = repo.to_owned();
+            tokio::task::spawn_blocking(move || hash_tree(&repo))
+        };
         let body = self.idle_body(
             image,
             vec![volume(&state_volume, KEPT_STATE_MOUNT, false)],
@@ -898,19 +921,70 @@ impl DockerSandbox {
             .ok()
             // At most what `read_back` reads (64 MiB): a larger state is no state.
             .and_then(|(bytes, _)| parse_kept_state(&bytes, &key));
-        // Blank before anything changes the volume: a run that dies holding it leaves no state.
-        let blanked = match archive::skeleton_with_file(0o755, &[], Some((KEPT_STATE_FILE, b""))) {
-            Ok(blank) => self.upload(&lock.id, KEPT_STATE_MOUNT, blank).await,
-            Err(source) => Err(SandboxError::Prepare {
-                what: "the kept tree's state".into(),
-                source,
-            }),
+        // Blanked before anything changes the volume (a run that dies holding it leaves no
+        // state), while the volume is claimed beside it.
+        let blanking = async {
+            match archive::skeleton_with_file(0o755, &[], Some((KEPT_STATE_FILE, b""))) {
+                Ok(blank) => self.upload(&lock.id, KEPT_STATE_MOUNT, blank).await,
+                Err(source) => Err(SandboxError::Prepare {
+                    what: "the kept tree's state".into(),
+                    source,
+                }),
+            }
         };
-        if let Err(error) = blanked {
-            tracing::debug!("no kept tree: {error}");
+        let (blanked, claimed) = tokio::join!(blanking, self.claim_kept_volume(repo, &key, stored, image));
+        let claimed = match (blanked, claimed) {
+            (Ok(()), claimed) => claimed,
+            (Err(error), claimed) => {
+                tracing::debug!("no kept tree: {error}");
+                if let Some((_, _, holder, _)) = claimed {
+                    super::remove_container(&self.docker, &holder).await;
+                }
+                None
+            }
+        };
+        let Some((name, id, holder, content)) = claimed else {
             lock.remove().await;
             return None;
+        };
+        let hashed = if content.is_empty() {
+            None
+        } else {
+            hashing.await.ok().flatten()
+        };
+        if content.is_empty() {
+            // A new volume: the repository's older ones (a run died holding one) are of no use.
+            self.remove_kept_trees_but(repo, &name).await;
         }
+        tracing::debug!(
+            "claimed the kept tree volume {name} ({} paths known)",
+            content.len()
+        );
+        Some(TreeVolume {
+            name,
+            repo: repo.to_owned(),
+            manifest: archive::Manifest::new(),
+            id,
+            holder: Some(holder),
+            kept: Some(Kept {
+                lock: lock.keep(),
+                content,
+                hashed,
+                synced: false,
+            }),
+        })
+    }
+
+    /// The tree volume a kept state describes (`stored`), when it is still that volume, else a
+    /// new one of the repository `key`; mounted by a holder container made now (so no `gc`
+    /// removes it under this run). Returns its name, id, holder and what it holds.
+    async fn claim_kept_volume(
+        &self,
+        repo: &Path,
+        key: &str,
+        stored: Option<KeptState>,
+        image: &str,
+    ) -> Option<(String, String, String, archive::ContentManifest)> {
         let (name, mut content) = match stored {
             Some(state) => (state.volume, Some((state.id, state.content))),
             None => (
@@ -929,7 +1003,9 @@ impl DockerSandbox {
                 &uuid::Uuid::new_v4().simple().to_string()[..16]
             ),
         ] {
-            let made = match self.create_or_find_volume(&name, labelled("kept-tree")).await {
+            let mut volume_labels = self.cache_volume_labels(repo);
+            volume_labels.insert(labels::STEP.to_owned(), "kept-tree".to_owned());
+            let made = match self.create_or_find_volume(&name, volume_labels).await {
                 Ok(id) => id,
                 Err(error) => {
                     tracing::debug!("no kept tree: {error}");
@@ -977,30 +1053,7 @@ impl DockerSandbox {
                 }
             }
         }
-        let Some((name, id, holder, content)) = claimed else {
-            lock.remove().await;
-            return None;
-        };
-        if content.is_empty() {
-            // A new volume: the repository's older ones (a run died holding one) are of no use.
-            self.remove_kept_trees_but(repo, &name).await;
-        }
-        tracing::debug!(
-            "claimed the kept tree volume {name} ({} paths known)",
-            content.len()
-        );
-        Some(TreeVolume {
-            name,
-            repo: repo.to_owned(),
-            manifest: archive::Manifest::new(),
-            id,
-            holder: Some(holder),
-            kept: Some(Kept {
-                lock: lock.keep(),
-                content,
-                synced: false,
-            }),
-        })
+        claimed
     }
 
     /// Removes the kept tree volumes of `repo` other than `keep` (one still in use stays).
@@ -1101,15 +1154,22 @@ impl DockerSandbox {
         };
         let helper_ok = !self.helper_failed.load(std::sync::atomic::Ordering::Relaxed);
         if let Some(mut tree) = previous {
-            let (write, remove) = match tree.kept.as_ref().filter(|kept| !kept.synced) {
+            let (write, remove) = match tree.kept.as_mut().filter(|kept| !kept.synced) {
                 // A kept volume just made holds nothing: all of it goes, recorded as it is sent
                 // (no reading of the tree beforehand).
                 Some(kept) if kept.content.is_empty() => (manifest.keys().cloned().collect(), Vec::new()),
-                // A kept volume, first time in this run: compared by content.
+                // A kept volume, first time in this run: compared by content, each path's taken
+                // from the hashing done during the claim unless the path changed since.
                 Some(kept) => {
-                    let (repo_owned, listed) = (repo.to_owned(), manifest.clone());
+                    let (repo_owned, listed, hashed) =
+                        (repo.to_owned(), manifest.clone(), kept.hashed.take());
                     let here = tokio::task::spawn_blocking(move || {
-                        archive::content_manifest(&repo_owned, &listed, &super::strip_git_credentials)
+                        archive::content_manifest_reusing(
+                            &repo_owned,
+                            &listed,
+                            &super::strip_git_credentials,
+                            hashed.as_ref(),
+                        )
                     })
                     .await
                     .map_err(|e| SandboxError::Backend(e.to_string()))?;

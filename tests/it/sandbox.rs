@@ -1433,6 +1433,34 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
         fourth, "kept again\nnew\ntool ran\n755 0\n755 0\n644 0\n",
         "the writes as the tree has them"
     );
+    // A removal below the top (an old file beside a kept one, a folder in a folder): its folder
+    // is replaced whole through the holder, no helper container started.
+    std::fs::write(repo.path().join("sub/old.txt"), "old\n").expect("write");
+    std::fs::create_dir_all(repo.path().join("sub/deep")).expect("mkdir");
+    std::fs::write(repo.path().join("sub/deep/deeper.txt"), "deeper\n").expect("write");
+    let listing = sh(
+        JobKind::Checker,
+        "find sub | sort; cat sub/old.txt 2>&1; stat -c '%a %u' sub sub/tool.sh",
+    );
+    let fifth = text(&sandbox.run(repo.path(), &listing).await.expect("runs").stdout);
+    assert!(
+        fifth.starts_with("sub\nsub/deep\nsub/deep/deeper.txt\nsub/old.txt\n"),
+        "{fifth}"
+    );
+    std::fs::remove_file(repo.path().join("sub/old.txt")).expect("rm");
+    std::fs::remove_dir_all(repo.path().join("sub/deep")).expect("rm");
+    let helpers = sandbox.tree_helper_runs();
+    let sixth = text(&sandbox.run(repo.path(), &listing).await.expect("runs").stdout);
+    assert_eq!(
+        sixth, "sub\nsub/tool.sh\ncat: can't open 'sub/old.txt': No such file or directory\n755 0\n755 0\n",
+        "the removed file and folder gone, the folder made again as it was"
+    );
+    assert_eq!(
+        sandbox.tree_helper_runs(),
+        helpers,
+        "no helper container for a removal below the top"
+    );
+    sandbox.settle().await;
     let holders = Command::new("docker")
         .args(["ps", "-aq", "--filter"])
         .arg(format!("label=bork-ci.run={}", sandbox.run_id()))
@@ -1471,9 +1499,9 @@ async fn copy_sends_only_changes_and_each_job_sees_the_tree_as_it_is() {
         JobKind::Checker,
         "cat kept.txt new.txt README.md; ./sub/tool.sh; stat -c '%a' /cache/xdg /cache/cargo-target",
     );
-    let fifth = text(&sandbox.run(repo.path(), &again).await.expect("runs").stdout);
+    let seventh = text(&sandbox.run(repo.path(), &again).await.expect("runs").stdout);
     assert_eq!(
-        fifth, "kept again\nnewer\nchanged\ntool ran\n1777\n1777\n",
+        seventh, "kept again\nnewer\nchanged\ntool ran\n1777\n1777\n",
         "the whole tree in a volume filled again, the build cache's skeleton in its new volume"
     );
     assert_eq!(

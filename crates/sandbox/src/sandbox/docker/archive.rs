@@ -210,6 +210,53 @@ pub fn changes(old: &Manifest, new: &Manifest) -> (Vec<String>, Vec<String>) {
     })
 }
 
+/// How an update that removes `remove` and writes `write` (paths of `manifest`) can go in as
+/// one archive through the engine's archive API, which writes but does not remove: each
+/// removed path's folder is replaced whole. The archive first puts an empty file where the
+/// folder is (an engine removes whatever is at a path the archive puts something else at,
+/// folders with all they hold), then makes the folder again with all `manifest` has in it.
+/// Returns those folders (none inside another) and every path to write, in `manifest`'s order;
+/// `None` when a removed path is at the tree's top (the top is the volume's mount) or its
+/// folder is not one in `manifest`, or when there would be more than `limit` paths to write.
+pub fn replacing_folders(
+    manifest: &Manifest,
+    write: &[String],
+    remove: &[String],
+    limit: usize,
+) -> Option<(Vec<String>, Vec<String>)> {
+    let mut folders = std::collections::BTreeSet::new();
+    for gone in remove {
+        let (folder, _) = gone.rsplit_once('/')?;
+        if manifest.get(folder) != Some(&Stamp::Dir) {
+            return None;
+        }
+        folders.insert(folder);
+    }
+    let within = |path: &str, folder: &str| {
+        path == folder || (path.starts_with(folder) && path.as_bytes().get(folder.len()) == Some(&b'/'))
+    };
+    let outermost: Vec<String> = folders
+        .iter()
+        .filter(|folder| {
+            !folders
+                .iter()
+                .any(|other| other != *folder && within(folder, other))
+        })
+        .map(|folder| (*folder).to_owned())
+        .collect();
+    let written: std::collections::BTreeSet<&str> = write.iter().map(String::as_str).collect();
+    let mut paths = Vec::new();
+    for path in manifest.keys() {
+        if written.contains(path.as_str()) || outermost.iter().any(|folder| within(path, folder)) {
+            if paths.len() == limit {
+                return None;
+            }
+            paths.push(path.clone());
+        }
+    }
+    Some((outermost, paths))
+}
+
 /// What a path of a tree volume holds, told by content: how a tree kept across runs
 /// ([`content_manifest`]) is compared with a new checkout, whose files all have new times.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -365,11 +412,12 @@ fn changes_by<T>(
 /// Writes into `out` a tar of the `paths` of `manifest` (all when `None`) read from `repo`,
 /// owned by root, files with git's modes, git configs through `strip`. The archive's root
 /// entry is `./` with mode 0755. A path that changed into something else since the manifest
-/// was taken is written as it is now, or left out when it is gone. `first`, when given, is
-/// written before everything else as a regular file (the list [`unpack_tree`] reads).
+/// was taken is written as it is now, or left out when it is gone. `first` is written before
+/// everything else, each entry a regular file (the list [`unpack_tree`] reads; the files that
+/// make an engine replace a folder, [`replacing_folders`]).
 pub fn write_tree<W: Write>(
     out: W,
-    first: Option<(&str, &[u8])>,
+    first: &[(&str, &[u8])],
     repo: &Path,
     manifest: &Manifest,
     paths: Option<&[String]>,
@@ -384,7 +432,7 @@ pub fn write_tree<W: Write>(
         }
     };
     builder.follow_symlinks(false);
-    if let Some((name, bytes)) = first {
+    for &(name, bytes) in first {
         let mut entry = header(tar::EntryType::Regular, 0o600, bytes.len() as u64, 0);
         builder.append_data(&mut entry, name, bytes)?;
     }
@@ -986,7 +1034,7 @@ mod tests {
         let mut sent = Vec::new();
         write_tree(
             Vec::new(),
-            None,
+            &[],
             root,
             &first,
             None,
@@ -1047,6 +1095,85 @@ mod tests {
                 ["same.txt".to_owned()].as_slice()
             ),
             "unknown: removed, written again"
+        );
+    }
+
+    #[test]
+    fn a_removal_below_the_top_replaces_its_folder_with_all_it_holds() {
+        use super::{Stamp, replacing_folders};
+        let file = || Stamp::File {
+            mode: 0o644,
+            size: 1,
+            mtime_ns: 1,
+            ino: 1,
+        };
+        let manifest: Manifest = [
+            ("README.md", file()),
+            (".git", Stamp::Dir),
+            (".git/objects", Stamp::Dir),
+            (".git/objects/pack", Stamp::Dir),
+            (".git/objects/pack/pack-new.idx", file()),
+            (".git/objects/pack/pack-new.pack", file()),
+            (".git/refs", Stamp::Dir),
+            (".git/refs/heads", Stamp::Dir),
+            (".git/refs/heads/main", file()),
+            ("src", Stamp::Dir),
+            ("src/a", Stamp::Dir),
+            ("src/a/one.rs", file()),
+            ("src/two.rs", file()),
+        ]
+        .into_iter()
+        .map(|(path, stamp)| (path.to_owned(), stamp))
+        .collect();
+        let owned = |paths: &[&str]| paths.iter().map(|path| (*path).to_owned()).collect::<Vec<_>>();
+        // A new checkout's pack: the old one's files go, their folder is sent whole.
+        let write = owned(&[
+            ".git/objects/pack/pack-new.idx",
+            ".git/objects/pack/pack-new.pack",
+            ".git/refs/heads/main",
+        ]);
+        let remove = owned(&[
+            ".git/objects/pack/pack-old.idx",
+            ".git/objects/pack/pack-old.pack",
+        ]);
+        assert_eq!(
+            replacing_folders(&manifest, &write, &remove, 512),
+            Some((
+                owned(&[".git/objects/pack"]),
+                owned(&[
+                    ".git/objects/pack",
+                    ".git/objects/pack/pack-new.idx",
+                    ".git/objects/pack/pack-new.pack",
+                    ".git/refs/heads/main"
+                ])
+            ))
+        );
+        // A folder inside another replaced one is not replaced again.
+        let remove = owned(&["src/a/gone.rs", "src/gone"]);
+        assert_eq!(
+            replacing_folders(&manifest, &[], &remove, 512),
+            Some((
+                owned(&["src"]),
+                owned(&["src", "src/a", "src/a/one.rs", "src/two.rs"])
+            ))
+        );
+        assert_eq!(
+            replacing_folders(&manifest, &[], &remove, 3),
+            None,
+            "past the limit"
+        );
+        // At the top (the volume's mount), or a folder the tree no longer has: not this way.
+        assert_eq!(
+            replacing_folders(&manifest, &[], &owned(&["gone.txt"]), 512),
+            None
+        );
+        assert_eq!(
+            replacing_folders(&manifest, &[], &owned(&["lib/gone.rs"]), 512),
+            None
+        );
+        assert_eq!(
+            replacing_folders(&manifest, &[], &owned(&["README.md/x"]), 512),
+            None
         );
     }
 
@@ -1177,7 +1304,7 @@ mod tests {
         let manifest = manifest(root, &paths);
         let tar = write_tree(
             Vec::new(),
-            None,
+            &[],
             root,
             &manifest,
             None,
@@ -1362,7 +1489,7 @@ mod tests {
         let list_name = remove_list_entry("tok");
         let tar = write_tree(
             Vec::new(),
-            Some((list_name.as_str(), b"gone.txt\0old\0../outside.txt\0".as_slice())),
+            &[(list_name.as_str(), b"gone.txt\0old\0../outside.txt\0".as_slice())],
             root,
             &manifest,
             None,

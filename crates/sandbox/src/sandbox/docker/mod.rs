@@ -279,6 +279,8 @@ pub struct DockerSandbox {
     tree_lock: Arc<tokio::sync::RwLock<()>>,
     /// The helper that unpacks the tree failed once: the engine extracts it from then on.
     helper_failed: std::sync::atomic::AtomicBool,
+    /// How many times a helper container unpacked into the tree volume.
+    helper_runs: std::sync::atomic::AtomicUsize,
     /// Over `copy`: the run-wide volumes whose skeleton is in, each as `(name, the time the
     /// engine created it)`; a volume removed and made again under the same name is another one.
     skeletons: Mutex<HashSet<(String, String)>>,
@@ -468,6 +470,7 @@ impl DockerSandbox {
             tree: tokio::sync::Mutex::new(None),
             tree_lock: Arc::new(tokio::sync::RwLock::new(())),
             helper_failed: std::sync::atomic::AtomicBool::new(false),
+            helper_runs: std::sync::atomic::AtomicUsize::new(0),
             skeletons: Mutex::new(HashSet::new()),
             spare: tokio::sync::Mutex::new(None),
             finishing: Mutex::new(Vec::new()),
@@ -643,6 +646,12 @@ impl DockerSandbox {
     /// it instead (slower, and the whole tree each time).
     pub fn tree_through_engine(&self) -> bool {
         self.helper_failed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Over `copy`: how many times a helper container was started to bring the tree volume up
+    /// to date (a fill, or an update the tree's holder could not take).
+    pub fn tree_helper_runs(&self) -> usize {
+        self.helper_runs.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The transport the edit step will use on `repo` (probing for `auto` with its image). The
@@ -1474,7 +1483,8 @@ impl DockerSandbox {
         };
         let syncing = async {
             let writing = Arc::clone(&self.tree_lock).write_owned().await;
-            let name = self.sync_tree(&pending.repo, &pending.image).await?;
+            // Boxed: its many engine calls would otherwise make every job's future that much larger.
+            let name = Box::pin(self.sync_tree(&pending.repo, &pending.image)).await?;
             // Held still from the update to the job's end, with no other update between.
             Ok::<_, SandboxError>((name, writing.downgrade()))
         };

@@ -290,7 +290,7 @@ impl DockerSandbox {
             }
             None => {
                 let writing = Arc::clone(&self.tree_lock).write_owned().await;
-                let name = self.sync_tree(repo, image).await?;
+                let name = Box::pin(self.sync_tree(repo, image)).await?;
                 // No update while this job runs: what it sees stays what was sent.
                 (name, None, Some(writing.downgrade()))
             }

@@ -298,7 +298,7 @@ fn tree_archive(
     repo: &Path,
     manifest: &archive::Manifest,
     paths: Option<&[String]>,
-    first: Option<(&str, &[u8])>,
+    first: &[(&str, &[u8])],
     record: Option<&mut Vec<(String, archive::Content)>>,
 ) -> std::io::Result<std::fs::File> {
     let file = tempfile::tempfile()?;
@@ -333,16 +333,22 @@ async fn tree_archive_off_thread(
     repo: &Path,
     manifest: &archive::Manifest,
     paths: Option<Vec<String>>,
+    replaced: &[String],
     record: bool,
 ) -> Result<(std::fs::File, Sent), SandboxError> {
-    let (repo, manifest) = (repo.to_owned(), manifest.clone());
+    let (repo, manifest, replaced) = (repo.to_owned(), manifest.clone(), replaced.to_vec());
     tokio::task::spawn_blocking(move || {
         let mut sent = Vec::new();
+        // An empty file where each replaced folder is: the engine removes the folder for it.
+        let first: Vec<(&str, &[u8])> = replaced
+            .iter()
+            .map(|folder| (folder.as_str(), &b""[..]))
+            .collect();
         let file = tree_archive(
             &repo,
             &manifest,
             paths.as_deref(),
-            None,
+            &first,
             record.then_some(&mut sent),
         )?;
         Ok((file, sent))
@@ -1154,7 +1160,7 @@ impl DockerSandbox {
         };
         let helper_ok = !self.helper_failed.load(std::sync::atomic::Ordering::Relaxed);
         if let Some(mut tree) = previous {
-            let (write, remove) = match tree.kept.as_mut().filter(|kept| !kept.synced) {
+            let (mut write, mut remove) = match tree.kept.as_mut().filter(|kept| !kept.synced) {
                 // A kept volume just made holds nothing: all of it goes, recorded as it is sent
                 // (no reading of the tree beforehand).
                 Some(kept) if kept.content.is_empty() => (manifest.keys().cloned().collect(), Vec::new()),
@@ -1184,9 +1190,16 @@ impl DockerSandbox {
                 *state = Some(tree);
                 return Ok(name);
             }
-            if remove.is_empty() && write.len() <= HOLDER_MAX_FILES {
+            // Through the holder (no container starts) when few paths change; removals by
+            // replacing their folders whole (`archive::replacing_folders`).
+            let through_holder = if remove.is_empty() {
+                (write.len() <= HOLDER_MAX_FILES).then(|| (Vec::new(), write.clone()))
+            } else {
+                archive::replacing_folders(&manifest, &write, &remove, HOLDER_MAX_FILES)
+            };
+            if let Some((replaced, writes)) = through_holder {
                 match self
-                    .update_through_holder(&mut tree, repo, &manifest, &write, image, record)
+                    .update_through_holder(&mut tree, repo, &manifest, &writes, &replaced, image, record)
                     .await
                 {
                     Ok(sent) => {
@@ -1199,6 +1212,18 @@ impl DockerSandbox {
                         tracing::debug!(
                             "updating the tree volume through its holder: {error}; the helper does it"
                         );
+                        if !replaced.is_empty() {
+                            // What the engine did before it failed is not known: the helper
+                            // removes the folders whole and writes all the holder was to write.
+                            remove.retain(|gone| {
+                                !replaced.iter().any(|folder| {
+                                    gone.starts_with(folder.as_str())
+                                        && gone.as_bytes().get(folder.len()) == Some(&b'/')
+                                })
+                            });
+                            remove.extend(replaced);
+                            write = writes;
+                        }
                     }
                 }
             }
@@ -1229,7 +1254,7 @@ impl DockerSandbox {
             let mut tree = empty;
             let all: Vec<String> = manifest.keys().cloned().collect();
             if let Err(error) = self
-                .update_through_holder(&mut tree, repo, &manifest, &all, image, false)
+                .update_through_holder(&mut tree, repo, &manifest, &all, &[], image, false)
                 .await
             {
                 self.drop_tree(&tree).await;
@@ -1302,15 +1327,16 @@ impl DockerSandbox {
             let (repo, manifest, write) = (repo.to_owned(), manifest.clone(), write.to_vec());
             let sent = std::sync::Arc::clone(&sent);
             tokio::task::spawn_blocking(move || {
-                let first = list
-                    .as_ref()
-                    .map(|(entry, bytes)| (entry.as_str(), bytes.as_slice()));
+                let first: Vec<(&str, &[u8])> = list
+                    .iter()
+                    .map(|(entry, bytes)| (entry.as_str(), bytes.as_slice()))
+                    .collect();
                 let mut noted = Vec::new();
                 let file = tree_archive(
                     &repo,
                     &manifest,
                     Some(&write),
-                    first,
+                    &first,
                     record.then_some(&mut noted),
                 )?;
                 if let Ok(mut sent) = sent.lock() {
@@ -1336,6 +1362,7 @@ impl DockerSandbox {
         repo: &Path,
         manifest: &archive::Manifest,
         write: &[String],
+        replaced: &[String],
         image: &str,
         record: bool,
     ) -> Result<Sent, SandboxError> {
@@ -1354,7 +1381,8 @@ impl DockerSandbox {
                 id
             }
         };
-        let (archive, sent) = tree_archive_off_thread(repo, manifest, Some(write.to_vec()), record).await?;
+        let (archive, sent) =
+            tree_archive_off_thread(repo, manifest, Some(write.to_vec()), replaced, record).await?;
         self.upload_file(&holder, super::REPO_MOUNT, archive).await?;
         Ok(sent)
     }
@@ -1378,7 +1406,7 @@ impl DockerSandbox {
         manifest: &archive::Manifest,
         image: &str,
     ) -> Result<(), SandboxError> {
-        let (archive, _) = tree_archive_off_thread(repo, manifest, None, false).await?;
+        let (archive, _) = tree_archive_off_thread(repo, manifest, None, &[], false).await?;
         let helper = self
             .create_idle(image, vec![volume(name, super::REPO_MOUNT, false)], "fill")
             .await?;
@@ -1397,6 +1425,8 @@ impl DockerSandbox {
         making: tokio::task::JoinHandle<std::io::Result<std::fs::File>>,
         token: &str,
     ) -> Result<(), SandboxError> {
+        self.helper_runs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut container_labels = self.labels(super::JobKind::Checker);
         container_labels.insert(labels::STEP.to_owned(), "fill".to_owned());
         let cmd = vec![

@@ -1526,6 +1526,17 @@ async fn kept_sandbox(artifacts: &Path, label: &str) -> DockerSandbox {
         .expect("the Docker engine answers")
 }
 
+/// Asserts that `sandbox`'s run, its jobs settled, has a tree volume of its own (not a kept one).
+async fn assert_own_tree(sandbox: &DockerSandbox) {
+    sandbox.settle().await;
+    assert_eq!(
+        run_volumes_of_step(sandbox.run_id(), "repo").len(),
+        1,
+        "{}: a tree volume of its own",
+        sandbox.run_id()
+    );
+}
+
 /// The tree volumes the `copy` transport keeps for `repo` across runs.
 fn kept_trees(repo: &Path) -> Vec<String> {
     let repo = std::fs::canonicalize(repo).unwrap_or_else(|_| repo.to_owned());
@@ -1548,12 +1559,7 @@ async fn a_first_run_keeps_no_tree(artifacts: PathBuf, root: PathBuf, look: Job)
     let zeroth = kept_sandbox(artifacts, "kept-zeroth").await;
     let seen = text(&zeroth.run(root, look).await.expect("runs").stdout);
     assert!(seen.contains("./gone.txt\n./same.txt\n"), "{seen}");
-    zeroth.settle().await;
-    assert_eq!(
-        run_volumes_of_step(zeroth.run_id(), "repo").len(),
-        1,
-        "a tree volume of its own"
-    );
+    assert_own_tree(&zeroth).await;
     zeroth.cleanup_all().await.expect("cleanup");
     assert!(kept_trees(root).is_empty(), "nothing kept by a first run");
     assert!(volumes_with(&format!("bork-ci.run={}", zeroth.run_id())).is_empty());
@@ -1653,12 +1659,7 @@ fn kept_tree_across_runs() -> std::pin::Pin<Box<dyn std::future::Future<Output =
         let third = kept_sandbox(artifacts.path(), "kept-third").await;
         let seen = text(&third.run(root, &look).await.expect("runs").stdout);
         assert!(seen.contains("same\nthird\nnow a file\nnew\n"), "{seen}");
-        third.settle().await;
-        assert_eq!(
-            run_volumes_of_step(third.run_id(), "repo").len(),
-            1,
-            "its own tree volume"
-        );
+        assert_own_tree(&third).await;
         third.cleanup_all().await.expect("cleanup");
         second.cleanup_all().await.expect("cleanup");
         // A run that dies holding the tree (its containers go as the reaper removes them; it writes
@@ -1715,8 +1716,7 @@ async fn a_tree_not_kept_goes_with_its_run() {
         .expect("connects");
     let seen = text(&unkept.run(root, &look).await.expect("runs").stdout);
     assert_eq!(seen, "same\n");
-    unkept.settle().await;
-    assert_eq!(run_volumes_of_step(unkept.run_id(), "repo").len(), 1);
+    assert_own_tree(&unkept).await;
     unkept.cleanup_all().await.expect("cleanup");
     assert!(kept_trees(root).is_empty());
     assert!(

@@ -1353,9 +1353,12 @@ impl DockerSandbox {
         Ok(sent)
     }
 
-    /// Sends the files of `write` (no removal, no change of kind) into the tree's volume through
-    /// its holder, a container of `image` created once and never started: one archive upload,
-    /// which the engine extracts. With `record`, returns what it sent.
+    /// Sends the paths of `write` into the tree's volume through its holder, a container of
+    /// `image` created once and never started: one archive upload, which the engine extracts,
+    /// each folder of `replaced` first removed whole by an empty file put where it is
+    /// ([`archive::replacing_folders`]; `write` then holds all that is in it). With `record`,
+    /// returns what it sent.
+    #[expect(clippy::too_many_arguments, reason = "one update's parts, each borrowed once")]
     async fn update_through_holder(
         &self,
         tree: &mut TreeVolume,

@@ -210,6 +210,11 @@ pub fn changes(old: &Manifest, new: &Manifest) -> (Vec<String>, Vec<String>) {
     })
 }
 
+/// Whether the tree path `path` is inside the folder `folder` (not the folder itself).
+pub fn below(path: &str, folder: &str) -> bool {
+    path.starts_with(folder) && path.as_bytes().get(folder.len()) == Some(&b'/')
+}
+
 /// How an update that removes `remove` and writes `write` (paths of `manifest`) can go in as
 /// one archive through the engine's archive API, which writes but does not remove: each
 /// removed path's folder is replaced whole. The archive first puts an empty file where the
@@ -232,9 +237,7 @@ pub fn replacing_folders(
         }
         folders.insert(folder);
     }
-    let within = |path: &str, folder: &str| {
-        path == folder || (path.starts_with(folder) && path.as_bytes().get(folder.len()) == Some(&b'/'))
-    };
+    let within = |path: &str, folder: &str| path == folder || below(path, folder);
     let outermost: Vec<String> = folders
         .iter()
         .filter(|folder| {
@@ -365,12 +368,7 @@ pub fn content_changes(old: &ContentManifest, new: &ContentManifest) -> (Vec<Str
 /// `old` after an update that removed `removed` (each with all below it) and wrote `written`.
 pub fn updated_content(old: &mut ContentManifest, removed: &[String], written: Vec<(String, Content)>) {
     if !removed.is_empty() {
-        old.retain(|path, _| {
-            !removed.iter().any(|gone| {
-                path == gone
-                    || (path.starts_with(gone.as_str()) && path.as_bytes().get(gone.len()) == Some(&b'/'))
-            })
-        });
+        old.retain(|path, _| !removed.iter().any(|gone| path == gone || below(path, gone)));
     }
     old.extend(written);
 }
@@ -399,9 +397,7 @@ fn changes_by<T>(
         }
     }
     for path in old.keys() {
-        let covered = remove.iter().any(|removed| {
-            path.starts_with(removed.as_str()) && path.as_bytes().get(removed.len()) == Some(&b'/')
-        });
+        let covered = remove.iter().any(|removed| below(path, removed));
         if !new.contains_key(path) && !covered {
             remove.push(path.clone());
         }

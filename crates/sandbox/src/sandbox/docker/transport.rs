@@ -1215,12 +1215,7 @@ impl DockerSandbox {
                         if !replaced.is_empty() {
                             // What the engine did before it failed is not known: the helper
                             // removes the folders whole and writes all the holder was to write.
-                            remove.retain(|gone| {
-                                !replaced.iter().any(|folder| {
-                                    gone.starts_with(folder.as_str())
-                                        && gone.as_bytes().get(folder.len()) == Some(&b'/')
-                                })
-                            });
+                            remove.retain(|gone| !replaced.iter().any(|folder| archive::below(gone, folder)));
                             remove.extend(replaced);
                             write = writes;
                         }

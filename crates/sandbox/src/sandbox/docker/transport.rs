@@ -877,16 +877,11 @@ impl DockerSandbox {
     async fn claim_kept(&self, repo: &Path, image: &str) -> Option<TreeVolume> {
         let key = digest16(&repo.display().to_string());
         let state_volume = format!("bork-ci-kept-{key}-state");
-        let labelled = |step: &str| {
-            let mut volume_labels = self.cache_volume_labels(repo);
-            volume_labels.insert(labels::STEP.to_owned(), step.to_owned());
-            volume_labels
-        };
         // The first run of the repository on this engine keeps nothing: an engine that lives for
         // one job (docker-in-docker) would pay for the claim and never use what it kept. The
         // state volume it leaves (empty) tells the next run that the engine outlives its runs.
         let fresh_id = uuid::Uuid::new_v4().simple().to_string();
-        let mut state_labels = labelled("kept-state");
+        let mut state_labels = self.kept_labels(repo, "kept-state");
         state_labels.insert(labels::VOLUME_ID.to_owned(), fresh_id.clone());
         match self.create_or_find_volume(&state_volume, state_labels).await {
             Ok(id) if id == fresh_id => {
@@ -954,14 +949,12 @@ impl DockerSandbox {
             return None;
         };
         let hashed = if content.is_empty() {
+            // A new volume: the repository's older ones (a run died holding one) are of no use.
+            self.remove_kept_trees_but(repo, &name).await;
             None
         } else {
             hashing.await.ok().flatten()
         };
-        if content.is_empty() {
-            // A new volume: the repository's older ones (a run died holding one) are of no use.
-            self.remove_kept_trees_but(repo, &name).await;
-        }
         tracing::debug!(
             "claimed the kept tree volume {name} ({} paths known)",
             content.len()
@@ -979,6 +972,13 @@ impl DockerSandbox {
                 synced: false,
             }),
         })
+    }
+
+    /// Labels of a kept tree's volumes of `repo`: a cache's, with the step `step`.
+    fn kept_labels(&self, repo: &Path, step: &str) -> HashMap<String, String> {
+        let mut volume_labels = self.cache_volume_labels(repo);
+        volume_labels.insert(labels::STEP.to_owned(), step.to_owned());
+        volume_labels
     }
 
     /// The tree volume a kept state describes (`stored`), when it is still that volume, else a
@@ -1009,9 +1009,10 @@ impl DockerSandbox {
                 &uuid::Uuid::new_v4().simple().to_string()[..16]
             ),
         ] {
-            let mut volume_labels = self.cache_volume_labels(repo);
-            volume_labels.insert(labels::STEP.to_owned(), "kept-tree".to_owned());
-            let made = match self.create_or_find_volume(&name, volume_labels).await {
+            let made = match self
+                .create_or_find_volume(&name, self.kept_labels(repo, "kept-tree"))
+                .await
+            {
                 Ok(id) => id,
                 Err(error) => {
                     tracing::debug!("no kept tree: {error}");

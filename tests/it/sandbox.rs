@@ -1098,6 +1098,75 @@ async fn copy_mounts_no_host_path_and_keeps_a_cache_per_repository() {
     assert!(volumes_with(&format!("bork-ci.repo={}", repo_path.display())).is_empty());
 }
 
+/// A mark that the judges' bork-ci volume was filled whole stays while that very volume (its
+/// name and id) is there, and goes with it: `gc_caches` never leaves a mark vouching for a
+/// volume made again under the same name.
+#[tokio::test]
+async fn a_tool_volumes_mark_goes_with_it_and_only_then() {
+    let artifacts = tempfile::tempdir().expect("tempdir");
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let tool = format!("bork-ci-tool-test{}", &tag[..12]);
+    let volume = |name: &str, extra: &[String]| {
+        let created = Command::new("docker")
+            .args([
+                "volume",
+                "create",
+                "--label",
+                "bork-ci=1",
+                "--label",
+                "bork-ci.cache=1",
+            ])
+            .args(extra.iter().flat_map(|label| ["--label", label.as_str()]))
+            .arg(name)
+            .output()
+            .expect("docker volume create");
+        assert!(created.status.success(), "{}", text(&created.stderr));
+    };
+    let there = |name: &str| {
+        Command::new("docker")
+            .args(["volume", "inspect", name])
+            .output()
+            .expect("docker volume inspect")
+            .status
+            .success()
+    };
+    // Made long ago: a `gc_caches` whose age limit only it passes leaves other tests' caches be.
+    volume(
+        &tool,
+        &[format!("bork-ci.volume-id={tag}"), "bork-ci.created=1".to_owned()],
+    );
+    let older_than = Duration::from_secs(1_000_000_000);
+    let marks = |id: &str, of: &str| {
+        let mark = format!("{of}-whole-{id}");
+        volume(
+            &mark,
+            &[format!("bork-ci.marks={of}"), format!("bork-ci.marks-id={id}")],
+        );
+        mark
+    };
+    let whole = marks(&tag, &tool);
+    let other_id = marks("0123456789abcdef", &tool);
+    let gone = marks(&tag, &format!("{tool}-gone"));
+    // The tool volume held, as a live run holds it.
+    let hold = Command::new("docker")
+        .args(["create", "--label", "bork-ci-test.mark-hold=1", "-v"])
+        .arg(format!("{tool}:/t"))
+        .args([TEST_IMAGE, "true"])
+        .output()
+        .expect("docker create");
+    assert!(hold.status.success(), "{}", text(&hold.stderr));
+    let hold = text(&hold.stdout).trim().to_owned();
+    let reaper = sandbox(artifacts.path(), "mark-gc").await;
+    let removed = docker::gc_caches(&reaper, older_than).await.expect("gc runs");
+    assert!(there(&tool) && there(&whole), "{removed:?}");
+    assert!(!there(&other_id), "a mark of another id goes: {removed:?}");
+    assert!(!there(&gone), "a mark of a volume not there goes: {removed:?}");
+    let _ = Command::new("docker").args(["rm", "-f", &hold]).output();
+    let removed = docker::gc_caches(&reaper, older_than).await.expect("gc runs");
+    assert!(!there(&tool), "{removed:?}");
+    assert!(!there(&whole), "the mark goes with its volume: {removed:?}");
+}
+
 #[tokio::test]
 async fn auto_binds_only_where_the_engine_sees_this_hosts_paths() {
     let artifacts = tempfile::tempdir().expect("tempdir");
@@ -1300,9 +1369,19 @@ async fn judges_over_copy_share_one_bork_ci_volume_per_executable() {
         .unwrap_or_else(|error| panic!("the labels of {kept}: {error}: {}", text(&labels.stderr)));
     assert_eq!(labels["bork-ci.cache"], "1", "kept for `bork-ci gc`: {labels}");
     assert!(labels.get("bork-ci.run").is_none(), "{labels}");
+    // Marked whole by a volume named for it and its id.
+    let id = labels["bork-ci.volume-id"].as_str().expect("an id").to_owned();
+    let whole = format!("{kept}-whole-{id}");
+    let volume_there = |name: &str| {
+        Command::new("docker")
+            .args(["volume", "inspect", name])
+            .output()
+            .expect("docker volume inspect")
+            .status
+            .success()
+    };
+    assert!(volume_there(&whole), "{whole}");
     assert_eq!(run("tool-second").await, vec![kept.clone()]);
-    // Half filled (its mark missing, as after a run killed while filling it): not used; the
-    // run fills one of its own, which goes with the run.
     // Created, started and waited for without attaching (Podman's API refuses the CLI's
     // attach), with ulimits within this host's hard limits (Podman's defaults are above them).
     let mark = |script: &str| {
@@ -1333,7 +1412,16 @@ async fn judges_over_copy_share_one_bork_ci_volume_per_executable() {
         assert!(started.status.success(), "{}", text(&started.stderr));
         assert_eq!(text(&waited.stdout).trim(), "0", "{script}");
     };
+    // Marked whole, it is taken as it is: not read back (its last file gone here).
     mark("rm /t/.bork-ci-complete");
+    assert_eq!(run("tool-marked").await, vec![kept.clone()]);
+    // Half filled (no mark, and the file its filling writes last missing, as after a run
+    // killed while filling it): not used; the run fills one of its own, which goes with the run.
+    let removed = Command::new("docker")
+        .args(["volume", "rm", &whole])
+        .output()
+        .expect("docker volume rm");
+    assert!(removed.status.success(), "{}", text(&removed.stderr));
     let third = run("tool-third").await;
     assert_eq!(third.len(), 1, "{third:?}");
     assert_ne!(third[0], kept, "a half-filled volume is not used");
@@ -1341,8 +1429,10 @@ async fn judges_over_copy_share_one_bork_ci_volume_per_executable() {
         !volumes_with("bork-ci.step=tool").contains(&third[0]),
         "the run's own volume goes with it"
     );
+    // Its last file back (a volume an older bork-ci filled has no mark): taken, and marked.
     mark(&format!("printf %s {key} > /t/.bork-ci-complete"));
     assert_eq!(run("tool-fourth").await, vec![kept]);
+    assert!(volume_there(&whole), "marked whole again: {whole}");
     release_holds();
     drop_cache(repo.path());
 }

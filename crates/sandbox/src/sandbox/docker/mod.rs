@@ -91,6 +91,11 @@ pub mod labels {
     /// under its name (by bork-ci, or by the engine for a container that names it) is another
     /// volume, whatever the clock says (an engine gives its creation time to the second).
     pub const VOLUME_ID: &str = "bork-ci.volume-id";
+    /// On a mark that a volume was filled whole: that volume's name. The mark vouches for the
+    /// volume of that name only while it has the id in [`MARKS_ID`]; `gc` removes it with it.
+    pub const MARKS: &str = "bork-ci.marks";
+    /// On a mark: the [`VOLUME_ID`] of the volume it vouches for.
+    pub const MARKS_ID: &str = "bork-ci.marks-id";
 }
 
 /// When to pull the image (`sandbox.pull`).
@@ -1283,14 +1288,19 @@ impl DockerSandbox {
         volume_labels.insert(labels::STEP.to_owned(), "tool".to_owned());
         let ours = uuid::Uuid::new_v4().simple().to_string();
         volume_labels.insert(labels::VOLUME_ID.to_owned(), ours.clone());
-        let made = self.create_or_find_volume(&name, volume_labels).await? == ours;
-        let holder = self
-            .create_idle(
+        let id = self.create_or_find_volume(&name, volume_labels).await?;
+        let made = id == ours;
+        // The volume's mark of completeness, looked for while its holder is made.
+        let mark = (tool_mark(&name, &id), name.clone(), id.clone());
+        let (holder, marked) = tokio::join!(
+            self.create_idle(
                 image,
                 vec![transport::volume(&name, runner_image::TOOL_DIR, !made)],
                 "anchor",
-            )
-            .await?;
+            ),
+            async { !made && !id.is_empty() && self.docker.inspect_volume(&mark.0).await.is_ok() }
+        );
+        let holder = holder?;
         if made {
             if let Err(error) = self.fill_tool_volume(&holder.id, &layout).await {
                 holder.remove().await;
@@ -1298,14 +1308,24 @@ impl DockerSandbox {
                 return Err(error);
             }
             holder.keep();
+            self.mark_tool_volume(&mark).await;
             return Ok(name);
         }
+        if marked {
+            holder.keep();
+            return Ok(name);
+        }
+        // No mark (the volume of an older bork-ci, or its mark removed): the file its filling
+        // wrote last.
         let complete = self
             .read_back(&holder.id, format!("{}/{TOOL_COMPLETE}", runner_image::TOOL_DIR))
             .await
             .is_ok_and(|(bytes, _)| bytes == key.as_bytes());
         if complete {
             holder.keep();
+            if !id.is_empty() {
+                self.mark_tool_volume(&mark).await;
+            }
             return Ok(name);
         }
         holder.remove().await;
@@ -1325,6 +1345,19 @@ impl DockerSandbox {
         let filled = self.fill_tool_volume(&helper.id, &layout).await;
         helper.remove().await;
         filled.map(|()| own)
+    }
+
+    /// Marks the judges' bork-ci volume whole: an empty volume named for the tool volume and its
+    /// id ([`tool_mark`]), made once the volume is filled. A later run learns from one inspection
+    /// that the volume is whole, where reading its last file back mounts a container.
+    async fn mark_tool_volume(&self, (mark, name, id): &(String, String, String)) {
+        let mut mark_labels = self.kept_volume_labels();
+        mark_labels.insert(labels::STEP.to_owned(), "tool-mark".to_owned());
+        mark_labels.insert(labels::MARKS.to_owned(), name.clone());
+        mark_labels.insert(labels::MARKS_ID.to_owned(), id.clone());
+        if let Err(error) = self.create_volume(mark, mark_labels).await {
+            tracing::debug!("the judges' bork-ci volume is not marked whole: {error}");
+        }
     }
 
     /// Uploads the judges' bork-ci folder of `layout` through container `id`.
@@ -1663,6 +1696,13 @@ impl DockerSandbox {
     }
 }
 
+/// The name of the mark that the judges' bork-ci volume `name` of id `id` ([`labels::VOLUME_ID`])
+/// was filled whole: a volume of this name exists only once it was. A volume made again under
+/// the same name has another id, so an older mark does not vouch for it.
+fn tool_mark(name: &str, id: &str) -> String {
+    format!("{name}-whole-{id}")
+}
+
 /// Largest build context of a dev container sent to the engine.
 const DEVCONTAINER_CONTEXT_MAX: u64 = 1 << 30;
 
@@ -1894,7 +1934,13 @@ pub async fn gc_caches(sandbox: &DockerSandbox, ttl: Duration) -> Result<Vec<Str
         .await
         .map_err(docker_error("list volumes"))?;
     let mut removed = Vec::new();
-    for volume in listed.volumes.unwrap_or_default() {
+    // Marks last: a mark goes once the volume it vouches for is gone (or another), never before.
+    let (marks, volumes): (Vec<_>, Vec<_>) = listed
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .partition(|volume| volume.labels.contains_key(labels::MARKS));
+    for volume in volumes {
         let created = volume
             .labels
             .get(labels::CREATED)
@@ -1908,6 +1954,32 @@ pub async fn gc_caches(sandbox: &DockerSandbox, ttl: Duration) -> Result<Vec<Str
             Ok(()) => removed.push(volume.name),
             Err(error) if is_not_found(&error) => {}
             Err(error) => tracing::debug!(volume = volume.name, %error, "keeping a cache volume in use"),
+        }
+    }
+    for mark in marks {
+        let marked = mark
+            .labels
+            .get(labels::MARKS)
+            .map(String::as_str)
+            .unwrap_or_default();
+        let vouched = match sandbox.docker.inspect_volume(marked).await {
+            Ok(volume) => {
+                transport::volume_id(&volume).as_deref()
+                    == mark.labels.get(labels::MARKS_ID).map(String::as_str)
+            }
+            Err(error) => !is_not_found(&error),
+        };
+        if vouched {
+            continue;
+        }
+        match sandbox
+            .docker
+            .remove_volume(&mark.name, Some(RemoveVolumeOptions { force: false }))
+            .await
+        {
+            Ok(()) => removed.push(mark.name),
+            Err(error) if is_not_found(&error) => {}
+            Err(error) => tracing::debug!(volume = mark.name, %error, "keeping a mark"),
         }
     }
     Ok(removed)

@@ -277,10 +277,11 @@ impl DockerSandbox {
         ),
         SandboxError,
     > {
-        Ok(match self.tree_volume_of(repo, image).await? {
-            // Brought up to date (or filled, the first time) while the container is made
-            // (`create_staged`).
-            Some(name) => {
+        let volume = self.tree_volume_of(repo, image).await?;
+        Ok(match volume {
+            // Brought up to date while the container is made (`create_staged`); filled, the first
+            // time, now, beside the first judge's volumes (which take longer than its container).
+            Some(name) if self.tree_filled().await => {
                 let pending = TreePending {
                     repo: repo.to_owned(),
                     image: image.to_owned(),
@@ -288,7 +289,7 @@ impl DockerSandbox {
                 };
                 (name, Some(pending), None)
             }
-            None => {
+            _ => {
                 let writing = Arc::clone(&self.tree_lock).write_owned().await;
                 let name = Box::pin(self.sync_tree(repo, image)).await?;
                 // No update while this job runs: what it sees stays what was sent.
@@ -316,17 +317,38 @@ impl DockerSandbox {
         let image = image.to_owned();
         let run_wide = job.build == crate::sandbox::BuildCache::Run;
         // A judge's own volumes made ahead, while the edit step ran (`spare`).
-        let spare = if setup {
-            None
-        } else {
+        let spare = async {
+            if setup {
+                return None;
+            }
             let kind = spare::SpareKind {
                 image: image.clone(),
                 own_build: !run_wide,
             };
-            let spare = self.take_spare(&kind).await;
+            let spare = match self.take_spare(&kind).await {
+                Some(spare) => Some(spare),
+                // None made ahead (the run's first judge): made now the same way, its two
+                // volumes' folders put in side by side, while its tree and caches are found.
+                None => self
+                    .make_spare(&kind, true)
+                    .await
+                    .inspect_err(|error| tracing::debug!("making a judge's volumes: {error}"))
+                    .ok(),
+            };
             self.want_spare(kind);
             spare
         };
+        // The dependency cache beside them.
+        let deps = transport::deps_volume(&self.shared.deps_key());
+        let deps_ready = async {
+            self.create_volume(&deps, self.cache_volume_labels(repo)).await?;
+            self.anchor_cache(&deps, &image).await;
+            if setup {
+                self.open_deps_volume(&deps, &image).await;
+            }
+            Ok::<(), SandboxError>(())
+        };
+        let (spare, deps_ready) = tokio::join!(spare, deps_ready);
         let artifacts = match &spare {
             Some(spare) => spare.artifacts.clone(),
             None => {
@@ -342,12 +364,7 @@ impl DockerSandbox {
         };
         prepared.volumes.push(artifacts.clone());
         mounts.push(transport::volume(&artifacts, ARTIFACTS_MOUNT, false));
-        let deps = transport::deps_volume(&self.shared.deps_key());
-        self.create_volume(&deps, self.cache_volume_labels(repo)).await?;
-        self.anchor_cache(&deps, &image).await;
-        if setup {
-            self.open_deps_volume(&deps, &image).await;
-        }
+        deps_ready?;
         mounts.push(transport::volume(&deps, DEPS_MOUNT, !setup));
         if !setup {
             // Over `copy` the warm cache is not kept: a judge with a cache of its

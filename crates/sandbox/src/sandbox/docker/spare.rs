@@ -5,9 +5,10 @@
 //! (which an engine runs one after the other on one container) fewer before it starts.
 //!
 //! A spare is as fresh as a volume made for the job: no container ever started with it. It is
-//! made for the image and kind of build cache of the last judge; a judge that wants another
-//! makes its own, as without spares. A spare no judge took goes with the run's other volumes
-//! (it carries the run's labels).
+//! made for the image and kind of build cache of the last judge; a judge that finds none for
+//! its kind (the run's first) has its volumes made the same way at once, through a container
+//! each so that the two archive calls run side by side, while its tree and caches are made
+//! ready. A spare no judge took goes with the run's other volumes (it carries the run's labels).
 
 use super::{ARTIFACTS_MOUNT, CACHE_MOUNT, DockerSandbox, SandboxError, archive, remove_volume, transport};
 
@@ -82,44 +83,52 @@ impl DockerSandbox {
         if let Some(old) = slot.take() {
             self.discard(&old).await;
         }
-        match self.make_spare(&kind).await {
+        match self.make_spare(&kind, false).await {
             Ok(spare) => *slot = Some(spare),
             Err(error) => tracing::debug!("making the next judge's volumes ahead: {error}"),
         }
     }
 
-    async fn make_spare(&self, kind: &SpareKind) -> Result<Spare, SandboxError> {
+    /// Makes a judge's volumes of `kind` and puts their folders in through containers that never
+    /// start: one for both beside the edit step, or with `side_by_side` (a judge waits for them)
+    /// one each, the two archive calls then running at once.
+    pub(super) async fn make_spare(
+        &self,
+        kind: &SpareKind,
+        side_by_side: bool,
+    ) -> Result<Spare, SandboxError> {
         let spare = Spare {
             kind: kind.clone(),
             artifacts: fresh_name("bork-ci-artifacts"),
             build: kind.own_build.then(|| fresh_name("bork-ci-build")),
         };
         let filled = async {
-            self.create_volume(&spare.artifacts, self.run_volume_labels("artifacts"))
-                .await?;
-            let mut mounts = vec![transport::volume(&spare.artifacts, ARTIFACTS_MOUNT, false)];
-            let mut uploads = vec![(ARTIFACTS_MOUNT, artifacts_skeleton())];
+            let mut folders = vec![(
+                spare.artifacts.as_str(),
+                ARTIFACTS_MOUNT,
+                "artifacts",
+                artifacts_skeleton(),
+            )];
             if let Some(build) = &spare.build {
-                self.create_volume(build, self.run_volume_labels("build")).await?;
-                mounts.push(transport::volume(build, CACHE_MOUNT, false));
-                uploads.push((CACHE_MOUNT, build_skeleton()));
+                folders.push((build.as_str(), CACHE_MOUNT, "build", build_skeleton()));
             }
-            let stager = self.create_idle(&kind.image, mounts, "stager").await?;
-            let mut sent = Ok(());
-            for (path, archive) in uploads {
-                sent = match archive {
-                    Ok(archive) => self.upload(&stager.id, path, archive).await,
-                    Err(source) => Err(SandboxError::Prepare {
-                        what: "a judge's folders".to_owned(),
-                        source,
-                    }),
-                };
-                if sent.is_err() {
-                    break;
-                }
+            let mut staged = Vec::new();
+            for (volume, path, what, archive) in folders {
+                self.create_volume(volume, self.run_volume_labels(what)).await?;
+                let archive = archive.map_err(|source| SandboxError::Prepare {
+                    what: "a judge's folders".to_owned(),
+                    source,
+                })?;
+                staged.push((transport::volume(volume, path, false), path, archive));
             }
-            stager.remove().await;
-            sent
+            let groups = if side_by_side {
+                staged.into_iter().map(|one| vec![one]).collect()
+            } else {
+                vec![staged]
+            };
+            futures_util::future::try_join_all(groups.into_iter().map(|group| self.stage(&kind.image, group)))
+                .await
+                .map(drop)
         }
         .await;
         match filled {
@@ -129,6 +138,26 @@ impl DockerSandbox {
                 Err(error)
             }
         }
+    }
+
+    /// Puts each archive of `group` into its volume through one container that mounts them all
+    /// and never starts (an engine runs archive calls on one container one after the other).
+    async fn stage(
+        &self,
+        image: &str,
+        group: Vec<(bollard::models::Mount, &str, Vec<u8>)>,
+    ) -> Result<(), SandboxError> {
+        let mounts = group.iter().map(|(mount, ..)| mount.clone()).collect();
+        let stager = self.create_idle(image, mounts, "stager").await?;
+        let mut sent = Ok(());
+        for (_, path, archive) in group {
+            sent = self.upload(&stager.id, path, archive).await;
+            if sent.is_err() {
+                break;
+            }
+        }
+        stager.remove().await;
+        sent
     }
 
     async fn discard(&self, spare: &Spare) {

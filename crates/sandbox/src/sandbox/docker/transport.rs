@@ -844,6 +844,16 @@ impl DockerSandbox {
         Ok(Some(name))
     }
 
+    /// Whether this sandbox's tree volume has been brought up to date once (it then knows the
+    /// files it holds; a new or just claimed one knows none).
+    pub(super) async fn tree_filled(&self) -> bool {
+        self.tree
+            .lock()
+            .await
+            .as_ref()
+            .is_some_and(|tree| !tree.manifest.is_empty())
+    }
+
     /// Whether `repo`'s tree is worth a kept volume: more files than a first fill sends through
     /// the tree's holder in one upload (the claim's engine calls cost about that much).
     async fn worth_keeping(&self, repo: &Path) -> bool {

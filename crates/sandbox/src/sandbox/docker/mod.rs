@@ -1071,21 +1071,41 @@ impl DockerSandbox {
     /// Removes every container and volume of this run (for a SIGINT/SIGTERM handler). Returns
     /// how many were removed.
     pub async fn cleanup_all(&self) -> Result<usize, SandboxError> {
-        // The kept tree's state is written while the last judge's artifacts come back (neither
-        // touches what the other does).
-        tokio::join!(self.settle(), self.release_kept_tree());
         let filter = format!("{}={}", labels::RUN, self.run_id);
-        let mut removed = 0;
-        for summary in self.list_labelled(&filter).await? {
-            if let Some(id) = summary.0 {
-                remove_container(&self.docker, &id).await;
-                removed += 1;
-            }
-        }
-        for volume in self.list_volumes(&filter).await? {
-            remove_volume(&self.docker, &volume.name).await;
-            removed += 1;
-        }
+        // The kept tree's state is written, and the anchors and holders go, while the last
+        // judge's artifacts come back (none of the three touches what another does).
+        let holders = async {
+            let listed = self.list_labelled(&filter).await?;
+            let holders: Vec<String> = listed
+                .into_iter()
+                .filter(|(_, labelled)| {
+                    labelled
+                        .get(labels::STEP)
+                        .is_some_and(|step| step == "anchor" || step == "tree-holder")
+                })
+                .filter_map(|(id, _)| id)
+                .collect();
+            remove_containers(&self.docker, &holders).await;
+            Ok::<usize, SandboxError>(holders.len())
+        };
+        let ((), (), holders) = tokio::join!(self.settle(), self.release_kept_tree(), holders);
+        let mut removed = holders?;
+        let rest: Vec<String> = self
+            .list_labelled(&filter)
+            .await?
+            .into_iter()
+            .filter_map(|(id, _)| id)
+            .collect();
+        remove_containers(&self.docker, &rest).await;
+        removed += rest.len();
+        let volumes = self.list_volumes(&filter).await?;
+        futures_util::future::join_all(
+            volumes
+                .iter()
+                .map(|volume| remove_volume(&self.docker, &volume.name)),
+        )
+        .await;
+        removed += volumes.len();
         if let Ok(mut live) = self.live.lock() {
             live.clear();
         }
@@ -2029,6 +2049,11 @@ pub(super) async fn remove_container(docker: &Docker, id: &str) {
         }
         Err(error) => tracing::warn!(container = id, %error, "removing container"),
     }
+}
+
+/// Removes containers `ids` side by side.
+async fn remove_containers(docker: &Docker, ids: &[String]) {
+    futures_util::future::join_all(ids.iter().map(|id| remove_container(docker, id))).await;
 }
 
 pub(super) async fn remove_volume(docker: &Docker, name: &str) {

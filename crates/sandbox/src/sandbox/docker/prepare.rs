@@ -11,6 +11,14 @@ use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountTmpfsOptions,
 
 use super::*;
 
+/// Which judge a judge's caches over `copy` are for: the setup job, and the run's first judge
+/// (whose tree goes in during its preparation).
+#[derive(Debug, Clone, Copy)]
+struct CachesFor {
+    setup: bool,
+    first: bool,
+}
+
 /// The error of a step of a job's preparation that failed: what was being prepared, and why.
 pub(super) fn prepare_error(what: &str) -> impl FnOnce(std::io::Error) -> SandboxError {
     let what = what.to_owned();
@@ -244,11 +252,16 @@ impl DockerSandbox {
         mounts: &mut Vec<Mount>,
     ) -> Result<(), SandboxError> {
         let image = image.to_owned();
+        // The run's first judge: its tree goes in now (see `judge_tree_volume`).
+        let caches_for = CachesFor {
+            setup,
+            first: !self.tree_filled().await,
+        };
         // The tree volume (on a run's first job, the claim on the repository's kept one) beside
         // the caches' volumes.
         let (tree, caches) = tokio::join!(
             self.judge_tree_volume(repo, &image),
-            self.judge_caches_over_copy(repo, job, &image, setup, dirs, ca, prepared, mounts)
+            self.judge_caches_over_copy(repo, job, &image, caches_for, dirs, ca, prepared, mounts)
         );
         let (repo_volume, pending, guard) = tree?;
         caches?;
@@ -308,7 +321,7 @@ impl DockerSandbox {
         repo: &Path,
         job: &Job,
         image: &str,
-        setup: bool,
+        CachesFor { setup, first }: CachesFor,
         dirs: &crate::sandbox::ArtifactDirs,
         ca: Option<&[u8]>,
         prepared: &mut Prepared,
@@ -327,13 +340,16 @@ impl DockerSandbox {
             };
             let spare = match self.take_spare(&kind).await {
                 Some(spare) => Some(spare),
-                // None made ahead (the run's first judge): made now the same way, its two
-                // volumes' folders put in side by side, while its tree and caches are found.
-                None => self
+                // None made ahead for the run's first judge: made now the same way, their
+                // folders put in side by side, while its tree goes in and its caches are found.
+                // (A later judge's folders go in through its own container, beside the update
+                // of its tree, which then waits for that container: one container fewer.)
+                None if first => self
                     .make_spare(&kind, true)
                     .await
                     .inspect_err(|error| tracing::debug!("making a judge's volumes: {error}"))
                     .ok(),
+                None => None,
             };
             self.want_spare(kind);
             spare

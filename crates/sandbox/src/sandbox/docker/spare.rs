@@ -5,10 +5,11 @@
 //! (which an engine runs one after the other on one container) fewer before it starts.
 //!
 //! A spare is as fresh as a volume made for the job: no container ever started with it. It is
-//! made for the image and kind of build cache of the last judge; a judge that finds none for
-//! its kind (the run's first) has its volumes made the same way at once, through a container
-//! each so that the two archive calls run side by side, while its tree and caches are made
-//! ready. A spare no judge took goes with the run's other volumes (it carries the run's labels).
+//! made for the image and kind of build cache of the last judge; a judge that wants another
+//! makes its own, as without spares. The run's first judge, with no edit step before it, has its
+//! volumes made the same way at once, through a container each so that the two archive calls
+//! run side by side, while its tree goes in and its caches are made ready. A spare no judge took
+//! goes with the run's other volumes (it carries the run's labels).
 
 use super::{ARTIFACTS_MOUNT, CACHE_MOUNT, DockerSandbox, SandboxError, archive, remove_volume, transport};
 

@@ -1122,14 +1122,6 @@ async fn a_tool_volumes_mark_goes_with_it_and_only_then() {
             .expect("docker volume create");
         assert!(created.status.success(), "{}", text(&created.stderr));
     };
-    let there = |name: &str| {
-        Command::new("docker")
-            .args(["volume", "inspect", name])
-            .output()
-            .expect("docker volume inspect")
-            .status
-            .success()
-    };
     // Made long ago: a `gc_caches` whose age limit only it passes leaves other tests' caches be.
     volume(
         &tool,
@@ -1158,13 +1150,22 @@ async fn a_tool_volumes_mark_goes_with_it_and_only_then() {
     let hold = text(&hold.stdout).trim().to_owned();
     let reaper = sandbox(artifacts.path(), "mark-gc").await;
     let removed = docker::gc_caches(&reaper, older_than).await.expect("gc runs");
-    assert!(there(&tool) && there(&whole), "{removed:?}");
-    assert!(!there(&other_id), "a mark of another id goes: {removed:?}");
-    assert!(!there(&gone), "a mark of a volume not there goes: {removed:?}");
+    assert!(volume_exists(&tool) && volume_exists(&whole), "{removed:?}");
+    assert!(
+        !volume_exists(&other_id),
+        "a mark of another id goes: {removed:?}"
+    );
+    assert!(
+        !volume_exists(&gone),
+        "a mark of a volume not there goes: {removed:?}"
+    );
     let _ = Command::new("docker").args(["rm", "-f", &hold]).output();
     let removed = docker::gc_caches(&reaper, older_than).await.expect("gc runs");
-    assert!(!there(&tool), "{removed:?}");
-    assert!(!there(&whole), "the mark goes with its volume: {removed:?}");
+    assert!(!volume_exists(&tool), "{removed:?}");
+    assert!(
+        !volume_exists(&whole),
+        "the mark goes with its volume: {removed:?}"
+    );
 }
 
 #[tokio::test]
@@ -1281,6 +1282,16 @@ fn run_volumes_of_step(run_id: &str, step: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether the engine has a volume named `name`.
+fn volume_exists(name: &str) -> bool {
+    Command::new("docker")
+        .args(["volume", "inspect", name])
+        .output()
+        .expect("docker volume inspect")
+        .status
+        .success()
+}
+
 /// The volumes the never-started containers of run `run_id` hold whose names start with `prefix`.
 fn held_volumes(run_id: &str, prefix: &str) -> Vec<String> {
     let ids = Command::new("docker")
@@ -1372,15 +1383,7 @@ async fn judges_over_copy_share_one_bork_ci_volume_per_executable() {
     // Marked whole by a volume named for it and its id.
     let id = labels["bork-ci.volume-id"].as_str().expect("an id").to_owned();
     let whole = format!("{kept}-whole-{id}");
-    let volume_there = |name: &str| {
-        Command::new("docker")
-            .args(["volume", "inspect", name])
-            .output()
-            .expect("docker volume inspect")
-            .status
-            .success()
-    };
-    assert!(volume_there(&whole), "{whole}");
+    assert!(volume_exists(&whole), "{whole}");
     assert_eq!(run("tool-second").await, vec![kept.clone()]);
     // Created, started and waited for without attaching (Podman's API refuses the CLI's
     // attach), with ulimits within this host's hard limits (Podman's defaults are above them).
@@ -1432,7 +1435,7 @@ async fn judges_over_copy_share_one_bork_ci_volume_per_executable() {
     // Its last file back (a volume an older bork-ci filled has no mark): taken, and marked.
     mark(&format!("printf %s {key} > /t/.bork-ci-complete"));
     assert_eq!(run("tool-fourth").await, vec![kept]);
-    assert!(volume_there(&whole), "marked whole again: {whole}");
+    assert!(volume_exists(&whole), "marked whole again: {whole}");
     release_holds();
     drop_cache(repo.path());
 }

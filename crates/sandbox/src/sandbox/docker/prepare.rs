@@ -253,14 +253,12 @@ impl DockerSandbox {
     ) -> Result<(), SandboxError> {
         let image = image.to_owned();
         // The run's first judge: its tree goes in now (see `judge_tree_volume`).
-        let caches_for = CachesFor {
-            setup,
-            first: !self.tree_filled().await,
-        };
+        let first = !self.tree_filled().await;
+        let caches_for = CachesFor { setup, first };
         // The tree volume (on a run's first job, the claim on the repository's kept one) beside
         // the caches' volumes.
         let (tree, caches) = tokio::join!(
-            self.judge_tree_volume(repo, &image),
+            self.judge_tree_volume(repo, &image, first),
             self.judge_caches_over_copy(repo, job, &image, caches_for, dirs, ca, prepared, mounts)
         );
         let (repo_volume, pending, guard) = tree?;
@@ -276,12 +274,13 @@ impl DockerSandbox {
     }
 
     /// The run's tree volume for a judge: brought up to date while its container is made (the
-    /// pending update returned), or, when the sandbox held another repository's, replaced now and
-    /// held still (the guard returned) while the job runs.
+    /// pending update returned), or, for the run's `first` judge or when the sandbox held another
+    /// repository's, filled or replaced now and held still (the guard returned) while the job runs.
     async fn judge_tree_volume(
         &self,
         repo: &Path,
         image: &str,
+        first: bool,
     ) -> Result<
         (
             String,
@@ -294,7 +293,7 @@ impl DockerSandbox {
         Ok(match volume {
             // Brought up to date while the container is made (`create_staged`); filled, the first
             // time, now, beside the first judge's volumes (which take longer than its container).
-            Some(name) if self.tree_filled().await => {
+            Some(name) if !first => {
                 let pending = TreePending {
                     repo: repo.to_owned(),
                     image: image.to_owned(),

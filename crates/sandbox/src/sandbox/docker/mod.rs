@@ -1311,14 +1311,15 @@ impl DockerSandbox {
         let id = self.create_or_find_volume(&name, volume_labels).await?;
         let made = id == ours;
         // The volume's mark of completeness, looked for while its holder is made.
-        let mark = (tool_mark(&name, &id), name.clone(), id.clone());
         let (holder, marked) = tokio::join!(
             self.create_idle(
                 image,
                 vec![transport::volume(&name, runner_image::TOOL_DIR, !made)],
                 "anchor",
             ),
-            async { !made && !id.is_empty() && self.docker.inspect_volume(&mark.0).await.is_ok() }
+            async {
+                !made && !id.is_empty() && self.docker.inspect_volume(&tool_mark(&name, &id)).await.is_ok()
+            }
         );
         let holder = holder?;
         if made {
@@ -1328,7 +1329,7 @@ impl DockerSandbox {
                 return Err(error);
             }
             holder.keep();
-            self.mark_tool_volume(&mark).await;
+            self.mark_tool_volume(&name, &id).await;
             return Ok(name);
         }
         if marked {
@@ -1344,7 +1345,7 @@ impl DockerSandbox {
         if complete {
             holder.keep();
             if !id.is_empty() {
-                self.mark_tool_volume(&mark).await;
+                self.mark_tool_volume(&name, &id).await;
             }
             return Ok(name);
         }
@@ -1367,15 +1368,15 @@ impl DockerSandbox {
         filled.map(|()| own)
     }
 
-    /// Marks the judges' bork-ci volume whole: an empty volume named for the tool volume and its
-    /// id ([`tool_mark`]), made once the volume is filled. A later run learns from one inspection
+    /// Marks the judges' bork-ci volume `name` of id `id` whole: an empty volume named for both
+    /// ([`tool_mark`]), made once the volume is filled. A later run learns from one inspection
     /// that the volume is whole, where reading its last file back mounts a container.
-    async fn mark_tool_volume(&self, (mark, name, id): &(String, String, String)) {
+    async fn mark_tool_volume(&self, name: &str, id: &str) {
         let mut mark_labels = self.kept_volume_labels();
         mark_labels.insert(labels::STEP.to_owned(), "tool-mark".to_owned());
-        mark_labels.insert(labels::MARKS.to_owned(), name.clone());
-        mark_labels.insert(labels::MARKS_ID.to_owned(), id.clone());
-        if let Err(error) = self.create_volume(mark, mark_labels).await {
+        mark_labels.insert(labels::MARKS.to_owned(), name.to_owned());
+        mark_labels.insert(labels::MARKS_ID.to_owned(), id.to_owned());
+        if let Err(error) = self.create_volume(&tool_mark(name, id), mark_labels).await {
             tracing::debug!("the judges' bork-ci volume is not marked whole: {error}");
         }
     }

@@ -23,6 +23,10 @@ pub const INPUT_LIMIT: u64 = 1 << 30;
 /// Largest result the runner takes from the step's stdout (as from its state file).
 pub const RESULT_LIMIT: u64 = 256 << 20;
 
+/// How much of a file is read at a time when it is sent: `tokio::io::copy`'s 8 KiB would cost a
+/// blocking-pool round trip and a socket write per 8 KiB (the input is the whole prompt).
+pub const COPY_CHUNK: usize = 1 << 20;
+
 /// Writes the regular files directly in `dir` (sorted by name; links, folders and names that are
 /// not UTF-8 are left out) as one tar to `writer`, each file streamed from disk, then closes
 /// `writer` so the step sees the end of its stdin.
@@ -44,8 +48,11 @@ pub async fn send<W: AsyncWrite + Unpin>(dir: &Path, mut writer: W) -> io::Resul
         header.set_mtime(0);
         header.set_cksum();
         writer.write_all(header.as_bytes()).await?;
-        let mut contents = tokio::fs::File::from_std(file).take(size);
-        let sent = tokio::io::copy(&mut contents, &mut writer).await?;
+        let mut contents = tokio::io::BufReader::with_capacity(
+            COPY_CHUNK,
+            tokio::fs::File::from_std(file).take(size),
+        );
+        let sent = tokio::io::copy_buf(&mut contents, &mut writer).await?;
         if sent != size {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -121,8 +128,8 @@ mod tests {
     #[tokio::test]
     async fn the_state_goes_through_as_sent_and_other_files_land_in_the_folder() {
         let host = tempfile::tempdir().unwrap();
-        // Sizes around the tar block, so the padding is exercised.
-        for size in [0usize, 1, 511, 512, 513, 70_000] {
+        // Sizes around the tar block, so the padding is exercised, and past a read chunk.
+        for size in [0usize, 1, 511, 512, 513, 70_000, 3 * COPY_CHUNK + 7] {
             let text = "x".repeat(size);
             bork_ci_core::safe_fs::write_atomic(
                 &host.path().join("input.json"),
@@ -140,7 +147,7 @@ mod tests {
             let input: Input = receive(wire.as_slice(), &folder, "input.json").unwrap();
             assert_eq!(input, Input { text });
             assert_eq!(
-                bork_ci_core::safe_fs::read_regular(&folder.join("script.json"), 1 << 20).unwrap(),
+                bork_ci_core::safe_fs::read_regular(&folder.join("script.json"), OTHER_FILE_LIMIT).unwrap(),
                 vec![b'7'; size]
             );
             assert!(!folder.join("link").exists(), "a link is not sent");

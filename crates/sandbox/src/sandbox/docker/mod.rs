@@ -2365,8 +2365,11 @@ impl Stdin {
             Stdin::State(dir) => state_stdio::send(&dir, &mut input).await.map_err(Unsent::Sending),
             Stdin::Archive(making) => match making.await {
                 Ok(Ok(file)) => {
-                    let mut file = tokio::fs::File::from_std(file);
-                    let copied = tokio::io::copy(&mut file, &mut input).await;
+                    let mut file = tokio::io::BufReader::with_capacity(
+                        state_stdio::COPY_CHUNK,
+                        tokio::fs::File::from_std(file),
+                    );
+                    let copied = tokio::io::copy_buf(&mut file, &mut input).await;
                     match copied {
                         Ok(_) => input.shutdown().await.map_err(Unsent::Sending),
                         Err(error) => Err(Unsent::Sending(error)),

@@ -48,10 +48,8 @@ pub async fn send<W: AsyncWrite + Unpin>(dir: &Path, mut writer: W) -> io::Resul
         header.set_mtime(0);
         header.set_cksum();
         writer.write_all(header.as_bytes()).await?;
-        let mut contents = tokio::io::BufReader::with_capacity(
-            COPY_CHUNK,
-            tokio::fs::File::from_std(file).take(size),
-        );
+        let mut contents =
+            tokio::io::BufReader::with_capacity(COPY_CHUNK, tokio::fs::File::from_std(file).take(size));
         let sent = tokio::io::copy_buf(&mut contents, &mut writer).await?;
         if sent != size {
             return Err(io::Error::new(
@@ -156,6 +154,60 @@ mod tests {
                 "the input is parsed, not written"
             );
         }
+    }
+
+    /// A writer that keeps what it is given and counts the writes.
+    #[derive(Default)]
+    struct Counting {
+        bytes: Vec<u8>,
+        writes: usize,
+    }
+
+    impl tokio::io::AsyncWrite for Counting {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            self.writes += 1;
+            self.bytes.extend_from_slice(buf);
+            std::task::Poll::Ready(Ok(buf.len()))
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_large_input_goes_in_reads_of_a_chunk_not_of_8_kib() {
+        let host = tempfile::tempdir().unwrap();
+        let text = "y".repeat(8 * COPY_CHUNK);
+        bork_ci_core::safe_fs::write_atomic(
+            &host.path().join("input.json"),
+            serde_json::to_vec(&Input { text: text.clone() })
+                .unwrap()
+                .as_slice(),
+        )
+        .unwrap();
+        let mut wire = Counting::default();
+        send(host.path(), &mut wire).await.unwrap();
+        // 8 MiB in 8 KiB pieces would be over a thousand writes (each one a socket write to the
+        // engine, and a blocking-pool round trip to read it).
+        assert!(wire.writes <= 16, "{} writes", wire.writes);
+        let step = tempfile::tempdir().unwrap();
+        let input: Input = receive(wire.bytes.as_slice(), &step.path().join("state"), "input.json").unwrap();
+        assert_eq!(input, Input { text });
     }
 
     #[test]

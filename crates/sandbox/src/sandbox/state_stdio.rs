@@ -123,19 +123,22 @@ mod tests {
         text: String,
     }
 
+    /// Writes `input.json` holding `text` into the host's state folder `dir`.
+    fn write_input(dir: &Path, text: &str) {
+        let input = Input {
+            text: text.to_owned(),
+        };
+        bork_ci_core::safe_fs::write_atomic(&dir.join("input.json"), &serde_json::to_vec(&input).unwrap())
+            .unwrap();
+    }
+
     #[tokio::test]
     async fn the_state_goes_through_as_sent_and_other_files_land_in_the_folder() {
         let host = tempfile::tempdir().unwrap();
         // Sizes around the tar block, so the padding is exercised, and past a read chunk.
         for size in [0usize, 1, 511, 512, 513, 70_000, 3 * COPY_CHUNK + 7] {
             let text = "x".repeat(size);
-            bork_ci_core::safe_fs::write_atomic(
-                &host.path().join("input.json"),
-                serde_json::to_vec(&Input { text: text.clone() })
-                    .unwrap()
-                    .as_slice(),
-            )
-            .unwrap();
+            write_input(host.path(), &text);
             bork_ci_core::safe_fs::write_atomic(&host.path().join("script.json"), &vec![b'7'; size]).unwrap();
             std::os::unix::fs::symlink("/etc/passwd", host.path().join("link")).ok();
             let mut wire = Vec::new();
@@ -193,13 +196,7 @@ mod tests {
     async fn a_large_input_goes_in_reads_of_a_chunk_not_of_8_kib() {
         let host = tempfile::tempdir().unwrap();
         let text = "y".repeat(8 * COPY_CHUNK);
-        bork_ci_core::safe_fs::write_atomic(
-            &host.path().join("input.json"),
-            serde_json::to_vec(&Input { text: text.clone() })
-                .unwrap()
-                .as_slice(),
-        )
-        .unwrap();
+        write_input(host.path(), &text);
         let mut wire = Counting::default();
         send(host.path(), &mut wire).await.unwrap();
         // 8 MiB in 8 KiB pieces would be over a thousand writes (each one a socket write to the

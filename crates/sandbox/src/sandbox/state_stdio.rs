@@ -25,7 +25,18 @@ pub const RESULT_LIMIT: u64 = 256 << 20;
 
 /// How much of a file is read at a time when it is sent: `tokio::io::copy`'s 8 KiB would cost a
 /// blocking-pool round trip and a socket write per 8 KiB (the input is the whole prompt).
-pub const COPY_CHUNK: usize = 1 << 20;
+const COPY_CHUNK: usize = 1 << 20;
+
+/// Copies `reader` (a file, read on the blocking pool) to `writer` in reads of 1 MiB;
+/// returns the bytes copied. What sends a file to a job's stdin goes through here.
+pub async fn copy_in_chunks<R, W>(reader: R, writer: &mut W) -> io::Result<u64>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + ?Sized,
+{
+    let mut chunks = tokio::io::BufReader::with_capacity(COPY_CHUNK, reader);
+    tokio::io::copy_buf(&mut chunks, writer).await
+}
 
 /// Writes the regular files directly in `dir` (sorted by name; links, folders and names that are
 /// not UTF-8 are left out) as one tar to `writer`, each file streamed from disk, then closes
@@ -48,9 +59,7 @@ pub async fn send<W: AsyncWrite + Unpin>(dir: &Path, mut writer: W) -> io::Resul
         header.set_mtime(0);
         header.set_cksum();
         writer.write_all(header.as_bytes()).await?;
-        let mut contents =
-            tokio::io::BufReader::with_capacity(COPY_CHUNK, tokio::fs::File::from_std(file).take(size));
-        let sent = tokio::io::copy_buf(&mut contents, &mut writer).await?;
+        let sent = copy_in_chunks(tokio::fs::File::from_std(file).take(size), &mut writer).await?;
         if sent != size {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,

@@ -2365,11 +2365,8 @@ impl Stdin {
             Stdin::State(dir) => state_stdio::send(&dir, &mut input).await.map_err(Unsent::Sending),
             Stdin::Archive(making) => match making.await {
                 Ok(Ok(file)) => {
-                    let mut file = tokio::io::BufReader::with_capacity(
-                        state_stdio::COPY_CHUNK,
-                        tokio::fs::File::from_std(file),
-                    );
-                    let copied = tokio::io::copy_buf(&mut file, &mut input).await;
+                    let copied =
+                        state_stdio::copy_in_chunks(tokio::fs::File::from_std(file), &mut input).await;
                     match copied {
                         Ok(_) => input.shutdown().await.map_err(Unsent::Sending),
                         Err(error) => Err(Unsent::Sending(error)),
